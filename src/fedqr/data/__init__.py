@@ -1,0 +1,52 @@
+"""Data: MNIST and scikit-learn digits as plain NumPy arrays, and client partitioners.
+
+Loaders
+    :func:`load_dataset` returns a normalised, flattened :class:`Dataset`;
+    :func:`load_mnist_arrays` and :func:`load_digits_arrays` return the raw images.
+Partitioners
+    :func:`partition_two_digits`, :func:`partition_iid`, :func:`partition_dirichlet`
+    and the dispatcher :func:`make_partition` return a :class:`Partition`.
+"""
+
+from fedqr.data._files import ChecksumError, DataNotFoundError
+from fedqr.data.datasets import Dataset, DatasetName, load_dataset
+from fedqr.data.digits import load_digits_arrays
+from fedqr.data.idx import IdxFormatError
+from fedqr.data.mnist import (
+    MNIST_MIRRORS,
+    load_mnist_arrays,
+    locate_mnist_files,
+    mnist_cache_dir,
+    mnist_search_dirs,
+)
+from fedqr.data.partition import (
+    Partition,
+    PartitionKind,
+    make_partition,
+    partition_dirichlet,
+    partition_iid,
+    partition_two_digits,
+)
+from fedqr.data.raw import RawData
+
+__all__ = [
+    "MNIST_MIRRORS",
+    "ChecksumError",
+    "DataNotFoundError",
+    "Dataset",
+    "DatasetName",
+    "IdxFormatError",
+    "Partition",
+    "PartitionKind",
+    "RawData",
+    "load_dataset",
+    "load_digits_arrays",
+    "load_mnist_arrays",
+    "locate_mnist_files",
+    "make_partition",
+    "mnist_cache_dir",
+    "mnist_search_dirs",
+    "partition_dirichlet",
+    "partition_iid",
+    "partition_two_digits",
+]

@@ -1,0 +1,103 @@
+"""Input checks shared by the data modules: clear messages naming the parameter."""
+
+from __future__ import annotations
+
+import enum
+import math
+from typing import Any, TypeVar
+
+import numpy as np
+from numpy.typing import NDArray
+
+E = TypeVar("E", bound=enum.Enum)
+
+
+def check_int(name: str, value: object, *, low: int, high: int | None = None) -> int:
+    """Return ``value`` as an ``int`` after checking ``low <= value <= high``.
+
+    Parameters
+    ----------
+    name : str
+        Parameter name used in the error message.
+    value : object
+        The value given by the caller (a Python or NumPy integer; ``bool`` is rejected).
+    low : int
+        Smallest allowed value.
+    high : int or None, optional
+        Largest allowed value; no upper bound when ``None``.
+
+    Returns
+    -------
+    int
+        The checked value.
+
+    Raises
+    ------
+    TypeError
+        If ``value`` is not an integer.
+    ValueError
+        If ``value`` lies outside ``[low, high]``.
+    """
+    if isinstance(value, bool) or not isinstance(value, int | np.integer):
+        raise TypeError(f"{name} must be an integer, got {name}={value!r}")
+    ivalue = int(value)
+    if high is None and ivalue < low:
+        raise ValueError(f"{name} must be >= {low}, got {name}={ivalue}")
+    if high is not None and not low <= ivalue <= high:
+        raise ValueError(f"{name} must be in [{low}, {high}], got {name}={ivalue}")
+    return ivalue
+
+
+def check_positive_float(name: str, value: object) -> float:
+    """Return ``value`` as a finite ``float > 0``, else raise ``ValueError``."""
+    if isinstance(value, bool) or not isinstance(value, int | float | np.integer | np.floating):
+        raise TypeError(f"{name} must be a real number, got {name}={value!r}")
+    fvalue = float(value)
+    if not (math.isfinite(fvalue) and fvalue > 0.0):
+        raise ValueError(f"{name} must be a finite number > 0, got {name}={fvalue!r}")
+    return fvalue
+
+
+def check_rng(rng: object, *, name: str = "rng") -> np.random.Generator:
+    """Return ``rng`` if it is a :class:`numpy.random.Generator`, else raise ``TypeError``."""
+    if not isinstance(rng, np.random.Generator):
+        raise TypeError(
+            f"{name} must be a numpy.random.Generator (e.g. numpy.random.default_rng(0)), "
+            f"got {name}={rng!r}"
+        )
+    return rng
+
+
+def check_labels(labels: object, *, name: str = "labels") -> NDArray[np.int64]:
+    """Return ``labels`` as a 1-D ``int64`` array, checking shape and dtype.
+
+    Raises
+    ------
+    ValueError
+        If the array is not 1-D, is empty, or does not hold integers.
+    """
+    arr: NDArray[Any] = np.asarray(labels)
+    if arr.ndim != 1:
+        raise ValueError(f"{name} must be 1-D, got {name}.shape={arr.shape}")
+    if arr.size == 0:
+        raise ValueError(f"{name} must hold at least 1 sample, got {name}.size=0")
+    if not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"{name} must hold integers, got {name}.dtype={arr.dtype}")
+    return arr.astype(np.int64, copy=False)
+
+
+def parse_enum(enum_type: type[E], name: str, value: object) -> E:
+    """Convert ``value`` (a member or its string value) to a member of ``enum_type``.
+
+    Raises
+    ------
+    ValueError
+        If ``value`` names no member; the message lists the allowed values.
+    """
+    if isinstance(value, enum_type):
+        return value
+    try:
+        return enum_type(value)
+    except ValueError:
+        allowed = ", ".join(repr(m.value) for m in enum_type)
+        raise ValueError(f"{name} must be one of {allowed}, got {name}={value!r}") from None

@@ -1,0 +1,114 @@
+"""Multinomial logistic regression without bias (the paper's 784x10 MNIST model).
+
+The model is ``logits = x @ theta`` with ``theta`` of shape ``(p_features, k)``; the training
+objective of client i is ``F_i(theta) = mean_j CE(x_j, y_j; theta) + (wd / 2) ||theta||^2``.
+
+Per-sample clipping never materialises per-sample gradients. The cross-entropy gradient of one
+sample is the rank-one matrix ``x (p - y)^T``, so its norms factorise:
+
+* l1: ``||x (p - y)^T||_1 = ||x||_1 ||p - y||_1`` and ``||p - y||_1 = 2 (1 - p_y)``;
+* l2: ``||x (p - y)^T||_F = ||x||_2 ||p - y||_2`` and ``||p - y||_2^2 = sum p^2 - 2 p_y + 1``,
+
+and the sum of clipped gradients is ``X^T (s * (P - Y))`` with ``s_j = min(1, xi / norm_j)``.
+Repeats are batched in the columns: ``theta`` for R repeats is one ``(p, R k)`` matrix, so a
+single GEMM serves every repeat. Rows are processed in cache-sized chunks so that each chunk of
+``X`` is read from memory once for the forward and the backward product.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+import torch
+from torch import Tensor
+
+
+class Norm(StrEnum):
+    """The norm in which per-sample gradients are clipped."""
+
+    L1 = "l1"  # Laplace mechanism (l1 sensitivity)
+    L2 = "l2"  # Gaussian mechanism (l2 sensitivity)
+
+
+@dataclass(frozen=True)
+class ChunkOut:
+    """Per-row results of the softmax cross-entropy and clipping.
+
+    Attributes
+    ----------
+    residual:
+        ``s * (P - Y)``, shape ``(..., k)``; ``None`` for evaluation-only passes.
+    clipped:
+        Rows whose gradient was scaled down (``s < 1``); ``None`` when nothing was clipped.
+    loss:
+        Per-row cross-entropy.
+    correct:
+        Per-row correctness of the argmax prediction.
+    """
+
+    residual: Tensor | None
+    clipped: Tensor | None
+    loss: Tensor
+    correct: Tensor
+
+
+def row_norms(x: Tensor, norm: Norm) -> Tensor:
+    """Per-row ``||x_j||_1`` or ``||x_j||_2`` (precomputed once per data set)."""
+    return x.abs().sum(dim=1) if norm is Norm.L1 else x.norm(dim=1)
+
+
+def clipped_residual(
+    logits: Tensor,
+    y: Tensor,
+    *,
+    x_norm: Tensor | None = None,
+    clip: float = float("inf"),
+    norm: Norm = Norm.L2,
+    residual: bool = True,
+) -> ChunkOut:
+    """Softmax cross-entropy and the clipped residual ``s * (P - Y)`` from logits.
+
+    Parameters
+    ----------
+    logits:
+        Shape ``(..., k)``; leading dimensions are rows and repeats in any order.
+    y:
+        Labels of shape ``logits.shape[:-1]`` (int64).
+    x_norm:
+        ``||x||`` of each row, broadcastable to ``logits.shape[:-1]``; needed for a finite clip.
+    clip:
+        Per-sample gradient norm bound xi; ``inf`` disables clipping.
+    norm:
+        The norm of ``clip`` (l1 for Laplace, l2 for Gaussian).
+    residual:
+        ``False`` for evaluation: only loss and correctness are computed.
+
+    Returns
+    -------
+    ChunkOut
+        Per-row ``loss`` and ``correct`` (shape ``logits.shape[:-1]``), the clipped-row mask and
+        the clipped residual (in the storage of a fresh tensor, never aliasing ``logits``).
+    """
+    m = logits.amax(dim=-1, keepdim=True)
+    e = (logits - m).exp_()  # hand-written softmax: ~6x faster than torch.softmax at k = 10
+    z = e.sum(dim=-1, keepdim=True)
+    idx = y.unsqueeze(-1)
+    loss = z.log().add_(m).squeeze(-1) - logits.gather(-1, idx).squeeze(-1)
+    correct = logits.argmax(dim=-1) == y
+    if not residual:
+        return ChunkOut(None, None, loss, correct)
+    p = e.div_(z)  # softmax probabilities, in place
+    p_y = p.gather(-1, idx)
+    p.scatter_add_(-1, idx, torch.full_like(p_y, -1.0))  # P - onehot(Y), in place
+    if clip == float("inf"):
+        return ChunkOut(p, None, loss, correct)
+    if x_norm is None:
+        raise ValueError("x_norm is required when clip is finite")
+    if norm is Norm.L1:
+        r_norm = 2.0 * (1.0 - p_y.squeeze(-1))  # ||p - y||_1 = 2 (1 - p_y)
+    else:
+        r_norm = p.norm(dim=-1)  # ||p - y||_2 (p already holds p - y)
+    scale = (clip / (x_norm * r_norm)).clamp_(max=1.0)  # s_j = min(1, xi / ||g_j||)
+    p.mul_(scale.unsqueeze(-1))
+    return ChunkOut(p, scale < 1.0, loss, correct)

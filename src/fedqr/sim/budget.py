@@ -1,0 +1,130 @@
+"""Per-client noise calibration and ledgers for one simulated schedule.
+
+Each client's noise is fixed before the first round from its budget and its *exact* number of
+replies R_i in the schedule (paper Theorems 1 and 2 with R_i instead of bT/N), and every
+reply is charged to that client's :class:`~fedqr.privacy.PrivacyLedger` before it is sent.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import dp_accounting
+import numpy as np
+
+from fedqr.privacy import (
+    Accountant,
+    Mechanism,
+    PrivacyBudgetExceeded,
+    PrivacyLedger,
+    calibrate_noise_multiplier,
+    gaussian_event,
+    gaussian_std,
+    laplace_event,
+    laplace_scale,
+)
+from fedqr.sim.config import SimConfig
+from fedqr.sim.schedule import reply_counts
+
+
+class LedgerBook:
+    """The ledgers of every client, one set per schedule group (1 for round robin)."""
+
+    def __init__(self, ledgers: list[list[PrivacyLedger | None]],
+                 events: list[list[dp_accounting.DpEvent | None]]) -> None:
+        self.ledgers = ledgers
+        self.events = events
+
+    def charge_round(self, sel: np.ndarray) -> None:
+        """Charge one reply to every client selected in a round, shape ``(R, b)`` of ids.
+
+        Raises :class:`PrivacyBudgetExceeded` before the round's replies are released.
+        """
+        groups = sel[:1] if len(self.ledgers) == 1 else sel
+        for g, row in enumerate(groups):
+            for i in row:
+                ledger, event = self.ledgers[g][int(i)], self.events[g][int(i)]
+                if ledger is not None and event is not None:
+                    ledger.charge(event)
+
+    def spent_eps(self) -> list[list[float | None]]:
+        """Spent epsilon per schedule group and client (``None``: no privacy mechanism)."""
+        return [[None if lg is None else lg.spent()[0] for lg in row] for row in self.ledgers]
+
+
+@dataclass(frozen=True)
+class ClientPrivacy:
+    """Noise and ledgers of every client; arrays have shape ``(S, N)``."""
+
+    mechanism: Mechanism
+    accountant: Accountant | None
+    replies: np.ndarray  # R_i, exact
+    noise_param: np.ndarray  # Laplace scale, or Gaussian noise multiplier z
+    noise_std: np.ndarray  # per-coordinate std of the noise added to the gradient
+    eps: tuple[float, ...]
+    delta: tuple[float, ...]
+    ledgers: LedgerBook
+
+    def group_of(self, repeats: int) -> np.ndarray:
+        """Schedule group of each repeat."""
+        s = self.replies.shape[0]
+        return np.zeros(repeats, dtype=np.int64) if s == 1 else np.arange(repeats)
+
+
+def _client_noise(
+    config: SimConfig, *, replies: int, size: int, eps: float, delta: float
+) -> tuple[float, float, dp_accounting.DpEvent | None]:
+    """(noise parameter, per-coordinate std, accounting event) of one client."""
+    p = config.privacy
+    if p.mechanism is Mechanism.NONE or replies == 0:
+        return 0.0, 0.0, None
+    if p.mechanism is Mechanism.LAPLACE:
+        scale = laplace_scale(replies=replies, clip=p.clip, num_samples=size, eps=eps)
+        return scale, math.sqrt(2.0) * scale, laplace_event(scale=scale, clip=p.clip,
+                                                           num_samples=size)
+    z = calibrate_noise_multiplier(replies=replies, sample_rate=p.sample_rate, eps=eps,
+                                   delta=delta, accountant=p.accountant)
+    std = gaussian_std(noise_multiplier=z, clip=p.clip, sample_rate=p.sample_rate,
+                       num_samples=size)
+    return z, std, gaussian_event(noise_multiplier=z, sample_rate=p.sample_rate)
+
+
+def plan_client_privacy(
+    config: SimConfig, *, sizes: np.ndarray, schedule: np.ndarray
+) -> ClientPrivacy:
+    """Calibrate each client's noise for its exact reply count and open its ledger.
+
+    Raises
+    ------
+    PrivacyBudgetExceeded
+        If a client's full schedule would not fit its budget (checked before any round).
+    """
+    n = config.num_clients
+    eps, delta = config.privacy.client_eps(n), config.privacy.client_delta(n)
+    replies = reply_counts(schedule, n)
+    mech = config.privacy.mechanism
+    kind = {Mechanism.LAPLACE: Accountant.PURE, Mechanism.GAUSSIAN: config.privacy.accountant,
+            Mechanism.NONE: None}[mech]
+    param = np.zeros(replies.shape)
+    std = np.zeros(replies.shape)
+    ledgers: list[list[PrivacyLedger | None]] = []
+    events: list[list[dp_accounting.DpEvent | None]] = []
+    for g in range(replies.shape[0]):
+        ledgers.append([])
+        events.append([])
+        for i in range(n):
+            param[g, i], std[g, i], event = _client_noise(
+                config, replies=int(replies[g, i]), size=int(sizes[i]), eps=eps[i],
+                delta=delta[i])
+            ledger = None
+            if kind is not None:
+                ledger = PrivacyLedger(eps=eps[i], delta=delta[i], accountant=kind, client_id=i)
+                if event is not None and ledger.would_exceed(event, int(replies[g, i])):
+                    raise PrivacyBudgetExceeded(client_id=i, eps_budget=eps[i],
+                                                delta_budget=delta[i], eps_after=math.inf)
+            ledgers[g].append(ledger)
+            events[g].append(event)
+    return ClientPrivacy(mechanism=mech, accountant=kind, replies=replies, noise_param=param,
+                         noise_std=std, eps=eps, delta=delta,
+                         ledgers=LedgerBook(ledgers, events))

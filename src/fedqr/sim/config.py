@@ -1,0 +1,216 @@
+"""Configuration of a FedSGD-DPC simulation (frozen value objects, validated on creation)."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from fedqr.privacy import Accountant, Mechanism
+
+
+class Selection(StrEnum):
+    """How the server picks the b clients of a round."""
+
+    ROUND_ROBIN = "round-robin"  # Algorithm 1: deterministic, exact reply counts
+    RANDOM = "random"  # uniformly at random without replacement (the analysis' assumption)
+
+
+class Aggregation(StrEnum):
+    """How the server combines the replies of the selected clients."""
+
+    PAPER = "paper"  # theta = (N/b) sum_i (d_i/d) theta^i  (Algorithm 1)
+    NORMALIZED = "normalized"  # theta = sum_i d_i theta^i / sum_j d_j (convex for any d_i)
+
+
+class LrSchedule(StrEnum):
+    """Learning-rate schedules."""
+
+    CONSTANT = "constant"  # eta_t = eta0
+    INVERSE_TIME = "inverse-time"  # eta_t = eta0 / (1 + decay t): the experiments' decaying rate
+    THEORY = "theory"  # eta_t = 2 / (mu (t + gamma)): Theorems 3 and 4
+
+
+def _positive(name: str, value: float, *, allow_inf: bool = False) -> None:
+    if not (value > 0) or (math.isinf(value) and not allow_inf) or math.isnan(value):
+        bound = "> 0" if allow_inf else "> 0 and finite"
+        raise ValueError(f"{name} must be {bound}, got {name}={value}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class LearningRate:
+    """Learning rate eta_t of round t (0-based).
+
+    Attributes
+    ----------
+    schedule:
+        Which formula to use.
+    eta0:
+        Initial rate for ``constant`` and ``inverse-time`` (the paper's experiments: 0.05).
+    decay:
+        ``inverse-time`` decay per round.
+    mu, gamma:
+        Strong convexity and ``gamma = 2 lambda / mu`` for the ``theory`` schedule.
+    """
+
+    schedule: LrSchedule = LrSchedule.INVERSE_TIME
+    eta0: float = 0.05
+    decay: float = 0.01
+    mu: float | None = None
+    gamma: float | None = None
+
+    def __post_init__(self) -> None:
+        _positive("lr", self.eta0)
+        if not (self.decay >= 0) or math.isinf(self.decay):
+            raise ValueError(f"lr decay must be >= 0 and finite, got decay={self.decay}")
+        if self.schedule is LrSchedule.THEORY:
+            if self.mu is None or self.gamma is None:
+                raise ValueError("the theory learning rate needs mu and gamma, got None")
+            _positive("mu", self.mu)
+            _positive("gamma", self.gamma)
+
+    def at(self, t: int) -> float:
+        """eta_t."""
+        if self.schedule is LrSchedule.CONSTANT:
+            return self.eta0
+        if self.schedule is LrSchedule.INVERSE_TIME:
+            return self.eta0 / (1.0 + self.decay * t)
+        assert self.mu is not None and self.gamma is not None  # checked in __post_init__
+        return 2.0 / (self.mu * (t + self.gamma))
+
+
+@dataclass(frozen=True, kw_only=True)
+class PrivacyConfig:
+    """Client-side privacy: mechanism, per-client budgets, clipping and sampling.
+
+    Attributes
+    ----------
+    mechanism:
+        ``laplace`` (Theorem 1, pure eps-DP, full local batch), ``gaussian`` (Poisson-sampled
+        Gaussian calibrated by dp-accounting) or ``none``.
+    eps:
+        Per-client epsilon budget: one value for all clients or one per client.
+    delta:
+        Per-client delta (Gaussian only; Laplace is pure DP with delta = 0).
+    clip:
+        Per-sample gradient norm bound xi (l1 for Laplace, l2 for Gaussian); ``inf`` = no clip.
+    sample_rate:
+        Poisson sampling rate q of the local batch (Gaussian; Laplace and none use q = 1 unless
+        a smaller rate is given for ``none``).
+    accountant:
+        The dp-accounting accountant for the Gaussian mechanism (RDP by default).
+    """
+
+    mechanism: Mechanism = Mechanism.GAUSSIAN
+    eps: float | tuple[float, ...] = 1.0
+    delta: float | tuple[float, ...] = 1e-5
+    clip: float = 10.0
+    sample_rate: float = 0.01
+    accountant: Accountant = Accountant.RDP
+
+    def __post_init__(self) -> None:
+        for e in _as_tuple(self.eps):
+            _positive("eps", e)
+        if self.mechanism is Mechanism.GAUSSIAN:
+            for d in _as_tuple(self.delta):
+                if not 0 < d < 1:
+                    raise ValueError(f"delta must be in (0, 1), got delta={d}")
+        _positive("clip", self.clip, allow_inf=True)
+        if not 0 < self.sample_rate <= 1:
+            raise ValueError(f"sample_rate must be in (0, 1], got sample_rate={self.sample_rate}")
+        if self.mechanism is Mechanism.LAPLACE and self.sample_rate != 1:
+            raise ValueError(
+                "the Laplace mechanism uses each client's full local data (q = 1), "
+                f"got sample_rate={self.sample_rate}"
+            )
+        if self.mechanism is not Mechanism.NONE and math.isinf(self.clip):
+            raise ValueError(f"{self.mechanism} needs a finite clip, got clip={self.clip}")
+
+    def client_eps(self, num_clients: int) -> tuple[float, ...]:
+        """eps_i for every client."""
+        return _per_client("eps", self.eps, num_clients)
+
+    def client_delta(self, num_clients: int) -> tuple[float, ...]:
+        """delta_i for every client (0 for Laplace)."""
+        if self.mechanism is Mechanism.LAPLACE:
+            return (0.0,) * num_clients
+        return _per_client("delta", self.delta, num_clients)
+
+
+def _as_tuple(v: float | Sequence[float]) -> tuple[float, ...]:
+    return (float(v),) if isinstance(v, int | float) else tuple(float(x) for x in v)
+
+
+def _per_client(name: str, v: float | Sequence[float], n: int) -> tuple[float, ...]:
+    values = _as_tuple(v)
+    if len(values) == 1:
+        return values * n
+    if len(values) != n:
+        raise ValueError(f"{name} must have 1 or num_clients={n} values, got {len(values)}")
+    return values
+
+
+@dataclass(frozen=True, kw_only=True)
+class SimConfig:
+    """One FedSGD-DPC experiment, run ``repeats`` times in one batch.
+
+    Attributes
+    ----------
+    num_clients, clients_per_round, rounds:
+        N, b and T of the paper.
+    selection, aggregation:
+        Client selection and the server's combination rule.
+    lr:
+        Learning-rate schedule.
+    weight_decay:
+        L2 regularisation w of ``F = CE + (w/2)||theta||^2`` (0.01 as the authors: strong
+        convexity). Its gradient is data-independent, so it is added after clipping.
+    privacy:
+        Mechanism, budgets, clip, sampling.
+    repeats:
+        Independent repeats, simulated together as one batch.
+    seed:
+        Seed of the schedule (random selection), Poisson sampling and noise.
+    eval_every:
+        Evaluate test metrics and the training objective every this many rounds (and always
+        before the first and after the last round).
+    chunk_rows:
+        Rows per chunk of the fused pass (a cache-sized block of the data).
+    """
+
+    num_clients: int = 10
+    clients_per_round: int = 10
+    rounds: int = 100
+    selection: Selection = Selection.ROUND_ROBIN
+    aggregation: Aggregation = Aggregation.PAPER
+    lr: LearningRate = field(default_factory=LearningRate)
+    weight_decay: float = 0.01
+    privacy: PrivacyConfig = field(default_factory=PrivacyConfig)
+    repeats: int = 1
+    seed: int = 0
+    eval_every: int = 1
+    chunk_rows: int = 4096
+
+    def __post_init__(self) -> None:
+        if self.num_clients < 1:
+            raise ValueError(f"num_clients must be >= 1, got num_clients={self.num_clients}")
+        if not 1 <= self.clients_per_round <= self.num_clients:
+            raise ValueError(
+                f"clients_per_round must be in [1, num_clients={self.num_clients}], "
+                f"got clients_per_round={self.clients_per_round}"
+            )
+        if self.rounds < 0:
+            raise ValueError(f"rounds must be >= 0, got rounds={self.rounds}")
+        if self.repeats < 1:
+            raise ValueError(f"repeats must be >= 1, got repeats={self.repeats}")
+        if not (self.weight_decay >= 0) or math.isinf(self.weight_decay):
+            raise ValueError(f"weight_decay must be >= 0, got weight_decay={self.weight_decay}")
+        if self.eval_every < 1:
+            raise ValueError(f"eval_every must be >= 1, got eval_every={self.eval_every}")
+        if self.chunk_rows < 1:
+            raise ValueError(f"chunk_rows must be >= 1, got chunk_rows={self.chunk_rows}")
+        if self.seed < 0:
+            raise ValueError(f"seed must be >= 0, got seed={self.seed}")
+        self.privacy.client_eps(self.num_clients)  # per-client lengths must match N
+        self.privacy.client_delta(self.num_clients)

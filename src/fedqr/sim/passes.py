@@ -1,0 +1,200 @@
+"""Batched passes over client data: clipped gradient sums for every repeat in one sweep.
+
+A *pass* reads each needed row of X once (in cache-sized chunks) and serves all R repeats
+through the columns of one GEMM. Per-client results are sums (divided by d_i or q d_i later).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from fedqr.models.logreg import Norm, clipped_residual
+
+
+@dataclass(frozen=True)
+class ClientLayout:
+    """Training rows sorted by client on the compute device.
+
+    Client i owns rows ``offsets[i]:offsets[i + 1]`` of ``x`` and ``y``.
+    """
+
+    x: Tensor  # (n, p) float32
+    y: Tensor  # (n,) int64
+    x_norm: Tensor  # (n,) ||x_j|| in the mechanism's clipping norm
+    offsets: np.ndarray  # (N + 1,) int64
+    num_classes: int
+
+    @property
+    def sizes(self) -> np.ndarray:
+        """d_i, shape (N,)."""
+        return np.diff(self.offsets)
+
+
+@dataclass(frozen=True)
+class GradSums:
+    """Clipped gradient sums of the clients that computed one in a round.
+
+    ``grad[r, j]`` is ``sum_{samples} s (p - y) x^T`` (flattened, ``k p``) of client ``sel[r, j]``
+    in repeat r; ``rows`` is its batch size and ``clipped`` how many of those rows were clipped.
+    """
+
+    grad: Tensor  # (R, b, k p)
+    rows: Tensor  # (R, b)
+    clipped: Tensor  # (R, b)
+    loss_sum: Tensor | None  # (R,) training cross-entropy summed over all rows, when evaluated
+
+
+def full_batch_sums(
+    layout: ClientLayout,
+    theta: Tensor,
+    sel: np.ndarray,
+    *,
+    clip: float,
+    norm: Norm,
+    chunk_rows: int,
+    with_train_loss: bool,
+) -> GradSums:
+    """Each selected client's clipped gradient sum over all its rows (q = 1).
+
+    Parameters
+    ----------
+    layout:
+        Client-sorted training data.
+    theta:
+        Parameters of the R repeats, shape ``(R, k, p)``.
+    sel:
+        Selected clients per repeat, shape ``(R, b)`` (rows may differ for random selection;
+        the pass visits the union once and masks clients a repeat did not select).
+    with_train_loss:
+        Also sweep the unselected clients forward-only, for the full training loss.
+    """
+    r, k, p = theta.shape
+    theta_t = theta.reshape(r * k, p)
+    union = np.unique(sel)
+    chosen = torch.as_tensor(sel[:, :, None] == union[None, None, :])  # (R, b, |U|)
+    member = chosen.any(dim=1).T.to(theta.dtype).contiguous()  # (|U|, R)
+    all_selected = bool(member.all())
+    grad = torch.zeros(len(union), r * k, p, dtype=theta.dtype, device=theta.device)
+    clipped = torch.zeros(len(union), r, dtype=theta.dtype, device=theta.device)
+    loss_sum = torch.zeros(r, dtype=theta.dtype, device=theta.device)
+    slot_of = {int(c): s for s, c in enumerate(union)}
+    visit = range(len(layout.offsets) - 1) if with_train_loss else union
+    for client in visit:
+        slot = slot_of.get(int(client))
+        lo, hi = int(layout.offsets[client]), int(layout.offsets[client + 1])
+        for start in range(lo, hi, chunk_rows):
+            stop = min(start + chunk_rows, hi)
+            xc = layout.x[start:stop]
+            c = stop - start
+            logits = (xc @ theta_t.T).view(c, r, k)
+            out = clipped_residual(
+                logits,
+                layout.y[start:stop, None].expand(c, r),
+                x_norm=layout.x_norm[start:stop, None],
+                clip=clip,
+                norm=norm,
+                residual=slot is not None,
+            )
+            loss_sum += out.loss.sum(dim=0)
+            if slot is None or out.residual is None:
+                continue
+            res = out.residual if all_selected else out.residual * member[slot, None, :, None]
+            grad[slot].addmm_(res.view(c, r * k).T, xc)  # S^T X: faster than X^T S here
+            if out.clipped is not None:
+                clipped[slot] += out.clipped.sum(dim=0)
+    slots = torch.as_tensor(np.searchsorted(union, sel), device=theta.device)  # (R, b)
+    reps = torch.arange(r, device=theta.device)[:, None]
+    g = grad.view(len(union), r, k * p)[slots, reps]  # (R, b, k p)
+    sizes = torch.as_tensor(layout.sizes[sel], dtype=theta.dtype, device=theta.device)
+    return GradSums(g, sizes, clipped[slots, reps] * member[slots, reps],
+                    loss_sum if with_train_loss else None)
+
+
+def poisson_positions(
+    sizes: Tensor, *, sample_rate: float, generator: torch.Generator
+) -> tuple[Tensor, Tensor]:
+    """Poisson sampling: each of a client's d_i rows joins the batch independently with prob. q.
+
+    Drawn as a Bernoulli process through geometric gaps, so the cost is O(q d) rather than O(d)
+    draws. Returns ``positions`` (local row indices, 0 where invalid) and ``valid``, both of
+    shape ``sizes.shape + (m,)`` with m the largest batch drawn.
+    """
+    log1mq = math.log1p(-sample_rate) if sample_rate < 1 else -math.inf
+    max_d = float(sizes.max()) if sizes.numel() else 0.0
+    k = int(sample_rate * max_d + 8 * math.sqrt(sample_rate * max_d + 1) + 16)
+    pos = torch.empty(*sizes.shape, 0, dtype=torch.int64, device=sizes.device)
+    last = torch.full(sizes.shape, -1, dtype=torch.int64, device=sizes.device)
+    while bool((last < sizes - 1).any()):  # extend until every process has left [0, d_i)
+        u = 1.0 - torch.rand(*sizes.shape, k, generator=generator, device=sizes.device,
+                             dtype=torch.float64)  # (0, 1]
+        gaps = torch.floor(torch.log(u) / log1mq).to(torch.int64) + 1
+        new = last.unsqueeze(-1) + gaps.cumsum(dim=-1)
+        pos = torch.cat([pos, new], dim=-1)
+        last = new[..., -1]
+    valid = pos < sizes.unsqueeze(-1)
+    m = int(valid.sum(dim=-1).max()) if valid.numel() else 0
+    pos, valid = pos[..., :m], valid[..., :m]  # positions increase, so valid rows come first
+    return pos.masked_fill(~valid, 0), valid
+
+
+def poisson_sums(
+    layout: ClientLayout,
+    theta: Tensor,
+    sel: np.ndarray,
+    *,
+    sample_rate: float,
+    clip: float,
+    norm: Norm,
+    generator: torch.Generator,
+) -> GradSums:
+    """Each selected client's clipped gradient sum over its Poisson-sampled batch (q < 1).
+
+    The batches of all (repeat, client) pairs are gathered into one padded tensor
+    ``(R, b, m, p)``, so forward and backward are two batched matrix products.
+    """
+    r, k, p = theta.shape
+    dev = theta.device
+    sel_t = torch.as_tensor(sel, device=dev)
+    sizes = torch.as_tensor(layout.sizes, device=dev)[sel_t]
+    pos, valid = poisson_positions(sizes, sample_rate=sample_rate, generator=generator)
+    b, m = sel.shape[1], pos.shape[-1]
+    rows = (torch.as_tensor(layout.offsets[:-1], device=dev)[sel_t].unsqueeze(-1) + pos).reshape(-1)
+    xg = layout.x.index_select(0, rows).view(r, b * m, p)
+    logits = torch.bmm(xg, theta.transpose(1, 2))  # (R, b m, k)
+    out = clipped_residual(
+        logits,
+        layout.y.index_select(0, rows).view(r, b * m),
+        x_norm=layout.x_norm.index_select(0, rows).view(r, b * m),
+        clip=clip,
+        norm=norm,
+    )
+    assert out.residual is not None
+    mask = valid.reshape(r, b * m).to(theta.dtype)
+    res = (out.residual * mask.unsqueeze(-1)).view(r * b, m, k)
+    grad = torch.bmm(res.transpose(1, 2), xg.view(r * b, m, p)).view(r, b, k * p)
+    clipped = (out.clipped.view(r, b * m).to(theta.dtype) * mask if out.clipped is not None
+               else torch.zeros_like(mask)).view(r, b, m).sum(dim=-1)
+    return GradSums(grad, valid.sum(dim=-1).to(theta.dtype), clipped, None)
+
+
+def evaluate(
+    x: Tensor, y: Tensor, theta: Tensor, *, chunk_rows: int
+) -> tuple[Tensor, Tensor]:
+    """Summed cross-entropy and number correct on ``(x, y)`` for every repeat, shape ``(R,)``."""
+    r, k, p = theta.shape
+    theta_t = theta.reshape(r * k, p)
+    loss = torch.zeros(r, dtype=theta.dtype, device=theta.device)
+    correct = torch.zeros(r, dtype=torch.int64, device=theta.device)
+    for start in range(0, x.shape[0], chunk_rows):
+        xc = x[start:start + chunk_rows]
+        c = xc.shape[0]
+        out = clipped_residual((xc @ theta_t.T).view(c, r, k),
+                               y[start:start + chunk_rows, None].expand(c, r), residual=False)
+        loss += out.loss.sum(dim=0)
+        correct += out.correct.sum(dim=0)
+    return loss, correct
