@@ -1,0 +1,205 @@
+"""The ``fedqr`` command line."""
+
+from __future__ import annotations
+
+import math
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Annotated
+
+import numpy as np
+import torch
+import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.table import Table
+
+from fedqr.data import DataNotFoundError, DatasetName, PartitionKind, load_dataset, make_partition
+from fedqr.privacy import Accountant, Mechanism, PrivacyBudgetExceeded
+from fedqr.sim.config import (
+    Aggregation,
+    LearningRate,
+    LrSchedule,
+    PrivacyConfig,
+    Selection,
+    SimConfig,
+)
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="fedqr: federated learning with client-side differential privacy.")
+err = Console(stderr=True)
+out = Console()
+
+DEFAULT_CLIP = {Mechanism.LAPLACE: 300.0, Mechanism.GAUSSIAN: 10.0, Mechanism.NONE: math.inf}
+
+
+@app.callback()
+def _main() -> None:
+    """Plan and simulate FedSGD-DPC (Zhou et al.): T queries, b replies per round."""
+
+
+def _fail(message: str, code: int = 2) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}")
+    return typer.Exit(code)
+
+
+def _floats(name: str, text: str) -> tuple[float, ...]:
+    try:
+        values = tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise ValueError(
+            f"{name} must be a number or a comma-separated list of per-client numbers, "
+            f"got {name}={text!r}") from None
+    return values
+
+
+def _device(name: str) -> torch.device:
+    if name == "auto":
+        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if name.startswith("cuda") and not torch.cuda.is_available():
+        raise ValueError(f"device must be one of auto, cpu (no CUDA here), got device={name!r}")
+    if name != "cpu" and not name.startswith("cuda"):
+        raise ValueError(f"device must be auto, cpu or cuda[:i], got device={name!r}")
+    return torch.device(name)
+
+
+@app.command()
+def run(
+    dataset: Annotated[DatasetName, typer.Option(help="Data set.")] = DatasetName.MNIST,
+    partition: Annotated[PartitionKind, typer.Option(
+        help="two-digits: the paper's non-iid split; iid; dirichlet (see --alpha).")]
+        = PartitionKind.TWO_DIGITS,
+    alpha: Annotated[float, typer.Option(help="Dirichlet concentration (> 0).")] = 0.5,
+    num_clients: Annotated[int, typer.Option(help="N, the number of clients.")] = 10,
+    clients_per_round: Annotated[int, typer.Option(help="b, replies per round (1..N).")] = 10,
+    rounds: Annotated[int, typer.Option(help="T, the number of queries (rounds).")] = 100,
+    mechanism: Annotated[Mechanism, typer.Option(help="Client-side DP mechanism.")]
+        = Mechanism.GAUSSIAN,
+    eps: Annotated[str, typer.Option(help="Epsilon per client: one value or N comma-separated.")]
+        = "1.0",
+    delta: Annotated[str, typer.Option(help="Delta per client (Gaussian): one or N values.")]
+        = "1e-5",
+    clip: Annotated[float | None, typer.Option(
+        help="Per-sample clip xi (l1 for laplace, l2 for gaussian). Default 300 / 10 / none.")]
+        = None,
+    sample_rate: Annotated[float | None, typer.Option(
+        help="q, Poisson sampling rate of the local batch (gaussian default 0.01; laplace 1).")]
+        = None,
+    accountant: Annotated[Accountant, typer.Option(help="Accountant for gaussian: rdp or pld.")]
+        = Accountant.RDP,
+    lr: Annotated[float, typer.Option(help="Initial learning rate eta0.")] = 0.05,
+    lr_decay: Annotated[float, typer.Option(help="eta_t = lr / (1 + lr_decay t).")] = 0.01,
+    weight_decay: Annotated[float, typer.Option(help="L2 regularisation (strong convexity).")]
+        = 0.01,
+    selection: Annotated[Selection, typer.Option(help="Client selection.")]
+        = Selection.ROUND_ROBIN,
+    aggregation: Annotated[Aggregation, typer.Option(help="Server aggregation rule.")]
+        = Aggregation.PAPER,
+    repeats: Annotated[int, typer.Option(help="Independent repeats, simulated as one batch.")]
+        = 1,
+    seed: Annotated[int, typer.Option(help="Seed for partition, schedule and noise.")] = 0,
+    eval_every: Annotated[int, typer.Option(help="Evaluate every this many rounds.")] = 1,
+    out_dir: Annotated[Path, typer.Option("--out", help="Output folder (result.json, PNG).")]
+        = Path("runs/latest"),
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    data_dir: Annotated[Path | None, typer.Option(help="Folder with the data files.")] = None,
+) -> None:
+    """Simulate FedSGD-DPC and write result.json and a loss/accuracy plot."""
+    try:
+        if out_dir.exists() and not out_dir.is_dir():
+            raise ValueError(f"out must be a folder, got out={str(out_dir)!r} (a file)")
+        if not alpha > 0:
+            raise ValueError(f"alpha must be > 0, got alpha={alpha}")
+        q = sample_rate if sample_rate is not None else (
+            0.01 if mechanism is Mechanism.GAUSSIAN else 1.0)
+        config = SimConfig(
+            num_clients=num_clients, clients_per_round=clients_per_round, rounds=rounds,
+            selection=selection, aggregation=aggregation,
+            lr=LearningRate(schedule=LrSchedule.INVERSE_TIME, eta0=lr, decay=lr_decay),
+            weight_decay=weight_decay,
+            privacy=PrivacyConfig(
+                mechanism=mechanism, eps=_floats("eps", eps), delta=_floats("delta", delta),
+                clip=clip if clip is not None else DEFAULT_CLIP[mechanism],
+                sample_rate=q, accountant=accountant),
+            repeats=repeats, seed=seed, eval_every=eval_every)
+        dev = _device(device)
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    try:
+        ds = load_dataset(dataset, data_dir=data_dir)
+        if num_clients > len(ds.y_train):
+            raise ValueError(f"num_clients must be <= {len(ds.y_train)} (training samples), "
+                             f"got num_clients={num_clients}")
+        part = make_partition(partition, labels=ds.y_train, num_clients=num_clients,
+                              rng=np.random.default_rng(seed), alpha=alpha)
+    except DataNotFoundError as e:
+        raise _fail(str(e), code=1) from None
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    from fedqr.experiments.plots import plot_training
+    from fedqr.sim.engine import simulate
+
+    started = time.perf_counter()
+    with Progress(TextColumn("[bold]FedSGD-DPC[/] {task.description}"), BarColumn(),
+                  MofNCompleteColumn(), TimeElapsedColumn(), console=err,
+                  disable=not err.is_terminal) as bar:
+        task = bar.add_task(f"{mechanism.value} b={clients_per_round} x{repeats}", total=rounds)
+        try:
+            result = simulate(ds, part, config, device=dev,
+                              on_round=lambda t: bar.update(task, completed=t))
+        except PrivacyBudgetExceeded as e:
+            raise _fail(str(e), code=1) from None
+        except ValueError as e:
+            raise _fail(str(e)) from None
+    elapsed = time.perf_counter() - started
+    doc = result.to_json()
+    doc["wall_time_s"] = elapsed
+    # write both files to a staging folder first: a failure leaves no partial output behind
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
+    try:
+        from fedqr.sim.result import write_json_atomic
+
+        write_json_atomic(stage / "result.json", doc)
+        plot_training(doc, stage / "training.png")
+        out_dir.mkdir(exist_ok=True)
+        for f in ("result.json", "training.png"):
+            os.replace(stage / f, out_dir / f)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+    _summary(doc, elapsed, out_dir)
+
+
+def _summary(doc: dict[str, object], elapsed: float, out_dir: Path) -> None:
+    summary = doc["summary"]
+    assert isinstance(summary, dict)
+    clients = doc["clients"]
+    assert isinstance(clients, list)
+    table = Table(title="clients", show_lines=False)
+    for col in ("id", "d_i", "replies", "eps spent", "noise std", "clipped", "SNR"):
+        table.add_column(col, justify="right")
+    for c in clients[:12]:
+        table.add_row(str(c["id"]), str(c["num_samples"]), str(c["replies"]),
+                      _fmt(c["epsilon_spent"]), _fmt(c["noise_std"]),
+                      f"{c['clipped_fraction']:.1%}", _fmt(c["snr"]))
+    out.print(table)
+    out.print(f"final test accuracy {summary['final_test_accuracy_mean']:.4f} "
+              f"+- {summary['final_test_accuracy_std']:.4f}, test loss "
+              f"{summary['final_test_loss_mean']:.4f}  ({elapsed:.1f} s)")
+    out.print(f"wrote {out_dir / 'result.json'} and {out_dir / 'training.png'}")
+
+
+def _fmt(v: object) -> str:
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    if isinstance(v, list):
+        return "[" + ", ".join(_fmt(x) for x in v[:3]) + (", ...]" if len(v) > 3 else "]")
+    return "-" if v is None else str(v)
+
+
+def main() -> None:  # pragma: no cover - console entry
+    sys.exit(app())

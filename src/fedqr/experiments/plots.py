@@ -1,0 +1,43 @@
+"""Figures (the only module that imports matplotlib)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+
+def _curves(doc: dict[str, Any], key: str) -> tuple[np.ndarray, np.ndarray]:
+    runs = doc["runs"]
+    rounds = np.array([r["round"] for r in runs[0]["rounds"]])
+    values = np.array([[r[key] for r in run["rounds"]] for run in runs], dtype=float)
+    return rounds, values
+
+
+def plot_training(doc: dict[str, Any], path: Path) -> None:
+    """Test loss and accuracy per round (mean over repeats, band = +- one std) to ``path``."""
+    cfg = doc["config"]
+    priv = cfg["privacy"]
+    fig, axes = plt.subplots(1, 2, figsize=(10, 3.8))
+    for ax, key, label in [(axes[0], "test_loss", "test loss"),
+                           (axes[1], "test_accuracy", "test accuracy")]:
+        rounds, values = _curves(doc, key)
+        mean, std = values.mean(axis=0), values.std(axis=0)
+        ax.plot(rounds, mean, lw=1.8)
+        ax.fill_between(rounds, mean - std, mean + std, alpha=0.25)
+        ax.set_xlabel("round t")
+        ax.set_ylabel(label)
+        ax.grid(alpha=0.3)
+    title = (f"{doc['dataset']}: {priv['mechanism']} eps={priv['eps']}, "
+             f"N={cfg['num_clients']}, b={cfg['clients_per_round']}, T={cfg['rounds']}, "
+             f"{len(doc['runs'])} repeat(s)")
+    fig.suptitle(title, fontsize=10)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

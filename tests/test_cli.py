@@ -1,0 +1,78 @@
+"""The command line: results on success; exit code 2, a named parameter and no file on bad input."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from fedqr.cli import app
+
+runner = CliRunner()
+BASE = ["run", "--dataset", "digits", "--num-clients", "4", "--clients-per-round", "2",
+        "--rounds", "6", "--repeats", "2", "--lr", "0.3"]
+
+
+def test_run_writes_result_and_plot(tmp_path: Path) -> None:
+    out = tmp_path / "r"
+    res = runner.invoke(app, [*BASE, "--mechanism", "laplace", "--eps", "5", "--clip", "20",
+                              "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "result.json").read_text())
+    assert (out / "training.png").stat().st_size > 1000
+    assert doc["config"]["privacy"]["mechanism"] == "laplace"
+    assert doc["config"]["num_clients"] == 4 and doc["config"]["rounds"] == 6
+    for c in doc["clients"]:
+        assert {"id", "num_samples", "replies", "epsilon_spent", "delta_spent",
+                "noise_std"} <= set(c)
+        assert c["replies"] == 3 and c["epsilon_spent"] == pytest.approx(5.0)
+        assert c["delta_spent"] == 0.0
+    assert [r["seed"] for r in doc["runs"]] == [0, 0] and len(doc["runs"]) == 2
+    first = doc["runs"][0]["rounds"][-1]
+    assert {"test_loss", "test_accuracy"} <= set(first)
+    assert 0.0 <= first["test_accuracy"] <= 1.0
+
+
+def test_gaussian_per_client_budgets(tmp_path: Path) -> None:
+    out = tmp_path / "g"
+    res = runner.invoke(app, [*BASE, "--mechanism", "gaussian", "--eps", "1,2,3,4",
+                              "--sample-rate", "0.2", "--clip", "3", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "result.json").read_text())
+    spent = [c["epsilon_spent"] for c in doc["clients"]]
+    assert spent == pytest.approx([1, 2, 3, 4], rel=0.01)
+    assert all(s <= b * (1 + 1e-9) for s, b in zip(spent, [1, 2, 3, 4], strict=True))
+    stds = [c["noise_std"] for c in doc["clients"]]
+    assert stds == sorted(stds, reverse=True)  # a larger budget means less noise
+
+
+@pytest.mark.parametrize(
+    ("args", "needle"),
+    [
+        (["--eps", "-1"], "eps must be > 0"),
+        (["--eps", "1,2"], "eps must have 1 or num_clients=4 values"),
+        (["--eps", "abc"], "eps must be a number"),
+        (["--delta", "2", "--mechanism", "gaussian"], "delta must be in (0, 1)"),
+        (["--clients-per-round", "9"], "clients_per_round must be in [1, num_clients=4]"),
+        (["--rounds", "-3"], "rounds must be >= 0"),
+        (["--sample-rate", "1.5", "--mechanism", "gaussian"], "sample_rate must be in (0, 1]"),
+        (["--sample-rate", "0.5", "--mechanism", "laplace"], "uses each client's full local"),
+        (["--clip", "0"], "clip must be > 0"),
+        (["--lr", "0"], "lr must be > 0"),
+        (["--repeats", "0"], "repeats must be >= 1"),
+        (["--alpha", "0", "--partition", "dirichlet"], "alpha must be > 0"),
+        (["--num-clients", "0"], "num_clients must be >= 1"),
+        (["--device", "tpu"], "device must be"),
+        (["--mechanism", "fancy"], "fancy"),
+    ],
+)
+def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, args: list[str],
+                                              needle: str) -> None:
+    out = tmp_path / "bad"
+    res = runner.invoke(app, [*BASE, "--out", str(out), *args])
+    assert res.exit_code == 2, res.output
+    assert needle in res.output
+    assert not out.exists()
+    assert list(tmp_path.iterdir()) == []
