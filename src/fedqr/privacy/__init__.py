@@ -1,0 +1,53 @@
+"""Client-side differential privacy for FedSGD-DPC: noise, accounting and budgets.
+
+- :mod:`fedqr.privacy.mechanisms`: Laplace (paper Theorem 1, replace-one, pure eps-DP) and
+  Poisson-sampled Gaussian (add/remove-one, (eps, delta)-DP) noise scales, samplers and
+  dp-accounting events.
+- :mod:`fedqr.privacy.accounting`: accountants (RDP default, PLD, pure-DP basic
+  composition), noise-multiplier calibration, spent epsilon.
+- :mod:`fedqr.privacy.ledger`: per-client ledger that refuses replies over budget.
+"""
+
+from fedqr.privacy.accounting import (
+    PLD_VALUE_DISCRETIZATION_INTERVAL,
+    Accountant,
+    calibrate_noise_multiplier,
+    composed_event,
+    epsilon_spent,
+    make_accountant,
+    paper_gaussian_sigma,
+)
+from fedqr.privacy.ledger import BUDGET_RTOL, PrivacyBudgetExceeded, PrivacyLedger
+from fedqr.privacy.mechanisms import (
+    Mechanism,
+    ReplyStats,
+    gaussian_event,
+    gaussian_std,
+    laplace_event,
+    laplace_scale,
+    sample_gaussian,
+    sample_laplace,
+)
+from fedqr.privacy.pure import PureDpAccountant
+
+__all__ = [
+    "BUDGET_RTOL",
+    "PLD_VALUE_DISCRETIZATION_INTERVAL",
+    "Accountant",
+    "Mechanism",
+    "PrivacyBudgetExceeded",
+    "PrivacyLedger",
+    "PureDpAccountant",
+    "ReplyStats",
+    "calibrate_noise_multiplier",
+    "composed_event",
+    "epsilon_spent",
+    "gaussian_event",
+    "gaussian_std",
+    "laplace_event",
+    "laplace_scale",
+    "make_accountant",
+    "paper_gaussian_sigma",
+    "sample_gaussian",
+    "sample_laplace",
+]

@@ -1,0 +1,138 @@
+"""Small explicit JSON encoding of the DP events fedqr charges.
+
+Only a fixed set of event types is encoded; decoding never imports modules named in the
+file (unlike ``DpEvent.from_named_tuple``), so a ledger file cannot run code. Floats go
+through ``json`` as their shortest ``repr`` and round-trip exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import dp_accounting
+
+from fedqr.privacy._checks import check_int
+
+__all__ = [
+    "LEDGER_FORMAT",
+    "LEDGER_VERSION",
+    "check_ledger_header",
+    "decode_charges",
+    "decode_event",
+    "encode_event",
+    "write_json_atomic",
+]
+
+LEDGER_FORMAT = "fedqr.privacy.ledger"
+LEDGER_VERSION = 1
+_LEDGER_KEYS = ("client_id", "eps", "delta", "accountant", "charges")
+
+JsonEvent = dict[str, Any]
+
+
+def encode_event(event: dp_accounting.DpEvent) -> JsonEvent:
+    """JSON-ready dict for a Laplace, Gaussian, Poisson-sampled, composed or no-op event."""
+    if isinstance(event, dp_accounting.LaplaceDpEvent):
+        return {"type": "laplace", "noise_multiplier": float(event.noise_multiplier)}
+    if isinstance(event, dp_accounting.GaussianDpEvent):
+        return {"type": "gaussian", "noise_multiplier": float(event.noise_multiplier)}
+    if isinstance(event, dp_accounting.PoissonSampledDpEvent):
+        return {
+            "type": "poisson_sampled",
+            "sampling_probability": float(event.sampling_probability),
+            "event": encode_event(event.event),
+        }
+    if isinstance(event, dp_accounting.SelfComposedDpEvent):
+        return {
+            "type": "self_composed",
+            "count": int(event.count),
+            "event": encode_event(event.event),
+        }
+    if isinstance(event, dp_accounting.ComposedDpEvent):
+        return {"type": "composed", "events": [encode_event(e) for e in event.events]}
+    if isinstance(event, dp_accounting.NoOpDpEvent):
+        return {"type": "no_op"}
+    raise ValueError(
+        "event must be a Laplace, Gaussian, PoissonSampled, SelfComposed, Composed or NoOp "
+        f"DpEvent to be saved, got event={event!r}"
+    )
+
+
+def _field(data: JsonEvent, key: str, kind: type | tuple[type, ...]) -> Any:
+    value = data.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool):
+        what = "number" if isinstance(kind, tuple) else kind.__name__
+        raise ValueError(f"event field {key!r} must be a {what}, got event={data!r}")
+    return value
+
+
+def decode_event(data: object) -> dp_accounting.DpEvent:
+    """Inverse of :func:`encode_event`; ``ValueError`` on anything malformed."""
+    if not isinstance(data, dict):
+        raise ValueError(f"event must be a JSON object, got event={data!r}")
+    kind = data.get("type")
+    if kind in ("laplace", "gaussian"):
+        m = float(_field(data, "noise_multiplier", (int, float)))
+        cls = dp_accounting.LaplaceDpEvent if kind == "laplace" else dp_accounting.GaussianDpEvent
+        return cls(noise_multiplier=m)
+    if kind == "poisson_sampled":
+        q = float(_field(data, "sampling_probability", (int, float)))
+        inner = decode_event(data.get("event"))
+        return dp_accounting.PoissonSampledDpEvent(sampling_probability=q, event=inner)
+    if kind == "self_composed":
+        count = int(_field(data, "count", int))
+        return dp_accounting.SelfComposedDpEvent(event=decode_event(data.get("event")), count=count)
+    if kind == "composed":
+        events = _field(data, "events", list)
+        return dp_accounting.ComposedDpEvent(events=[decode_event(e) for e in events])
+    if kind == "no_op":
+        return dp_accounting.NoOpDpEvent()
+    raise ValueError(
+        "event type must be one of 'laplace', 'gaussian', 'poisson_sampled', "
+        f"'self_composed', 'composed', 'no_op', got type={kind!r}"
+    )
+
+
+def check_ledger_header(data: object) -> None:
+    """``ValueError`` unless ``data`` is a ledger mapping of a known format and version."""
+    if not isinstance(data, Mapping) or data.get("format") != LEDGER_FORMAT:
+        raise ValueError(f"data must be a mapping with format={LEDGER_FORMAT!r}, got data={data!r}")
+    if data.get("version") != LEDGER_VERSION:
+        raise ValueError(f"version must be {LEDGER_VERSION}, got version={data.get('version')!r}")
+    missing = [k for k in _LEDGER_KEYS if k not in data]
+    if missing:
+        raise ValueError(f"data must have keys {missing}, got keys={sorted(data)}")
+
+
+def decode_charges(items: object) -> list[tuple[dp_accounting.DpEvent, int]]:
+    """Decode ``[{"event": ..., "count": n}, ...]`` into ``(event, count)`` pairs."""
+    if not isinstance(items, list):
+        raise ValueError(f"charges must be a list, got charges={items!r}")
+    out = []
+    for item in items:
+        if not isinstance(item, Mapping) or "event" not in item:
+            raise ValueError(f"each charge must have keys 'event' and 'count', got {item!r}")
+        out.append((decode_event(item["event"]), check_int("count", item.get("count"), minimum=0)))
+    return out
+
+
+def write_json_atomic(path: str | os.PathLike[str], obj: object) -> None:
+    """Write ``obj`` as JSON to ``path`` atomically: temporary file, fsync, rename."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            json.dump(obj, fh, indent=1)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise

@@ -1,0 +1,323 @@
+"""Privacy accounting with Google's dp-accounting: accountants, calibration, spent epsilon.
+
+Which accountant
+----------------
+``Accountant.RDP`` (the default for the Gaussian mechanism)
+    Renyi-DP accounting of the Poisson-sampled Gaussian, add/remove-one neighbours. It is
+    the default because the paper's authors calibrate with an RDP accountant (fedqr then
+    reproduces their noise levels), it has no discretisation knob, and it is fast enough
+    for per-round reporting and the planner's many calibrations: calibrating
+    ``q = 0.01, R = 100, eps = 1, delta = 1e-5`` takes ~0.6 s and gives ``z = 1.0802``;
+    one evaluation takes ~30 ms (~0.3 ms without sampling). dp-accounting logs
+    "_compute_log_a_frac failed to converge" for some (q, z) (e.g. q = 0.1, z <= 1.2) and
+    drops those fractional orders; the bound stays valid, only possibly looser.
+``Accountant.PLD``
+    Privacy-loss-distribution accounting: tighter. For the same setting it gives
+    ``z = 0.9020``: 16.5 % less noise std (30 % less variance) for the same guarantee.
+    With fedqr's settings it costs about as much as RDP: ~40 ms per evaluation and ~1.2 s
+    per calibration (bracket just below the RDP answer, ``value_discretization_interval =``
+    :data:`PLD_VALUE_DISCRETIZATION_INTERVAL` ``= 1e-3``). dp-accounting's defaults are
+    ~50x slower than RDP: grid ``1e-4`` takes ~5 s with fedqr's bracket and ~35 s with
+    dp-accounting's default bracket. The coarser grid is pessimistic (the bound stays
+    valid) and costs little: at ``z = 0.902044`` it reports eps 0.99999984 against
+    0.99992994 on the ``1e-4`` grid (+7e-5), and the calibrated ``z`` moves by 2e-5.
+``Accountant.PURE``
+    :class:`~fedqr.privacy.pure.PureDpAccountant`, basic composition of pure-DP Laplace
+    releases (paper Theorem 1). dp-accounting has no pure-DP accountant.
+
+All results are for a single client's data set; replies are counted exactly (round-robin
+client selection, no amplification by client sampling).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections.abc import Callable, Mapping, Sequence
+from enum import StrEnum
+
+import dp_accounting
+from dp_accounting import NeighboringRelation
+from dp_accounting.pld import PLDAccountant
+from dp_accounting.rdp import RdpAccountant
+
+from fedqr.privacy._checks import (
+    check_int,
+    check_positive,
+    check_probability,
+    check_unit_open,
+    is_hashable,
+)
+from fedqr.privacy.mechanisms import gaussian_event
+from fedqr.privacy.pure import PureDpAccountant
+
+__all__ = [
+    "PLD_VALUE_DISCRETIZATION_INTERVAL",
+    "Accountant",
+    "PureDpAccountant",
+    "calibrate_noise_multiplier",
+    "composed_event",
+    "epsilon_spent",
+    "make_accountant",
+    "paper_gaussian_sigma",
+]
+
+PLD_VALUE_DISCRETIZATION_INTERVAL = 1e-3
+"""Privacy-loss grid step of fedqr's PLD accountants (dp-accounting's default is 1e-4)."""
+
+_Z_MIN = 1e-6  # calibration never goes below this noise multiplier
+_MAX_STEPS = 64  # doublings/halvings allowed while bracketing
+
+
+class Accountant(StrEnum):
+    """Which privacy accountant to use."""
+
+    RDP = "rdp"
+    """dp-accounting ``RdpAccountant`` (default orders)."""
+    PLD = "pld"
+    """dp-accounting ``PLDAccountant`` with ``PLD_VALUE_DISCRETIZATION_INTERVAL``."""
+    PURE = "pure"
+    """fedqr ``PureDpAccountant`` (basic composition of Laplace releases, delta = 0)."""
+
+
+def _as_accountant(kind: object) -> Accountant:
+    if isinstance(kind, str) and kind in Accountant._value2member_map_:
+        return Accountant(kind)
+    allowed = ", ".join(repr(a.value) for a in Accountant)
+    raise ValueError(f"accountant must be one of {allowed}, got accountant={kind!r}")
+
+
+def make_accountant(
+    kind: Accountant, *, neighboring_relation: NeighboringRelation | None = None
+) -> dp_accounting.PrivacyAccountant:
+    """A fresh, empty accountant of the given kind.
+
+    Parameters
+    ----------
+    kind
+        ``RDP``, ``PLD`` (``value_discretization_interval =
+        PLD_VALUE_DISCRETIZATION_INTERVAL``) or ``PURE``.
+    neighboring_relation
+        Defaults to ``ADD_OR_REMOVE_ONE`` for RDP/PLD (the Poisson-sampled Gaussian) and to
+        ``REPLACE_ONE`` for PURE (fedqr's Laplace sensitivity ``2 * clip / d_i``).
+    """
+    kind = _as_accountant(kind)
+    if neighboring_relation is not None and not isinstance(
+        neighboring_relation, NeighboringRelation
+    ):
+        raise ValueError(
+            "neighboring_relation must be a dp_accounting.NeighboringRelation or None, "
+            f"got neighboring_relation={neighboring_relation!r}"
+        )
+    if kind is Accountant.PURE:
+        return PureDpAccountant(neighboring_relation or NeighboringRelation.REPLACE_ONE)
+    rel = neighboring_relation or NeighboringRelation.ADD_OR_REMOVE_ONE
+    if kind is Accountant.RDP:
+        return RdpAccountant(neighboring_relation=rel)
+    return PLDAccountant(
+        neighboring_relation=rel,
+        value_discretization_interval=PLD_VALUE_DISCRETIZATION_INTERVAL,
+    )
+
+
+def composed_event(counts: Mapping[dp_accounting.DpEvent, int]) -> dp_accounting.DpEvent:
+    """``ComposedDpEvent`` of ``SelfComposedDpEvent(event, count)`` for positive counts.
+
+    Events are ordered by ``repr`` so the same counts always give the same event (and
+    bit-identical accountant results). The ledger and the calibration both use this.
+    """
+    items = sorted(((e, int(c)) for e, c in counts.items() if c > 0), key=lambda ec: repr(ec[0]))
+    return dp_accounting.ComposedDpEvent(
+        events=[dp_accounting.SelfComposedDpEvent(event=e, count=c) for e, c in items]
+    )
+
+
+def _as_counts(
+    events: Mapping[dp_accounting.DpEvent, int] | Sequence[dp_accounting.DpEvent],
+) -> dict[dp_accounting.DpEvent, int]:
+    if isinstance(events, Mapping):
+        pairs = [(e, check_int("events count", c, minimum=0)) for e, c in events.items()]
+    elif isinstance(events, Sequence) and not isinstance(events, str):
+        pairs = [(e, 1) for e in events]
+    else:
+        raise ValueError(
+            f"events must be a mapping DpEvent -> count or a list of DpEvents, got {events!r}"
+        )
+    counts: dict[dp_accounting.DpEvent, int] = {}
+    for e, c in pairs:
+        if not isinstance(e, dp_accounting.DpEvent) or not is_hashable(e):
+            raise ValueError(f"events must hold hashable dp_accounting.DpEvents, got {e!r}")
+        counts[e] = counts.get(e, 0) + c
+    return counts
+
+
+def _check_delta(delta: object, kind: Accountant) -> float:
+    if kind is Accountant.PURE:
+        return check_unit_open("delta", delta, allow_zero=True)
+    return check_unit_open("delta", delta)
+
+
+def epsilon_spent(
+    events: Mapping[dp_accounting.DpEvent, int] | Sequence[dp_accounting.DpEvent],
+    *,
+    delta: float,
+    accountant: Accountant,
+) -> float:
+    """Epsilon of composing ``events`` at ``delta`` with a fresh accountant.
+
+    Parameters
+    ----------
+    events
+        Mapping event -> number of times it was applied, or a list of events (each once).
+    delta
+        Target delta in ``(0, 1)``; for ``Accountant.PURE`` any value in ``[0, 1)`` and
+        ignored (pure DP).
+    accountant
+        Which accountant.
+
+    Returns
+    -------
+    float
+        Spent epsilon (``0.0`` for no events; ``inf`` for a non-private event).
+    """
+    kind = _as_accountant(accountant)
+    delta = _check_delta(delta, kind)
+    counts = _as_counts(events)
+    acct = make_accountant(kind)
+    event = composed_event(counts)
+    if not acct.supports(event):
+        raise ValueError(
+            f"events must be supported by the {kind.value!r} accountant, got events={counts!r}"
+        )
+    if not event.events:
+        return 0.0
+    return float(acct.compose(event).get_epsilon(delta))
+
+
+def _bracket(eps_at: Callable[[float], float], target: float, guess: float) -> tuple[float, float]:
+    """``(lo, hi)`` with ``eps_at(lo) > target`` (finite) and ``eps_at(hi) <= target``.
+
+    Returns ``(hi, hi)`` when even ``hi < 2 * _Z_MIN`` meets the target.
+    """
+    hi, e_hi = guess, eps_at(guess)
+    lo, e_lo = -1.0, math.inf
+    for _ in range(_MAX_STEPS):
+        if e_hi <= target:
+            break
+        lo, e_lo, hi = hi, e_hi, 2.0 * hi
+        e_hi = eps_at(hi)
+    else:
+        raise RuntimeError(f"no noise multiplier <= {hi:g} meets eps={target:g}")
+    if lo < 0.0:
+        lo = 0.5 * hi
+        e_lo = eps_at(lo)
+        while e_lo <= target:
+            if lo < _Z_MIN:
+                return hi, hi
+            hi, lo = lo, 0.5 * lo
+            e_lo = eps_at(lo)
+    for _ in range(_MAX_STEPS):  # brentq needs a finite value at the lower endpoint
+        if math.isfinite(e_lo):
+            break
+        mid = 0.5 * (lo + hi)
+        e_mid = eps_at(mid)
+        if e_mid <= target:
+            hi = mid
+        else:
+            lo, e_lo = mid, e_mid
+    return lo, hi
+
+
+@functools.lru_cache(maxsize=4096)
+def _calibrate(replies: int, q: float, eps: float, delta: float, kind: Accountant) -> float:
+    def make_event(z: float) -> dp_accounting.DpEvent:
+        return composed_event({gaussian_event(noise_multiplier=z, sample_rate=q): replies})
+
+    def eps_at(z: float) -> float:
+        return float(make_accountant(kind).compose(make_event(z)).get_epsilon(delta))
+
+    if kind is Accountant.RDP:
+        guess = max(0.5, q * math.sqrt(2.0 * replies * math.log(1.0 / delta)) / eps)
+    else:  # PLD is tighter than RDP: start just below the RDP answer
+        guess = 0.8 * _calibrate(replies, q, eps, delta, Accountant.RDP)
+    lo, hi = _bracket(eps_at, eps, guess)
+    if lo == hi:
+        return hi
+    z = dp_accounting.calibrate_dp_mechanism(
+        lambda: make_accountant(kind),
+        make_event,
+        eps,
+        delta,
+        dp_accounting.ExplicitBracketInterval(lo, hi),
+    )
+    return float(z)
+
+
+def calibrate_noise_multiplier(
+    *,
+    replies: int,
+    sample_rate: float,
+    eps: float,
+    delta: float,
+    accountant: Accountant = Accountant.RDP,
+) -> float:
+    """Smallest noise multiplier ``z`` for which ``replies`` Poisson-sampled Gaussian
+    releases are ``(eps, delta)``-DP (add/remove-one neighbours).
+
+    Uses ``dp_accounting.calibrate_dp_mechanism`` on an explicit bracket (found by
+    doubling/halving a heuristic guess; for PLD, just below the RDP answer), tolerance
+    ``1e-6`` in ``z``. The composed event is :func:`composed_event` of
+    ``{gaussian_event(z, sample_rate): replies}``, exactly what a
+    :class:`~fedqr.privacy.ledger.PrivacyLedger` charged ``replies`` times evaluates, so the
+    ledger admits exactly ``replies`` replies. Results are memoised on the arguments.
+
+    Parameters
+    ----------
+    replies
+        Exact number of replies of the client (``>= 0``).
+    sample_rate
+        Poisson sampling rate ``q`` in ``(0, 1]``.
+    eps
+        Target epsilon (``> 0``).
+    delta
+        Target delta in ``(0, 1)``.
+    accountant
+        ``Accountant.RDP`` (default) or ``Accountant.PLD``.
+
+    Returns
+    -------
+    float
+        ``z`` with spent eps ``<=`` target (dp-accounting guarantees a non-positive gap);
+        ``0.0`` when ``replies == 0`` (nothing released, no noise needed).
+    """
+    replies = check_int("replies", replies, minimum=0)
+    q = check_probability("sample_rate", sample_rate)
+    eps = check_positive("eps", eps)
+    delta = check_unit_open("delta", delta)
+    kind = _as_accountant(accountant)
+    if kind is Accountant.PURE:
+        raise ValueError(
+            "accountant must be 'rdp' or 'pld' for the Gaussian mechanism, got accountant='pure'"
+        )
+    if replies == 0:
+        return 0.0
+    return _calibrate(replies, q, eps, delta, kind)
+
+
+def paper_gaussian_sigma(
+    *, replies: int, clip: float, num_samples: int, eps: float, delta: float, c2: float
+) -> float:
+    """Paper Theorem 2's closed form ``c2 * clip * sqrt(replies * log(1/delta)) /
+    (num_samples * eps)``, **for comparison only**.
+
+    ``c2`` is an unspecified constant of the moments accountant and the theorem's condition
+    ``eps < c1 q^2 T`` fails at the paper's settings, so this is **not** a privacy
+    guarantee. Use :func:`calibrate_noise_multiplier` with :func:`gaussian_std` instead.
+    """
+    replies = check_int("replies", replies, minimum=0)
+    clip = check_positive("clip", clip)
+    d = check_int("num_samples", num_samples, minimum=1)
+    eps = check_positive("eps", eps)
+    delta = check_unit_open("delta", delta)
+    c2 = check_positive("c2", c2)
+    return c2 * clip * math.sqrt(replies * math.log(1.0 / delta)) / (d * eps)
