@@ -197,3 +197,19 @@ def test_paper_gaussian_sigma_closed_form() -> None:
     assert (
         paper_gaussian_sigma(replies=0, clip=1.0, num_samples=1, eps=1.0, delta=0.5, c2=2.0) == 0.0
     )
+
+
+def test_rdp_fast_path_is_bit_identical_to_the_accountant() -> None:
+    """epsilon_spent's cached RDP curves give exactly what a fresh RdpAccountant gives."""
+    import dp_accounting
+
+    from fedqr.privacy import Accountant, epsilon_spent, gaussian_event, laplace_event
+    from fedqr.privacy.accounting import composed_event
+
+    counts = {gaussian_event(noise_multiplier=1.1, sample_rate=0.01): 37,
+              gaussian_event(noise_multiplier=0.8, sample_rate=0.2): 5,
+              laplace_event(scale=2.0, clip=1.0, num_samples=10): 3}
+    for delta in (1e-5, 1e-3):
+        fresh = dp_accounting.rdp.RdpAccountant().compose(composed_event(counts))
+        assert epsilon_spent(counts, delta=delta, accountant=Accountant.RDP) == \
+            fresh.get_epsilon(delta)

@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
 
 import dp_accounting
+import numpy as np
 from dp_accounting import NeighboringRelation
 from dp_accounting.pld import PLDAccountant
 from dp_accounting.rdp import RdpAccountant
@@ -191,7 +192,35 @@ def epsilon_spent(
         )
     if not event.events:
         return 0.0
+    if kind is Accountant.RDP:
+        return _rdp_epsilon(event, delta)
     return float(acct.compose(event).get_epsilon(delta))
+
+
+@functools.lru_cache(maxsize=4096)
+def _single_step_rdp(event: dp_accounting.DpEvent) -> np.ndarray:
+    """RDP curve of one application of ``event`` (dp-accounting's own computation)."""
+    acct = RdpAccountant(neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE)
+    acct.compose(event)
+    curve: np.ndarray = acct.rdp
+    curve.setflags(write=False)
+    return curve
+
+
+def _rdp_epsilon(event: dp_accounting.ComposedDpEvent, delta: float) -> float:
+    """``RdpAccountant().compose(event).get_epsilon(delta)``, bit for bit, but fast.
+
+    RDP composes additively, and ``RdpAccountant`` composes ``SelfComposedDpEvent(e, c)`` as
+    ``c * rdp(e)``. Caching ``rdp(e)`` per event and summing ``c * rdp(e)`` in the same order
+    reproduces the accountant exactly while computing each (expensive) Poisson-subsampled
+    Gaussian curve once instead of once per reply count. The conversion to epsilon is
+    dp-accounting's ``compute_epsilon``.
+    """
+    orders = RdpAccountant().orders
+    total = np.zeros_like(orders, dtype=np.float64)
+    for sub in event.events:
+        total += sub.count * _single_step_rdp(sub.event)
+    return float(dp_accounting.rdp.compute_epsilon(orders, total, delta)[0])
 
 
 def _bracket(eps_at: Callable[[float], float], target: float, guess: float) -> tuple[float, float]:

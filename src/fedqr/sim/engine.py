@@ -87,8 +87,10 @@ def aggregation_weights(config: SimConfig, sizes: np.ndarray, sel: np.ndarray) -
     """Server weights of the selected clients, shape ``(R, b)``."""
     d_sel = sizes[sel].astype(np.float64)
     if config.aggregation is Aggregation.PAPER:
-        return config.num_clients / config.clients_per_round * d_sel / sizes.sum()
-    return d_sel / d_sel.sum(axis=1, keepdims=True)
+        weights: np.ndarray = config.num_clients / config.clients_per_round * d_sel / sizes.sum()
+    else:
+        weights = d_sel / d_sel.sum(axis=1, keepdims=True)
+    return weights
 
 
 def draw_noise(
@@ -151,7 +153,8 @@ def simulate(
     gen = torch.Generator(device=dev).manual_seed(config.seed)
     theta = torch.zeros(r, n_cls, p_feat, dtype=torch.float32, device=dev)
     sizes = setup.layout.sizes
-    denom_scale = 1.0 if config.privacy.mechanism is Mechanism.LAPLACE else config.privacy.sample_rate
+    q = config.privacy.sample_rate
+    denom_scale = 1.0 if config.privacy.mechanism is Mechanism.LAPLACE else q
     std_all = torch.as_tensor(setup.privacy.noise_std, dtype=torch.float32, device=dev)  # (S, N)
     history: list[RoundMetrics] = []
     # per client and repeat: summed clipped fraction, summed SNR, number of replies

@@ -159,7 +159,7 @@ def poisson_sums(
     """
     r, k, p = theta.shape
     dev = theta.device
-    sel_t = torch.as_tensor(sel, device=dev)
+    sel_t = torch.as_tensor(np.ascontiguousarray(sel), device=dev)
     sizes = torch.as_tensor(layout.sizes, device=dev)[sel_t]
     pos, valid = poisson_positions(sizes, sample_rate=sample_rate, generator=generator)
     b, m = sel.shape[1], pos.shape[-1]
