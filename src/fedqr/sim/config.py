@@ -190,7 +190,7 @@ class SimConfig:
     repeats: int = 1
     seed: int = 0
     eval_every: int = 1
-    chunk_rows: int = 4096
+    chunk_rows: int = 2048
 
     def __post_init__(self) -> None:
         if self.num_clients < 1:

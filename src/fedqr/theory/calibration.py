@@ -80,6 +80,7 @@ class RdpNoiseTable:
         self._rdp: dict[float, NDArray[np.float64]] = {}
         self._z: dict[int, tuple[float, float]] = {}  # R -> (estimate, upper grid point)
         self._hint = 0
+        self._eps_memo: dict[tuple[int, int], tuple[float, float]] = {}
 
     @property
     def rdp_evaluations(self) -> int:
@@ -103,9 +104,16 @@ class RdpNoiseTable:
             self._rdp[key] = rdp
         return rdp
 
+    def _eps_order(self, replies: int, rdp: NDArray[np.float64]) -> tuple[float, float]:
+        key = (replies, id(rdp))  # rdp vectors live in self._rdp for the table's lifetime
+        hit = self._eps_memo.get(key)
+        if hit is None:
+            e, order = compute_epsilon(self._orders, replies * rdp, self.delta)
+            hit = self._eps_memo[key] = (float(e), float(order))
+        return hit
+
     def _eps_at(self, replies: int, k: int) -> float:
-        rdp = self._rdp_at(k)
-        return float(compute_epsilon(self._orders, replies * rdp, self.delta)[0])
+        return self._eps_order(replies, self._rdp_at(k))[0]
 
     def _search(self, replies: int) -> tuple[float, float]:
         memo: dict[int, float] = {}
@@ -146,7 +154,7 @@ class RdpNoiseTable:
 
     def _optimal(self, replies: int, rdp: NDArray[np.float64]) -> NDArray[np.bool_]:
         """Mask of the order ``compute_epsilon`` finds optimal for ``replies * rdp``."""
-        order = compute_epsilon(self._orders, replies * rdp, self.delta)[1]
+        order = self._eps_order(replies, rdp)[1]
         return np.asarray(self._orders == order, dtype=np.bool_)
 
     def _refine(
@@ -171,8 +179,7 @@ class RdpNoiseTable:
         slope = np.abs(log_hi - log_lo)[self._optimal(replies, r_lo) | self._optimal(replies, r_hi)]
         if depth < _MAX_DEPTH and float(np.max(slope, initial=0.0)) > _CLIFF * width:
             z_mid = math.sqrt(z_lo * z_hi)
-            rdp_mid = replies * self._rdp_z(z_mid)
-            e_mid = float(compute_epsilon(self._orders, rdp_mid, self.delta)[0])
+            e_mid = self._eps_order(replies, self._rdp_z(z_mid))[0]
             if e_mid <= self.eps:
                 return self._refine(replies, z_lo, z_mid, e_lo, e_mid, depth=depth + 1)
             return self._refine(replies, z_mid, z_hi, e_mid, e_hi, depth=depth + 1)

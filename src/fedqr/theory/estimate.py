@@ -26,7 +26,6 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 from scipy.optimize import minimize
-from scipy.sparse.linalg import LinearOperator, eigsh
 from torch import Tensor
 
 from fedqr.data import Dataset, Partition
@@ -44,34 +43,51 @@ _QUANTILES = (0.5, 0.9, 0.99, 1.0)
 
 
 def hessian_extreme_eigenvalues(
-    *, loss: Callable[[Tensor], Tensor], theta: Tensor, tol: float = 1e-6
+    *, loss: Callable[[Tensor], Tensor], theta: Tensor, steps: int = 40, seed: int = 0
 ) -> tuple[float, float]:
-    """``(smallest, largest)`` Hessian eigenvalue of ``loss`` at ``theta`` (Lanczos on HVPs).
+    """``(smallest, largest)`` Hessian eigenvalue of ``loss`` at ``theta`` by Lanczos.
 
     ``loss`` maps a tensor shaped like ``theta`` to a scalar; Hessian-vector products are
-    double-backward autograd. Works for any twice-differentiable loss (tests use ridge).
+    double-backward autograd. ``steps`` Lanczos iterations with full reorthogonalisation give
+    the extreme Ritz values of the tridiagonal matrix (exact once ``steps >= numel``; they lie
+    inside the spectrum and converge from within). A single run serves both ends, which matters
+    for regularised LR, whose smallest eigenvalue ``wd`` is highly degenerate (ARPACK's
+    residual test then fails to converge). Works for any twice-differentiable loss.
     """
-    shape, dtype = theta.shape, theta.dtype
+    if not isinstance(steps, int) or steps < 1:
+        raise ValueError(f"steps must be an integer >= 1, got steps={steps!r}")
+    dtype = theta.dtype
     n = theta.numel()
     x0 = theta.detach().clone().requires_grad_(True)
     (grad,) = torch.autograd.grad(loss(x0), x0, create_graph=True)
     flat = grad.reshape(-1)
 
     def hvp(v: NDArray[np.float64]) -> NDArray[np.float64]:
-        vt = torch.as_tensor(np.asarray(v).reshape(-1), dtype=dtype).reshape(shape)
-        (hv,) = torch.autograd.grad(flat, x0, grad_outputs=vt.reshape(-1), retain_graph=True)
+        vt = torch.as_tensor(v, dtype=dtype)
+        (hv,) = torch.autograd.grad(flat, x0, grad_outputs=vt, retain_graph=True)
         return np.asarray(hv.detach().reshape(-1).double().numpy())
 
-    op = LinearOperator((n, n), matvec=hvp, dtype=np.float64)
-    if n <= 2:
-        h = np.column_stack([hvp(e) for e in np.eye(n)])
-        ev = np.linalg.eigvalsh(0.5 * (h + h.T))
-        return float(ev[0]), float(ev[-1])
-    rng = np.random.default_rng(0)
-    v0 = rng.standard_normal(n)
-    top = float(eigsh(op, k=1, which="LA", tol=tol, v0=v0, return_eigenvectors=False)[0])
-    low = float(eigsh(op, k=1, which="SA", tol=tol, v0=v0, return_eigenvectors=False)[0])
-    return low, top
+    m = min(steps, n)
+    basis = np.zeros((m, n))
+    alpha, beta = np.zeros(m), np.zeros(m)
+    v = np.random.default_rng(seed).standard_normal(n)
+    basis[0] = v / np.linalg.norm(v)
+    k = m
+    for j in range(m):
+        w = hvp(basis[j])
+        alpha[j] = basis[j] @ w
+        w -= basis[: j + 1].T @ (basis[: j + 1] @ w)  # full reorthogonalisation, twice
+        w -= basis[: j + 1].T @ (basis[: j + 1] @ w)
+        if j + 1 == m:
+            break
+        beta[j] = float(np.linalg.norm(w))
+        if beta[j] <= 1e-12 * max(1.0, abs(alpha[j])):  # invariant subspace: exact
+            k = j + 1
+            break
+        basis[j + 1] = w / beta[j]
+    tri = np.diag(alpha[:k]) + np.diag(beta[: k - 1], 1) + np.diag(beta[: k - 1], -1)
+    ev = np.linalg.eigvalsh(tri)
+    return float(ev[0]), float(ev[-1])
 
 
 @dataclass(frozen=True, eq=False)
@@ -143,7 +159,7 @@ def _local_optimum(x: Tensor, y: Tensor, k: int, wd: float) -> tuple[float, NDAr
         t = torch.as_tensor(v, dtype=x.dtype).reshape(shape).requires_grad_(True)
         val = f(t)
         (g,) = torch.autograd.grad(val, t)
-        return float(val), g.reshape(-1).double().numpy()
+        return float(val.detach()), g.reshape(-1).double().numpy()
 
     res = minimize(fun, np.zeros(shape[0] * k), jac=True, method="L-BFGS-B",
                    options={"maxiter": 500, "gtol": 1e-7})  # fmt: skip
@@ -200,18 +216,19 @@ def estimate_constants_from_arrays(
     norm = Norm(norm)
     wd = float(weight_decay)
     theta = torch.zeros(feats, num_classes, dtype=torch.float64)
-    curv = [hessian_extreme_eigenvalues(loss=_loss(x, y, wd), theta=theta) for x, y in zip(xs, ys, strict=True)]
+    data = list(zip(xs, ys, strict=True))
+    curv = [hessian_extreme_eigenvalues(loss=_loss(x, y, wd), theta=theta) for x, y in data]
     lam_max = max(c[1] for c in curv)
     g2_rows, lam2 = [], np.zeros(n)
     quant: dict[str, list[NDArray[np.float64]]] = {"l1": [], "l2": []}
     clipped: list[float] = []
     for step in range(gd_steps + 1):
-        stats = [_sample_stats(x, y, theta, clip=clip, norm=norm, wd=wd) for x, y in zip(xs, ys, strict=True)]
+        stats = [_sample_stats(x, y, theta, clip=clip, norm=norm, wd=wd) for x, y in data]
         g2_rows.append([s[0] for s in stats])
         lam2 = np.maximum(lam2, [s[1] for s in stats])
         if step in (0, gd_steps):
             for key, idx in (("l1", 2), ("l2", 3)):
-                allv = torch.cat([s[idx] for s in stats]).numpy()
+                allv = torch.cat([torch.as_tensor(s[idx]) for s in stats]).numpy()
                 quant[key].append(np.quantile(allv, _QUANTILES))
             clipped.append(float(np.average([s[4] for s in stats], weights=w)))
         if step < gd_steps:
@@ -220,10 +237,10 @@ def estimate_constants_from_arrays(
                 t = theta.clone().requires_grad_(True)
                 grad += float(wi) * torch.autograd.grad(_loss(x, y, wd)(t), t)[0]
             theta = theta - grad / lam_max
-    curv += [hessian_extreme_eigenvalues(loss=_loss(x, y, wd), theta=theta) for x, y in zip(xs, ys, strict=True)]
+    curv += [hessian_extreme_eigenvalues(loss=_loss(x, y, wd), theta=theta) for x, y in data]
     mu_i = tuple(min(curv[i][0], curv[n + i][0]) for i in range(n))
     lambda_i = tuple(max(curv[i][1], curv[n + i][1]) for i in range(n))
-    local = [_local_optimum(x, y, num_classes, wd) for x, y in zip(xs, ys, strict=True)]
+    local = [_local_optimum(x, y, num_classes, wd) for x, y in data]
     f_star = np.array([f for f, _ in local])
     y0_i = np.array([float(np.sum(t**2)) for _, t in local])  # theta_0 = 0
     eps_i = tuple(eps) if isinstance(eps, Sequence) else (float(eps),) * n

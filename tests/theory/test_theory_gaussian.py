@@ -1,0 +1,50 @@
+"""Fast RDP calibration, round-robin replies and the calibration-based Gaussian planner."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from fedqr.privacy import calibrate_noise_multiplier
+from fedqr.sim.config import Selection
+from fedqr.sim.schedule import make_schedule, reply_counts
+from fedqr.theory.calibration import RdpNoiseTable, round_robin_replies
+from fedqr.theory.constants import ProblemConstants
+from fedqr.theory.planner import gaussian_paper_optimum, plan_gaussian
+
+
+@pytest.mark.parametrize(("eps", "replies"), [(1.0, (1, 7, 100)), (0.1, (3, 50))])
+def test_table_within_one_percent_of_calibration(eps: float, replies: tuple[int, ...]) -> None:
+    table = RdpNoiseTable(sample_rate=0.01, eps=eps, delta=1e-5)
+    for r in replies:
+        exact = calibrate_noise_multiplier(replies=r, sample_rate=0.01, eps=eps, delta=1e-5)
+        assert table.noise_multiplier(r) == pytest.approx(exact, rel=0.01)
+        assert table.upper(r) >= exact * (1 - 1e-6)
+    assert table.noise_multiplier(0) == 0.0
+
+
+@pytest.mark.parametrize(("n", "b", "t"), [(10, 3, 7), (10, 10, 5), (7, 4, 13), (5, 1, 0)])
+def test_round_robin_replies_match_schedule(n: int, b: int, t: int) -> None:
+    sched = make_schedule(num_clients=n, clients_per_round=b, rounds=t,
+                          selection=Selection.ROUND_ROBIN, repeats=1,
+                          rng=np.random.default_rng(0))  # fmt: skip
+    np.testing.assert_array_equal(round_robin_replies(N=n, b=b, T=t), reply_counts(sched, n)[0])
+
+
+def test_plan_gaussian_spends_budget() -> None:
+    c = ProblemConstants.uniform(
+        N=4, d=4000, p=100, mu=0.5, lam=1.0, G=2.0, Gamma=0.1, Y0=5.0, xi=1.0, eps=1.0,
+        delta=1e-5, q=0.1, Lambda2=1.0,
+    )  # fmt: skip
+    plan = plan_gaussian(c, T_max=30)
+    assert plan.grid_U.shape == (31, 4)
+    assert plan.predicted_U == pytest.approx(plan.grid_U[plan.T, plan.b - 1], rel=0.02)
+    assert plan.grid_U.min() == pytest.approx(plan.grid_U[plan.T, plan.b - 1])
+    assert sum(plan.replies) == plan.T * plan.b
+    for spent, r in zip(plan.eps_spent, plan.replies, strict=True):
+        if r:
+            assert spent == pytest.approx(1.0, rel=1e-4)
+            assert spent <= 1.0 * (1 + 1e-9)
+    assert plan.still_falling == (plan.T == 30)
+    opt = gaussian_paper_optimum(c, c2=1.0, T_max=30)
+    assert opt.b == 4.0 and opt.T in (0.0, 30.0)
