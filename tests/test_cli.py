@@ -66,6 +66,8 @@ def test_gaussian_per_client_budgets(tmp_path: Path) -> None:
         (["--num-clients", "0"], "num_clients must be >= 1"),
         (["--device", "tpu"], "device must be"),
         (["--mechanism", "fancy"], "fancy"),
+        (["--lr-schedule", "theory"], "the theory learning rate needs mu and gamma"),
+        (["--lr-schedule", "theory", "--mu", "-1", "--gamma", "3"], "mu must be > 0"),
     ],
 )
 def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, args: list[str],
@@ -76,3 +78,12 @@ def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, args: list[str],
     assert needle in res.output
     assert not out.exists()
     assert list(tmp_path.iterdir()) == []
+
+
+def test_theory_learning_rate(tmp_path: Path) -> None:
+    out = tmp_path / "th"
+    res = runner.invoke(app, [*BASE, "--mechanism", "none", "--lr-schedule", "theory",
+                              "--mu", "0.5", "--gamma", "4", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    lr = json.loads((out / "result.json").read_text())["config"]["lr"]
+    assert lr == {"schedule": "theory", "eta0": 0.3, "decay": 0.01, "mu": 0.5, "gamma": 4.0}

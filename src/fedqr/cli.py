@@ -93,6 +93,13 @@ def run(
         = Accountant.RDP,
     lr: Annotated[float, typer.Option(help="Initial learning rate eta0.")] = 0.05,
     lr_decay: Annotated[float, typer.Option(help="eta_t = lr / (1 + lr_decay t).")] = 0.01,
+    lr_schedule: Annotated[LrSchedule, typer.Option(
+        help="inverse-time: lr / (1 + lr_decay t); constant; theory: 2 / (mu (t + gamma)).")]
+        = LrSchedule.INVERSE_TIME,
+    mu: Annotated[float | None, typer.Option(help="Strong convexity mu (theory schedule).")]
+        = None,
+    gamma: Annotated[float | None, typer.Option(help="gamma = 2 lambda / mu (theory schedule).")]
+        = None,
     weight_decay: Annotated[float, typer.Option(help="L2 regularisation (strong convexity).")]
         = 0.01,
     selection: Annotated[Selection, typer.Option(help="Client selection.")]
@@ -119,7 +126,7 @@ def run(
         config = SimConfig(
             num_clients=num_clients, clients_per_round=clients_per_round, rounds=rounds,
             selection=selection, aggregation=aggregation,
-            lr=LearningRate(schedule=LrSchedule.INVERSE_TIME, eta0=lr, decay=lr_decay),
+            lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay, mu=mu, gamma=gamma),
             weight_decay=weight_decay,
             privacy=PrivacyConfig(
                 mechanism=mechanism, eps=_floats("eps", eps), delta=_floats("delta", delta),
