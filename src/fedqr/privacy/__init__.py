@@ -10,12 +10,14 @@
 
 from fedqr.privacy.accounting import (
     PLD_VALUE_DISCRETIZATION_INTERVAL,
+    RDP_ORDERS,
     Accountant,
     calibrate_noise_multiplier,
     composed_event,
     epsilon_spent,
     make_accountant,
     paper_gaussian_sigma,
+    single_step_rdp,
 )
 from fedqr.privacy.ledger import BUDGET_RTOL, PrivacyBudgetExceeded, PrivacyLedger
 from fedqr.privacy.mechanisms import (
@@ -33,6 +35,7 @@ from fedqr.privacy.pure import PureDpAccountant
 __all__ = [
     "BUDGET_RTOL",
     "PLD_VALUE_DISCRETIZATION_INTERVAL",
+    "RDP_ORDERS",
     "Accountant",
     "Mechanism",
     "PrivacyBudgetExceeded",
@@ -50,4 +53,5 @@ __all__ = [
     "paper_gaussian_sigma",
     "sample_gaussian",
     "sample_laplace",
+    "single_step_rdp",
 ]

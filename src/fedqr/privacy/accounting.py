@@ -197,9 +197,18 @@ def epsilon_spent(
     return float(acct.compose(event).get_epsilon(delta))
 
 
+RDP_ORDERS: np.ndarray = RdpAccountant().orders
+"""RDP orders of dp-accounting's default ``RdpAccountant`` (those of :func:`single_step_rdp`)."""
+RDP_ORDERS.setflags(write=False)
+
+
 @functools.lru_cache(maxsize=4096)
-def _single_step_rdp(event: dp_accounting.DpEvent) -> np.ndarray:
-    """RDP curve of one application of ``event`` (dp-accounting's own computation)."""
+def single_step_rdp(event: dp_accounting.DpEvent) -> np.ndarray:
+    """RDP curve, at :data:`RDP_ORDERS`, of one application of ``event`` (read-only, cached).
+
+    Computed by dp-accounting's ``RdpAccountant``; ``count`` applications have the curve
+    ``count * single_step_rdp(event)``, exactly as the accountant composes them.
+    """
     acct = RdpAccountant(neighboring_relation=NeighboringRelation.ADD_OR_REMOVE_ONE)
     acct.compose(event)
     curve: np.ndarray = acct.rdp
@@ -216,11 +225,10 @@ def _rdp_epsilon(event: dp_accounting.ComposedDpEvent, delta: float) -> float:
     Gaussian curve once instead of once per reply count. The conversion to epsilon is
     dp-accounting's ``compute_epsilon``.
     """
-    orders = RdpAccountant().orders
-    total = np.zeros_like(orders, dtype=np.float64)
+    total = np.zeros_like(RDP_ORDERS, dtype=np.float64)
     for sub in event.events:
-        total += sub.count * _single_step_rdp(sub.event)
-    return float(dp_accounting.rdp.compute_epsilon(orders, total, delta)[0])
+        total += sub.count * single_step_rdp(sub.event)
+    return float(dp_accounting.rdp.compute_epsilon(RDP_ORDERS, total, delta)[0])
 
 
 def _bracket(eps_at: Callable[[float], float], target: float, guess: float) -> tuple[float, float]:

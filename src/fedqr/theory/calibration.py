@@ -22,10 +22,10 @@ from __future__ import annotations
 import math
 
 import numpy as np
-from dp_accounting.rdp import RdpAccountant, compute_epsilon
+from dp_accounting.rdp import compute_epsilon
 from numpy.typing import ArrayLike, NDArray
 
-from fedqr.privacy import gaussian_event
+from fedqr.privacy import RDP_ORDERS, gaussian_event, single_step_rdp
 
 __all__ = ["RdpNoiseTable", "round_robin_replies"]
 
@@ -76,7 +76,7 @@ class RdpNoiseTable:
         if not (math.isfinite(ratio) and 1.0 < ratio <= 2.0):
             raise ValueError(f"ratio must be in (1, 2], got ratio={ratio!r}")
         self.q, self.eps, self.delta, self.ratio = sample_rate, eps, delta, ratio
-        self._orders: NDArray[np.float64] | None = None
+        self._orders: NDArray[np.float64] = RDP_ORDERS
         self._rdp: dict[float, NDArray[np.float64]] = {}
         self._z: dict[int, tuple[float, float]] = {}  # R -> (estimate, upper grid point)
         self._hint = 0
@@ -97,10 +97,7 @@ class RdpNoiseTable:
         key = round(math.log(z), 12)
         rdp = self._rdp.get(key)
         if rdp is None:
-            acct = RdpAccountant()
-            acct.compose(gaussian_event(noise_multiplier=z, sample_rate=self.q))
-            self._orders = np.asarray(acct._orders, dtype=np.float64)
-            rdp = np.asarray(acct._rdp, dtype=np.float64).copy()
+            rdp = single_step_rdp(gaussian_event(noise_multiplier=z, sample_rate=self.q))
             self._rdp[key] = rdp
         return rdp
 
