@@ -41,3 +41,31 @@ def plot_training(doc: dict[str, Any], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_bound_grid(panels: list[dict[str, Any]], path: Path) -> None:
+    """``U`` over ``(T, b)`` per budget, the planned optimum marked, to ``path`` (PNG).
+
+    Each panel is ``{"title", "T": (nT,), "b": (nb,), "U": (nT, nb), "opt": (T, b)}``; colours
+    are ``log10 U`` (the bound spans orders of magnitude).
+    """
+    n = len(panels)
+    fig, axes = plt.subplots(1, n, figsize=(4.2 * n, 3.6), squeeze=False)
+    for ax, panel in zip(axes[0], panels, strict=True):
+        t = np.asarray(panel["T"], dtype=float)
+        b = np.asarray(panel["b"], dtype=float)
+        u = np.log10(np.maximum(np.asarray(panel["U"], dtype=float), 1e-300))
+        mesh = ax.pcolormesh(t, b, u.T, shading="nearest", cmap="viridis")
+        fig.colorbar(mesh, ax=ax, label="log10 U(T, b)")
+        ax.contour(t, b, u.T, levels=8, colors="white", linewidths=0.5, alpha=0.6)
+        t_opt, b_opt = panel["opt"]
+        ax.plot([t_opt], [b_opt], marker="*", color="red", markersize=14,
+                markeredgecolor="white", label=f"T*={t_opt}, b*={b_opt}")
+        ax.set_xlabel("T (queries)")
+        ax.set_ylabel("b (replies per round)")
+        ax.set_title(panel["title"], fontsize=10)
+        ax.legend(loc="upper right", fontsize=8)
+    fig.tight_layout()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

@@ -1,23 +1,18 @@
-"""The ``fedqr`` command line."""
+"""``fedqr run``: simulate FedSGD-DPC and write result.json and a plot."""
 
 from __future__ import annotations
 
 import math
-import os
-import shutil
-import sys
-import tempfile
 import time
 from pathlib import Path
 from typing import Annotated
 
 import numpy as np
-import torch
 import typer
-from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
+from fedqr.cli._common import device as _device
+from fedqr.cli._common import fail, floats, out, progress, staged
 from fedqr.data import DataNotFoundError, DatasetName, PartitionKind, load_dataset, make_partition
 from fedqr.privacy import Accountant, Mechanism, PrivacyBudgetExceeded
 from fedqr.sim.config import (
@@ -29,45 +24,9 @@ from fedqr.sim.config import (
     SimConfig,
 )
 
-app = typer.Typer(add_completion=False, no_args_is_help=True,
-                  help="fedqr: federated learning with client-side differential privacy.")
-err = Console(stderr=True)
-out = Console()
-
 DEFAULT_CLIP = {Mechanism.LAPLACE: 300.0, Mechanism.GAUSSIAN: 10.0, Mechanism.NONE: math.inf}
 
 
-@app.callback()
-def _main() -> None:
-    """Plan and simulate FedSGD-DPC (Zhou et al.): T queries, b replies per round."""
-
-
-def _fail(message: str, code: int = 2) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}")
-    return typer.Exit(code)
-
-
-def _floats(name: str, text: str) -> tuple[float, ...]:
-    try:
-        values = tuple(float(v) for v in text.split(","))
-    except ValueError:
-        raise ValueError(
-            f"{name} must be a number or a comma-separated list of per-client numbers, "
-            f"got {name}={text!r}") from None
-    return values
-
-
-def _device(name: str) -> torch.device:
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device must be one of auto, cpu (no CUDA here), got device={name!r}")
-    if name != "cpu" and not name.startswith("cuda"):
-        raise ValueError(f"device must be auto, cpu or cuda[:i], got device={name!r}")
-    return torch.device(name)
-
-
-@app.command()
 def run(
     dataset: Annotated[DatasetName, typer.Option(help="Data set.")] = DatasetName.MNIST,
     partition: Annotated[PartitionKind, typer.Option(
@@ -129,13 +88,13 @@ def run(
             lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay, mu=mu, gamma=gamma),
             weight_decay=weight_decay,
             privacy=PrivacyConfig(
-                mechanism=mechanism, eps=_floats("eps", eps), delta=_floats("delta", delta),
+                mechanism=mechanism, eps=floats("eps", eps), delta=floats("delta", delta),
                 clip=clip if clip is not None else DEFAULT_CLIP[mechanism],
                 sample_rate=q, accountant=accountant),
             repeats=repeats, seed=seed, eval_every=eval_every)
         dev = _device(device)
     except ValueError as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
     try:
         ds = load_dataset(dataset, data_dir=data_dir)
         if num_clients > len(ds.y_train):
@@ -144,40 +103,31 @@ def run(
         part = make_partition(partition, labels=ds.y_train, num_clients=num_clients,
                               rng=np.random.default_rng(seed), alpha=alpha)
     except DataNotFoundError as e:
-        raise _fail(str(e), code=1) from None
+        raise fail(str(e), code=1) from None
     except ValueError as e:
-        raise _fail(str(e)) from None
+        raise fail(str(e)) from None
     from fedqr.experiments.plots import plot_training
     from fedqr.sim.engine import simulate
 
     started = time.perf_counter()
-    with Progress(TextColumn("[bold]FedSGD-DPC[/] {task.description}"), BarColumn(),
-                  MofNCompleteColumn(), TimeElapsedColumn(), console=err,
-                  disable=not err.is_terminal) as bar:
+    with progress("FedSGD-DPC") as bar:
         task = bar.add_task(f"{mechanism.value} b={clients_per_round} x{repeats}", total=rounds)
         try:
             result = simulate(ds, part, config, device=dev,
                               on_round=lambda t: bar.update(task, completed=t))
         except PrivacyBudgetExceeded as e:
-            raise _fail(str(e), code=1) from None
+            raise fail(str(e), code=1) from None
         except ValueError as e:
-            raise _fail(str(e)) from None
+            raise fail(str(e)) from None
     elapsed = time.perf_counter() - started
     doc = result.to_json()
     doc["wall_time_s"] = elapsed
     # write both files to a staging folder first: a failure leaves no partial output behind
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
-    try:
-        from fedqr.sim.result import write_json_atomic
+    from fedqr.sim.result import write_json_atomic
 
+    with staged(out_dir) as stage:
         write_json_atomic(stage / "result.json", doc)
         plot_training(doc, stage / "training.png")
-        out_dir.mkdir(exist_ok=True)
-        for f in ("result.json", "training.png"):
-            os.replace(stage / f, out_dir / f)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
     _summary(doc, elapsed, out_dir)
 
 
@@ -206,7 +156,3 @@ def _fmt(v: object) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(_fmt(x) for x in v[:3]) + (", ...]" if len(v) > 3 else "]")
     return "-" if v is None else str(v)
-
-
-def main() -> None:  # pragma: no cover - console entry
-    sys.exit(app())

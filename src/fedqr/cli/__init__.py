@@ -1,0 +1,23 @@
+"""The ``fedqr`` command line: ``run``, ``estimate`` and ``plan``."""
+
+from __future__ import annotations
+
+import typer
+
+from fedqr.cli import plan as _plan
+from fedqr.cli import run as _run
+
+app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  help="fedqr: federated learning with client-side differential privacy.")
+
+
+@app.callback()
+def _main() -> None:
+    """Plan and simulate FedSGD-DPC (Zhou et al.): T queries, b replies per round."""
+
+
+app.command("run")(_run.run)
+app.command("estimate")(_plan.estimate)
+app.command("plan", context_settings={"allow_extra_args": True})(_plan.plan)
+
+__all__ = ["app"]

@@ -1,0 +1,220 @@
+"""``fedqr estimate`` and ``fedqr plan``: the bound's constants and the optimal (T, b)."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+
+from fedqr.cli._common import check_out_file, err, fail, out, write_file_atomic
+from fedqr.cli.constants import EstimateSpec, estimate_for, read_constants
+from fedqr.cli.tables import gaussian_rows, laplace_rows, print_gaussian, print_laplace
+from fedqr.data import DataNotFoundError, DatasetName, PartitionKind
+from fedqr.privacy import Accountant, Mechanism
+from fedqr.sim.result import write_json_atomic
+from fedqr.theory import ProblemConstants, Rounding, constants_from_json
+
+DEFAULT_CLIP = {Mechanism.LAPLACE: 300.0, Mechanism.GAUSSIAN: 10.0}
+DEFAULT_Q = {Mechanism.LAPLACE: 1.0, Mechanism.GAUSSIAN: 0.01}
+
+DatasetOpt = Annotated[DatasetName, typer.Option(help="Data set to estimate on.")]
+PartitionOpt = Annotated[PartitionKind, typer.Option(help="Partition into clients.")]
+AlphaOpt = Annotated[float, typer.Option(help="Dirichlet concentration (> 0).")]
+ClientsOpt = Annotated[int, typer.Option(help="N, the number of clients.")]
+MechOpt = Annotated[Mechanism, typer.Option(help="laplace (l1 clip) or gaussian (l2 clip).")]
+ClipOpt = Annotated[float | None, typer.Option(help="Clip xi (default 300 laplace, 10 gaussian).")]
+QOpt = Annotated[float | None, typer.Option(help="Sampling rate q (gaussian default 0.01).")]
+DeltaOpt = Annotated[float, typer.Option(help="delta per client (gaussian).")]
+WdOpt = Annotated[float, typer.Option(help="L2 regularisation; mu >= weight decay.")]
+ProxyOpt = Annotated[float | None, typer.Option(
+    help="Estimate on this random share of each client's data (0..1) instead of all of it.")]
+SeedOpt = Annotated[int, typer.Option(help="Seed of the partition (and proxy draw).")]
+DataDirOpt = Annotated[Path | None, typer.Option(help="Folder with the data files.")]
+CacheOpt = Annotated[bool, typer.Option(help="Reuse a cached estimate for the same settings.")]
+
+
+def _spec(dataset: DatasetName, partition: PartitionKind, num_clients: int, alpha: float,
+          mechanism: Mechanism, clip: float | None, sample_rate: float | None,
+          weight_decay: float, proxy_fraction: float | None, seed: int) -> EstimateSpec:
+    if mechanism is Mechanism.NONE:
+        raise ValueError("mechanism must be laplace or gaussian, got mechanism='none'")
+    if not num_clients >= 2:
+        raise ValueError(f"num_clients must be >= 2, got num_clients={num_clients}")
+    if not alpha > 0:
+        raise ValueError(f"alpha must be > 0, got alpha={alpha}")
+    q = DEFAULT_Q[mechanism] if sample_rate is None else sample_rate
+    if not 0 < q <= 1:
+        raise ValueError(f"sample_rate must be in (0, 1], got sample_rate={q}")
+    return EstimateSpec(
+        dataset=dataset, partition=partition, num_clients=num_clients, alpha=alpha,
+        mechanism=mechanism, clip=DEFAULT_CLIP[mechanism] if clip is None else clip,
+        sample_rate=q, weight_decay=weight_decay, proxy_fraction=proxy_fraction, seed=seed)
+
+
+def _check_budget(eps: float, delta: float, mechanism: Mechanism) -> None:
+    if not (eps > 0 and math.isfinite(eps)):
+        raise ValueError(f"eps must be > 0 and finite, got eps={eps}")
+    if mechanism is Mechanism.GAUSSIAN and not 0 < delta < 1:
+        raise ValueError(f"delta must be in (0, 1) for gaussian, got delta={delta}")
+
+
+def estimate(
+    dataset: DatasetOpt = DatasetName.MNIST,
+    partition: PartitionOpt = PartitionKind.TWO_DIGITS,
+    alpha: AlphaOpt = 0.5,
+    num_clients: ClientsOpt = 10,
+    mechanism: MechOpt = Mechanism.LAPLACE,
+    clip: ClipOpt = None,
+    sample_rate: QOpt = None,
+    eps: Annotated[float, typer.Option(help="Budget written into the file.")] = 1.0,
+    delta: DeltaOpt = 1e-5,
+    weight_decay: WdOpt = 0.01,
+    proxy_fraction: ProxyOpt = None,
+    seed: SeedOpt = 0,
+    out_path: Annotated[Path, typer.Option("--out", help="Constants JSON to write.")]
+        = Path("constants.json"),
+    data_dir: DataDirOpt = None,
+    cache: CacheOpt = True,
+) -> None:
+    """Estimate mu, lambda, G, Gamma, Y0, Lambda_i of a data set and partition (no privacy!)."""
+    try:
+        spec = _spec(dataset, partition, num_clients, alpha, mechanism, clip, sample_rate,
+                     weight_decay, proxy_fraction, seed)
+        delta_used = delta if mechanism is Mechanism.GAUSSIAN else 0.0
+        _check_budget(eps, delta_used, mechanism)
+        check_out_file("out", out_path)
+        err.print("[yellow]note:[/] the estimate reads the clients' data without privacy"
+                  + ("" if proxy_fraction else "; use --proxy-fraction or a public split"))
+        with err.status("estimating constants (Hessian eigenvalues, local optima) ..."):
+            doc = estimate_for(spec, data_dir=data_dir, eps=eps, delta=delta_used,
+                               use_cache=cache)
+        c = constants_from_json(json.dumps(doc))
+    except DataNotFoundError as e:
+        raise fail(str(e), code=1) from None
+    except ValueError as e:
+        raise fail(str(e)) from None
+    write_json_atomic(out_path, doc)
+    out.print(f"mu={c.mu:.4g} lambda={c.lam:.4g} gamma={c.gamma:.4g} G={c.G:.4g} "
+              f"Gamma={c.Gamma:.4g} Y0={c.Y0:.4g} (clipped at theta_0: "
+              f"{doc['estimate']['clipped_fraction']['theta_0']:.1%})")
+    out.print(f"wrote {out_path}")
+
+
+def plan(
+    ctx: typer.Context,
+    eps: Annotated[float, typer.Option(
+        help="Budget(s) per client: --eps 1 5 10 plans each (same budget for every client).")],
+    mechanism: MechOpt = Mechanism.LAPLACE,
+    constants: Annotated[Path | None, typer.Option(help="Constants JSON (see estimate).")]
+        = None,
+    dataset: Annotated[DatasetName | None, typer.Option(
+        help="Estimate the constants on this data set first (instead of --constants).")]
+        = None,
+    rounding: Annotated[Rounding, typer.Option(
+        help="best: the better neighbouring integer; paper: floor T*, ceil b*.")]
+        = Rounding.BEST,
+    t_max: Annotated[int, typer.Option("--t-max", help="Gaussian: largest T searched.")]
+        = 1000,
+    accountant: Annotated[Accountant, typer.Option(help="Gaussian: rdp or pld.")]
+        = Accountant.RDP,
+    delta: DeltaOpt = 1e-5,
+    partition: PartitionOpt = PartitionKind.TWO_DIGITS,
+    alpha: AlphaOpt = 0.5,
+    num_clients: ClientsOpt = 10,
+    clip: ClipOpt = None,
+    sample_rate: QOpt = None,
+    weight_decay: WdOpt = 0.01,
+    proxy_fraction: ProxyOpt = None,
+    seed: SeedOpt = 0,
+    data_dir: DataDirOpt = None,
+    cache: CacheOpt = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+        = False,
+    plot: Annotated[Path | None, typer.Option(help="Write U over (T, b) as a PNG here.")]
+        = None,
+) -> None:
+    """Optimal numbers of queries T and replies per round b for each budget eps."""
+    try:
+        eps_list = [eps, *(_extra_eps(a) for a in ctx.args)]
+        for e in eps_list:
+            _check_budget(e, delta, mechanism)
+        check_out_file("plot", plot)
+        if (constants is None) == (dataset is None):
+            raise ValueError("give exactly one of --constants FILE or --dataset NAME, got "
+                             f"constants={constants}, dataset={dataset}")
+        if mechanism is Mechanism.NONE:
+            raise ValueError("mechanism must be laplace or gaussian, got mechanism='none'")
+        if not isinstance(t_max, int) or t_max < 1:
+            raise ValueError(f"t_max must be an integer >= 1, got t_max={t_max}")
+        source: dict[str, Any]
+        if dataset is not None:
+            spec = _spec(dataset, partition, num_clients, alpha, mechanism, clip, sample_rate,
+                         weight_decay, proxy_fraction, seed)
+            with err.status(f"estimating constants on {dataset.value} ..."):
+                doc = estimate_for(spec, data_dir=data_dir, eps=eps_list[0],
+                                   delta=delta if mechanism is Mechanism.GAUSSIAN else 0.0,
+                                   use_cache=cache)
+            base = constants_from_json(json.dumps(doc))
+            source = {"dataset": dataset.value, "estimate": doc["estimate"]}
+        else:
+            assert constants is not None
+            base, doc = read_constants(constants)
+            source = {"constants_file": str(constants)}
+        base = _for_mechanism(base, mechanism, delta)
+        paper_ok = (dataset is DatasetName.MNIST and mechanism is Mechanism.LAPLACE
+                    and partition is PartitionKind.TWO_DIGITS and base.N == 10
+                    and base.xi == 300.0)
+        if mechanism is Mechanism.LAPLACE:
+            rows, panels = laplace_rows(base, eps_list, rounding=rounding)
+        else:
+            with err.status("calibrating the Gaussian noise over the (T, b) grid ..."):
+                rows, panels = gaussian_rows(base, eps_list, t_max=t_max,
+                                             accountant=accountant)
+    except DataNotFoundError as e:
+        raise fail(str(e), code=1) from None
+    except ValueError as e:
+        raise fail(str(e)) from None
+    result = {"mechanism": mechanism.value, "rounding": rounding.value, "source": source,
+              "constants": json.loads(json.dumps(doc_constants(base))), "table": rows}
+    if plot is not None:
+        from fedqr.experiments.plots import plot_bound_grid
+
+        write_file_atomic(plot, lambda p: plot_bound_grid(panels, p))
+    if as_json:
+        typer.echo(json.dumps(result, indent=2))
+        return
+    if mechanism is Mechanism.LAPLACE:
+        print_laplace(base, rows, compare_paper=paper_ok, source=source)
+    else:
+        print_gaussian(base, rows, t_max=t_max, source=source)
+    if plot is not None:
+        out.print(f"wrote {plot}")
+
+
+def _extra_eps(text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise ValueError(f"unexpected argument {text!r}: only further --eps values may follow "
+                         "--eps (e.g. --eps 1 5 10)") from None
+
+
+def _for_mechanism(c: ProblemConstants, mechanism: Mechanism, delta: float) -> ProblemConstants:
+    """Budgets of the mechanism: delta 0 and q 1 for Laplace, the given delta for Gaussian."""
+    from dataclasses import replace
+
+    if mechanism is Mechanism.LAPLACE:
+        return replace(c, delta_i=(0.0,) * c.N, q=1.0)
+    return replace(c, delta_i=(delta,) * c.N)
+
+
+def doc_constants(c: ProblemConstants) -> dict[str, Any]:
+    """The constants as the JSON document of :func:`fedqr.theory.constants_to_json`."""
+    from fedqr.theory import constants_to_json
+
+    out_doc: dict[str, Any] = json.loads(constants_to_json(c))
+    out_doc.pop("eps_i", None)
+    return out_doc
