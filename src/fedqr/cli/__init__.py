@@ -1,10 +1,11 @@
-"""The ``fedqr`` command line: ``run``, ``estimate`` and ``plan``."""
+"""The ``fedqr`` command line: ``run``, ``estimate``, ``plan``, ``reproduce``, ``plot``."""
 
 from __future__ import annotations
 
 import typer
 
 from fedqr.cli import plan as _plan
+from fedqr.cli import reproduce as _reproduce
 from fedqr.cli import run as _run
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -19,5 +20,7 @@ def _main() -> None:
 app.command("run")(_run.run)
 app.command("estimate")(_plan.estimate)
 app.command("plan", context_settings={"allow_extra_args": True})(_plan.plan)
+app.command("reproduce")(_reproduce.reproduce)
+app.command("plot")(_reproduce.plot)
 
 __all__ = ["app"]

@@ -11,11 +11,12 @@ import typer
 
 from fedqr.cli._common import check_out_file, err, fail, out, write_file_atomic
 from fedqr.cli.constants import EstimateSpec, estimate_for, read_constants
-from fedqr.cli.tables import gaussian_rows, laplace_rows, print_gaussian, print_laplace
+from fedqr.cli.tables import print_gaussian, print_laplace
 from fedqr.data import DataNotFoundError, DatasetName, PartitionKind
 from fedqr.privacy import Accountant, Mechanism
 from fedqr.sim.result import write_json_atomic
 from fedqr.theory import ProblemConstants, Rounding, constants_from_json
+from fedqr.theory.tables import gaussian_rows, laplace_rows
 
 DEFAULT_CLIP = {Mechanism.LAPLACE: 300.0, Mechanism.GAUSSIAN: 10.0}
 DEFAULT_Q = {Mechanism.LAPLACE: 1.0, Mechanism.GAUSSIAN: 0.01}

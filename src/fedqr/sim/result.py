@@ -38,19 +38,19 @@ class RoundMetrics:
     epsilon_spent: list[list[float | None]]
 
 
-def _jsonable(obj: Any) -> Any:
+def jsonable(obj: Any) -> Any:
     if isinstance(obj, Enum):
         return obj.value
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: _jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+        return {f.name: jsonable(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
     if isinstance(obj, list | tuple):
-        return [_jsonable(v) for v in obj]
+        return [jsonable(v) for v in obj]
     if isinstance(obj, dict):
-        return {str(k): _jsonable(v) for k, v in obj.items()}
+        return {str(k): jsonable(v) for k, v in obj.items()}
     if isinstance(obj, float) and not math.isfinite(obj):
         return None if math.isnan(obj) else ("inf" if obj > 0 else "-inf")
     if isinstance(obj, np.generic):
-        return _jsonable(obj.item())
+        return jsonable(obj.item())
     return obj
 
 
@@ -126,9 +126,9 @@ class SimResult:
         return {
             "fedqr_result": 1,
             "dataset": self.dataset,
-            "config": _jsonable(self.config),
-            "clients": _jsonable(self.clients),
-            "runs": _jsonable(self.runs),
+            "config": jsonable(self.config),
+            "clients": jsonable(self.clients),
+            "runs": jsonable(self.runs),
             "summary": {
                 "final_test_accuracy_mean": float(self.final("test_accuracy").mean()),
                 "final_test_accuracy_std": float(self.final("test_accuracy").std()),

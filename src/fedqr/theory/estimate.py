@@ -37,6 +37,7 @@ __all__ = [
     "estimate_constants",
     "estimate_constants_from_arrays",
     "hessian_extreme_eigenvalues",
+    "regularised_optimum",
 ]
 
 _QUANTILES = (0.5, 0.9, 0.99, 1.0)
@@ -164,6 +165,15 @@ def _local_optimum(x: Tensor, y: Tensor, k: int, wd: float) -> tuple[float, NDAr
     res = minimize(fun, np.zeros(shape[0] * k), jac=True, method="L-BFGS-B",
                    options={"maxiter": 500, "gtol": 1e-7})  # fmt: skip
     return float(res.fun), np.asarray(res.x, dtype=np.float64)
+
+
+def regularised_optimum(x: NDArray[np.floating], y: NDArray[np.integer], *, num_classes: int,
+                        weight_decay: float) -> NDArray[np.float64]:
+    """``argmin mean CE + (wd/2) ||theta||^2`` by L-BFGS, shaped ``(k, p)`` like the engine's."""
+    xt = torch.as_tensor(np.asarray(x), dtype=torch.float64)
+    _, flat = _local_optimum(xt, torch.as_tensor(np.asarray(y), dtype=torch.int64),
+                             num_classes, weight_decay)
+    return np.ascontiguousarray(flat.reshape(xt.shape[1], num_classes).T)
 
 
 def estimate_constants_from_arrays(

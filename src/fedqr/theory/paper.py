@@ -62,6 +62,24 @@ class BoundRatios:
         return min(max(eps * math.sqrt(max(self.a, 0.0)) / T, 1.0), float(N))
 
 
+    def scaled(self, *, fraction: float) -> BoundRatios:
+        """The ratios with ``d`` multiplied by ``fraction``: ``a`` and ``c`` scale as ``d^2``
+        (``C2`` is proportional to ``1 / d^2``; ``C1`` and ``C3`` do not involve ``d``)."""
+        return BoundRatios(gamma=self.gamma, a=self.a * fraction**2, c=self.c * fraction**2)
+
+    def joint(self, *, eps: float, N: int) -> tuple[int, int]:
+        """The authors' integer joint optimum ``(T, b)``: ``floor T*`` at ``b = 1`` and
+        ``b = N``, or ``T = 0``; the lowest ``U`` (proportional to
+        ``(a/b + b T^2 / eps^2 + c) / (T + gamma)``) wins."""
+        cands = [(math.floor(self.t_star(b=float(b), eps=eps)), b) for b in (1, N)]
+        cands.append((0, N))
+
+        def u(t: int, b: int) -> float:
+            return (self.a / b + b * t**2 / eps**2 + self.c) / (t + self.gamma)
+
+        return min(cands, key=lambda tb: (u(*tb), tb[0] * tb[1]))
+
+
 def laplace_ratios(constants: ProblemConstants) -> BoundRatios:
     """``(gamma, a, c)`` of ``constants`` (whose budgets must all be equal)."""
     eps = constants.eps_i[0]

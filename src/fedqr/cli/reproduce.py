@@ -1,0 +1,85 @@
+"""``fedqr reproduce`` (the paper's experiments, resumable) and ``fedqr plot`` (redraw)."""
+
+from __future__ import annotations
+
+import time
+from enum import StrEnum
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from fedqr.cli._common import device as _device
+from fedqr.cli._common import err, fail, out, progress
+from fedqr.data import DataNotFoundError
+from fedqr.experiments.runs import RunSpec
+
+
+class Target(StrEnum):
+    """Which paper evaluation to reproduce."""
+
+    MNIST = "mnist"
+
+
+def reproduce(
+    target: Annotated[Target, typer.Argument(help="Data set of the paper's evaluation.")],
+    quick: Annotated[bool, typer.Option(
+        help="3 repeats, a smaller (b, T, eps) grid and a 20% proxy for the constants.")]
+        = False,
+    out_dir: Annotated[Path | None, typer.Option(
+        "--out", help="Output folder (default runs/reproduce-<target>[-quick]).")] = None,
+    fraction: Annotated[float, typer.Option(
+        help="Share of the training data every run uses (1 = the paper's).")] = 1.0,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    data_dir: Annotated[Path | None, typer.Option(help="Folder with the data files.")] = None,
+) -> None:
+    """Run every experiment of the paper's Section VII (cached per run: rerun to resume)."""
+    from fedqr.experiments.mnist import FULL, QUICK, build_manifest, run_manifest
+    from fedqr.experiments.report import redraw
+
+    try:
+        if not 0 < fraction <= 1:
+            raise ValueError(f"fraction must be in (0, 1], got fraction={fraction}")
+        dev = _device(device)
+        folder = out_dir or Path(f"runs/reproduce-{target.value}{'-quick' if quick else ''}")
+        if folder.exists() and not folder.is_dir():
+            raise ValueError(f"out must be a folder, got out={str(folder)!r} (a file)")
+    except ValueError as e:
+        raise fail(str(e)) from None
+    folder.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    settings = QUICK if quick else FULL
+    try:
+        manifest = build_manifest(folder, settings, base=fraction, data_dir=data_dir,
+                                  status=lambda m: err.print(f"[dim]{m}[/]"))
+    except DataNotFoundError as e:
+        raise fail(str(e), code=1) from None
+    counts = {"computed": 0, "reused": 0}
+    keys = [e["key"] for e in manifest["entries"]]
+    with progress("reproduce") as bar:
+        task = bar.add_task(f"{target.value}: runs", total=len(set(keys)))
+
+        def on_run(spec: RunSpec, computed: bool) -> None:
+            counts["computed" if computed else "reused"] += 1
+            bar.advance(task)
+
+        run_manifest(manifest, folder, data_dir=data_dir, device=dev, on_run=on_run)
+    files = redraw(folder)
+    elapsed = time.perf_counter() - started
+    out.print(f"{len(manifest['entries'])} runs ({len(set(keys))} distinct): "
+              f"{counts['computed']} computed now, {counts['reused']} already stored")
+    out.print(f"wrote {len(files)} files under {folder} (summary: {folder / 'summary.md'})")
+    out.print(f"wall time {elapsed:.1f} s")
+
+
+def plot(
+    result_dir: Annotated[Path, typer.Argument(help="A reproduce --out folder.")],
+) -> None:
+    """Redraw the figures, CSVs and summary of a reproduction from its stored runs."""
+    from fedqr.experiments.report import redraw
+
+    if not (result_dir / "manifest.json").is_file():
+        raise fail(f"result_dir must be a reproduce output folder holding manifest.json, "
+                   f"got result_dir={str(result_dir)!r}")
+    files = redraw(result_dir)
+    out.print(f"wrote {len(files)} files under {result_dir}")

@@ -1,0 +1,206 @@
+"""The paper's MNIST evaluation (Section VII) as one resumable sweep, plus planner validation.
+
+Every run is a :class:`~fedqr.experiments.runs.RunSpec` tagged with the experiment grid it
+belongs to; a ``manifest.json`` in the output folder lists them with the plans and the bound's
+predictions, so figures can be redrawn from the stored runs alone (``fedqr plot``).
+
+Settings (paper Section VII): N = 10 clients, two digits each, eta_t = 0.05 / (1 + 0.01 t),
+weight decay 0.01; Laplace xi1 = 300, eps in {1, 5, 10}; Gaussian xi2 = 10, q = 0.01,
+delta = 1e-5, eps in {0.1, 0.5, 1}, T = 100; b in {1, 5, 10};
+T in {10, 50, 100, 150, 200, 250, 500}; 10 repeats.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedqr.data import Dataset, DatasetName, PartitionKind, load_dataset, make_partition
+from fedqr.experiments.runs import RunSpec, RunStore, execute
+from fedqr.models.logreg import Norm
+from fedqr.privacy import Mechanism
+from fedqr.sim.config import PrivacyConfig, SimConfig
+from fedqr.sim.result import write_json_atomic
+from fedqr.theory import ProblemConstants, plan_gaussian
+from fedqr.theory.bounds import laplace_bound
+from fedqr.theory.estimate import estimate_constants, regularised_optimum
+from fedqr.theory.laplace import t_star_int
+from fedqr.theory.paper import PAPER_TABLE_ONE_MNIST, implied_ratios
+
+N = 10
+CLIP = {Mechanism.LAPLACE: 300.0, Mechanism.GAUSSIAN: 10.0}
+Q = {Mechanism.LAPLACE: 1.0, Mechanism.GAUSSIAN: 0.01}
+DELTA = 1e-5
+GAUSSIAN_T = 100
+PAPER_T_STAR = {1: "T_joint", 5: "T_b5", 10: "T_b10"}
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Sizes of the sweep (``FULL`` is the paper's; ``QUICK`` a smoke-size version)."""
+
+    repeats: int
+    T_grid: tuple[int, ...]
+    b_grid: tuple[int, ...]
+    laplace_eps: tuple[float, ...]
+    gaussian_eps: tuple[float, ...]
+    fractions: tuple[float, ...]
+    curve_points: int
+    estimate_proxy: float | None
+
+
+FULL = Settings(repeats=10, T_grid=(10, 50, 100, 150, 200, 250, 500), b_grid=(1, 5, 10),
+                laplace_eps=(1.0, 5.0, 10.0), gaussian_eps=(0.1, 0.5, 1.0),
+                fractions=tuple(round(0.1 * k, 1) for k in range(1, 11)), curve_points=25,
+                estimate_proxy=None)
+QUICK = Settings(repeats=3, T_grid=(10, 50), b_grid=(1, 10), laplace_eps=(1.0, 10.0),
+                 gaussian_eps=(0.5, 1.0), fractions=(0.3, 1.0), curve_points=10,
+                 estimate_proxy=0.2)
+
+
+def settings_from(doc: dict[str, Any]) -> Settings:
+    """:class:`Settings` from its ``asdict`` form (lists back to tuples)."""
+    fields: dict[str, Any] = {k: tuple(v) if isinstance(v, list) else v for k, v in doc.items()}
+    return Settings(**fields)
+
+
+def _sim(mech: Mechanism, eps: float, b: int, T: int, s: Settings) -> SimConfig:
+    return SimConfig(
+        num_clients=N, clients_per_round=b, rounds=T, repeats=s.repeats, seed=0,
+        eval_every=max(1, T // s.curve_points),
+        privacy=PrivacyConfig(mechanism=mech, eps=eps, delta=DELTA, clip=CLIP[mech],
+                              sample_rate=Q[mech]))
+
+
+def _data(data_dir: Path | None, fraction: float) -> tuple[Dataset, Any]:
+    rng = np.random.default_rng(0)
+    ds = load_dataset(DatasetName.MNIST, data_dir=data_dir, fraction=fraction, rng=rng)
+    return ds, make_partition(PartitionKind.TWO_DIGITS, labels=ds.y_train, num_clients=N, rng=rng)
+
+
+def _constants(mech: Mechanism, ds: Dataset, part: Any, s: Settings) -> dict[str, Any]:
+    est = estimate_constants(
+        dataset=ds, partition=part, clip=CLIP[mech],
+        norm=Norm.L1 if mech is Mechanism.LAPLACE else Norm.L2,
+        eps=1.0, delta=DELTA if mech is Mechanism.GAUSSIAN else 0.0, sample_rate=Q[mech],
+        proxy_fraction=s.estimate_proxy, rng=np.random.default_rng(1))
+    from fedqr.theory import constants_to_json
+
+    doc: dict[str, Any] = json.loads(constants_to_json(est.constants))
+    doc["reads_private_data"] = est.reads_private_data
+    return doc
+
+
+def _grid(mech: Mechanism, c: ProblemConstants, s: Settings, base: float,
+          ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    """Runs of one mechanism: (b, T) grid per eps with the planner's and the paper's choices."""
+    eps_list = s.laplace_eps if mech is Mechanism.LAPLACE else s.gaussian_eps
+    entries, plans = [], {}
+    for eps in eps_list:
+        ce = c.with_budget(eps=eps, delta=DELTA if mech is Mechanism.GAUSSIAN else 0.0)
+        extra: dict[int, set[int]] = {b: set() for b in s.b_grid}
+        if mech is Mechanism.LAPLACE:
+            from fedqr.theory.laplace import joint_optimum_int
+
+            j = joint_optimum_int(ce)
+            fed = (int(j.T), int(j.b))
+            paper = PAPER_TABLE_ONE_MNIST.get(eps)
+            for b in s.b_grid:
+                extra[b].add(t_star_int(ce, b=b))
+                if paper and b in PAPER_T_STAR:
+                    extra[b].add(paper[PAPER_T_STAR[b]])
+            paper_joint = (paper["T_joint"], 1) if paper else None
+        else:
+            gplan = plan_gaussian(ce, T_max=max(*s.T_grid, GAUSSIAN_T))
+            fed, paper_joint = (gplan.T, gplan.b), (GAUSSIAN_T, N)
+        extra.setdefault(fed[1], set()).add(fed[0])
+        if paper_joint is not None:
+            extra.setdefault(paper_joint[1], set()).add(paper_joint[0])
+        plans[str(eps)] = {"fedqr": list(fed), "paper": paper_joint and list(paper_joint)}
+        for b in sorted(extra):
+            for T in sorted(set(s.T_grid) | extra[b]):
+                entries.append({"experiment": "grid", "mechanism": mech.value, "eps": eps,
+                                "b": b, "T": T, "fraction": base,
+                                "U_pred": float(laplace_bound(ce, T=T, b=b))
+                                if mech is Mechanism.LAPLACE else float(gplan.grid_U[T, b - 1])})
+    return entries, plans
+
+
+def _fractions(s: Settings, base: float) -> list[dict[str, Any]]:
+    """Accuracy at the plan over data fractions: Laplace at the paper's implied joint optimum
+    for that fraction, Gaussian at (T = 100, b = N)."""
+    ratios = implied_ratios()
+    out = []
+    for f in s.fractions:
+        for eps in s.laplace_eps:
+            T, b = ratios.scaled(fraction=f).joint(eps=eps, N=N)
+            out.append({"experiment": "fraction", "mechanism": "laplace", "eps": eps, "b": b,
+                        "T": T, "fraction": round(base * f, 6), "data_fraction": f})
+        for eps in s.gaussian_eps:
+            out.append({"experiment": "fraction", "mechanism": "gaussian", "eps": eps, "b": N,
+                        "T": GAUSSIAN_T, "fraction": round(base * f, 6), "data_fraction": f})
+    return out
+
+
+def spec_of(entry: dict[str, Any], s: Settings) -> RunSpec:
+    """The run of a manifest entry."""
+    mech = Mechanism(entry["mechanism"])
+    return RunSpec(dataset=DatasetName.MNIST, fraction=entry["fraction"],
+                   partition=PartitionKind.TWO_DIGITS, data_seed=0,
+                   config=_sim(mech, entry["eps"], entry["b"], entry["T"], s))
+
+
+def build_manifest(out: Path, s: Settings, *, base: float, data_dir: Path | None,
+                   status: Callable[[str], None]) -> dict[str, Any]:
+    """Estimate the constants, plan, and list every run (reused from ``out`` if present)."""
+    path = out / "manifest.json"
+    if path.is_file():
+        doc: dict[str, Any] = json.loads(path.read_text())
+        if doc.get("settings") == asdict(s) and doc.get("base_fraction") == base:
+            return doc
+    ds, part = _data(data_dir, base)
+    entries: list[dict[str, Any]] = []
+    consts, plans = {}, {}
+    for mech in (Mechanism.LAPLACE, Mechanism.GAUSSIAN):
+        status(f"estimating the {mech.value} constants (no privacy: an analysis step)")
+        cdoc = _constants(mech, ds, part, s)
+        from fedqr.theory import constants_from_json
+
+        grid, plans[mech.value] = _grid(mech, constants_from_json(json.dumps(cdoc)), s, base)
+        consts[mech.value] = cdoc
+        entries += grid
+    entries += _fractions(s, base)
+    status("computing the non-private optimum theta* (for ||theta_T - theta*||^2)")
+    theta = regularised_optimum(ds.x_train, ds.y_train, num_classes=ds.num_classes,
+                                weight_decay=0.01)
+    np.save(out / "theta_star.npy", theta)
+    for e in entries:
+        e["key"] = spec_of(e, s).key()
+    doc = {"settings": asdict(s), "base_fraction": base, "constants": consts, "plans": plans,
+           "entries": entries}
+    write_json_atomic(path, doc)
+    return doc
+
+
+def run_manifest(doc: dict[str, Any], out: Path, *, data_dir: Path | None,
+                 device: str | torch.device, on_run: Callable[[RunSpec, bool], None]) -> None:
+    """Run every entry not yet stored (each stored as it finishes)."""
+    s = settings_from(doc["settings"])
+    theta_star = torch.as_tensor(np.load(out / "theta_star.npy"))
+    base = doc["base_fraction"]
+
+    def dist2(spec: RunSpec, ds: Dataset, theta: np.ndarray) -> dict[str, Any]:
+        if spec.fraction != base:
+            return {}
+        diff = torch.as_tensor(theta, dtype=torch.float64) - theta_star
+        return {"dist2_to_opt": diff.pow(2).sum(dim=(1, 2)).tolist()}
+
+    specs = [spec_of(e, s) for e in doc["entries"]]
+    execute(specs, store=RunStore(out), data_dir=data_dir, device=device, extra=dist2,
+            on_run=on_run)

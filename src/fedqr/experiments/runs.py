@@ -1,0 +1,154 @@
+"""Runs cached by configuration hash: an interrupted sweep resumes without losing finished runs.
+
+A :class:`RunSpec` (data set, data fraction, partition, :class:`~fedqr.sim.config.SimConfig`)
+hashes to a file ``runs/<key>.json`` in a :class:`RunStore`. Each finished run is written
+atomically the moment it ends, so killing a sweep loses at most the run in progress, and a
+rerun skips every stored run.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedqr.data import Dataset, DatasetName, Partition, PartitionKind, load_dataset, make_partition
+from fedqr.sim.config import SimConfig
+from fedqr.sim.engine import simulate
+from fedqr.sim.result import jsonable, write_json_atomic
+
+__all__ = ["RunSpec", "RunStore", "execute"]
+
+STORE_VERSION = 1
+
+
+@dataclass(frozen=True)
+class RunSpec:
+    """One simulated experiment (all its repeats): what it runs on and how.
+
+    Attributes
+    ----------
+    dataset, fraction
+        Data set and the share of its training split used (drawn with ``data_seed``).
+    partition
+        How the (fractional) training split is divided among the clients.
+    data_seed
+        Seed of the fraction draw and of the partition.
+    config
+        The simulation (N, b, T, privacy, learning rate, repeats, seed, eval cadence).
+    tags
+        Free labels for analysis (experiment name, eps, ...); not part of the hash.
+    """
+
+    dataset: DatasetName
+    fraction: float
+    partition: PartitionKind
+    data_seed: int
+    config: SimConfig
+    tags: tuple[tuple[str, Any], ...] = ()
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.fraction <= 1.0:
+            raise ValueError(f"fraction must be in (0, 1], got fraction={self.fraction}")
+
+    def identity(self) -> dict[str, Any]:
+        """Everything the result depends on, as JSON-ready data."""
+        return {"version": STORE_VERSION, "dataset": self.dataset.value,
+                "fraction": self.fraction, "partition": self.partition.value,
+                "data_seed": self.data_seed, "config": jsonable(self.config)}
+
+    def key(self) -> str:
+        """Stable 20-hex-digit hash of :meth:`identity`."""
+        text = json.dumps(self.identity(), sort_keys=True, allow_nan=True)
+        return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+    def tag(self, name: str, default: Any = None) -> Any:
+        """The value of tag ``name``."""
+        return dict(self.tags).get(name, default)
+
+
+class RunStore:
+    """Finished runs under ``root/runs``, one JSON file per :meth:`RunSpec.key`."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self.dir = self.root / "runs"
+
+    def path(self, spec: RunSpec) -> Path:
+        """Where the run of ``spec`` is (or will be) stored."""
+        return self.dir / f"{spec.key()}.json"
+
+    def get(self, spec: RunSpec) -> dict[str, Any] | None:
+        """The stored run document, or ``None`` (a corrupt file counts as missing)."""
+        path = self.path(spec)
+        try:
+            doc: dict[str, Any] = json.loads(path.read_text())
+        except (FileNotFoundError, json.JSONDecodeError):
+            return None
+        return doc if doc.get("identity") == json.loads(json.dumps(spec.identity())) else None
+
+    def put(self, spec: RunSpec, doc: dict[str, Any]) -> None:
+        """Store ``doc`` for ``spec`` atomically."""
+        write_json_atomic(self.path(spec), {**doc, "identity": spec.identity()})
+
+
+DataCache = dict[tuple[DatasetName, float, PartitionKind, int, int], tuple[Dataset, Partition]]
+
+
+def _data(spec: RunSpec, data_dir: Path | None, cache: DataCache) -> tuple[Dataset, Partition]:
+    key = (spec.dataset, spec.fraction, spec.partition, spec.data_seed, spec.config.num_clients)
+    if key not in cache:
+        rng = np.random.default_rng(spec.data_seed)
+        ds = load_dataset(spec.dataset, data_dir=data_dir, fraction=spec.fraction, rng=rng)
+        part = make_partition(spec.partition, labels=ds.y_train,
+                              num_clients=spec.config.num_clients, rng=rng)
+        cache[key] = (ds, part)
+    return cache[key]
+
+
+def execute(
+    specs: Sequence[RunSpec],
+    *,
+    store: RunStore,
+    data_dir: Path | None = None,
+    device: str | torch.device = "cpu",
+    extra: Callable[[RunSpec, Dataset, np.ndarray], dict[str, Any]] | None = None,
+    on_run: Callable[[RunSpec, bool], None] | None = None,
+) -> list[dict[str, Any]]:
+    """Run every spec not yet in ``store`` (storing each as it finishes); return all documents.
+
+    Parameters
+    ----------
+    specs
+        The runs, in order; duplicates (same key) run once.
+    extra
+        Called after a run with ``(spec, dataset, final_theta (R, k, p))``; its dict is stored
+        under ``"extra"`` (e.g. the distance to the optimum).
+    on_run
+        Called once per distinct spec with ``(spec, computed)`` (``False``: it was stored).
+    """
+    cache: DataCache = {}
+    docs: dict[str, dict[str, Any]] = {}
+    for spec in specs:
+        key = spec.key()
+        if key in docs:  # a duplicate of an earlier spec of this sweep
+            continue
+        doc = store.get(spec)
+        computed = doc is None
+        if doc is None:
+            ds, part = _data(spec, data_dir, cache)
+            result = simulate(ds, part, spec.config, device=device)
+            doc = result.to_json()
+            if extra is not None:
+                doc["extra"] = extra(spec, ds, result.final_theta)
+            store.put(spec, doc)
+        docs[key] = doc
+        if on_run is not None:
+            on_run(spec, computed)
+    return [docs[s.key()] for s in specs]
