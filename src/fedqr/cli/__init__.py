@@ -7,6 +7,7 @@ import typer
 from fedqr.cli import plan as _plan
 from fedqr.cli import reproduce as _reproduce
 from fedqr.cli import run as _run
+from fedqr.flower.cli import flower_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
                   help="fedqr: federated learning with client-side differential privacy.")
@@ -22,5 +23,6 @@ app.command("estimate")(_plan.estimate)
 app.command("plan", context_settings={"allow_extra_args": True})(_plan.plan)
 app.command("reproduce")(_reproduce.reproduce)
 app.command("plot")(_reproduce.plot)
+app.add_typer(flower_app, name="flower")
 
 __all__ = ["app"]

@@ -72,7 +72,7 @@ class ClientPrivacy:
         return np.zeros(repeats, dtype=np.int64) if s == 1 else np.arange(repeats)
 
 
-def _client_noise(
+def client_noise(
     config: SimConfig, *, replies: int, size: int, eps: float, delta: float
 ) -> tuple[float, float, dp_accounting.DpEvent | None]:
     """(noise parameter, per-coordinate std, accounting event) of one client."""
@@ -114,7 +114,7 @@ def plan_client_privacy(
         ledgers.append([])
         events.append([])
         for i in range(n):
-            param[g, i], std[g, i], event = _client_noise(
+            param[g, i], std[g, i], event = client_noise(
                 config, replies=int(replies[g, i]), size=int(sizes[i]), eps=eps[i],
                 delta=delta[i])
             ledger = None

@@ -24,6 +24,15 @@ class Aggregation(StrEnum):
     NORMALIZED = "normalized"  # theta = sum_i d_i theta^i / sum_j d_j (convex for any d_i)
 
 
+class NoiseSeeding(StrEnum):
+    """Where the randomness of a reply (its Poisson batch and its noise) comes from."""
+
+    BATCH = "batch"  # one torch.Generator for the whole run, drawn in batches (fastest)
+    # one generator per reply, seeded from (seed, repeat, round, client): a distributed client
+    # (fedqr.flower) draws exactly the same batch and noise as the engine
+    PER_REPLY = "per-reply"
+
+
 class LrSchedule(StrEnum):
     """Learning-rate schedules."""
 
@@ -177,6 +186,10 @@ class SimConfig:
         before the first and after the last round).
     chunk_rows:
         Rows per chunk of the fused pass (a cache-sized block of the data).
+    noise_seeding:
+        ``batch`` (default): all draws of a run come from one generator seeded by ``seed``;
+        ``per-reply``: each reply's Poisson batch and noise come from its own generators
+        seeded by ``(seed, repeat, round, client)``, as a Flower client draws them.
     """
 
     num_clients: int = 10
@@ -191,6 +204,7 @@ class SimConfig:
     seed: int = 0
     eval_every: int = 1
     chunk_rows: int = 2048
+    noise_seeding: NoiseSeeding = NoiseSeeding.BATCH
 
     def __post_init__(self) -> None:
         if self.num_clients < 1:

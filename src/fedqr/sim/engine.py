@@ -26,12 +26,20 @@ from fedqr.data import Dataset, Partition
 from fedqr.models.logreg import Norm, row_norms
 from fedqr.privacy import Mechanism, sample_gaussian, sample_laplace
 from fedqr.sim.budget import ClientPrivacy, plan_client_privacy
-from fedqr.sim.config import Aggregation, SimConfig
-from fedqr.sim.passes import ClientLayout, GradSums, evaluate, full_batch_sums, poisson_sums
+from fedqr.sim.config import Aggregation, NoiseSeeding, SimConfig
+from fedqr.sim.passes import (
+    ClientLayout,
+    GradSums,
+    evaluate,
+    full_batch_sums,
+    poisson_positions,
+    poisson_sums,
+)
 from fedqr.sim.result import RoundMetrics, SimResult
 from fedqr.sim.schedule import make_schedule
 
 RoundCallback = Callable[[int], None]
+SAMPLE_STREAM, NOISE_STREAM = 0, 1  # the two per-reply random streams: Poisson batch, noise
 
 
 @dataclass(frozen=True)
@@ -105,6 +113,67 @@ def draw_noise(
     return torch.zeros(shape, dtype=std.dtype, device=std.device)
 
 
+def reply_generator(
+    *, seed: int, repeat: int, round: int, client: int, stream: int,
+    device: torch.device | str = "cpu",
+) -> torch.Generator:
+    """The generator of one reply's ``stream`` (``SAMPLE_STREAM`` or ``NOISE_STREAM``).
+
+    Seeded from ``(seed, repeat, round, client, stream)`` through ``numpy.random.SeedSequence``,
+    so any process (the engine, a Flower client) draws the same numbers for the same reply.
+    """
+    words = np.random.SeedSequence([seed, repeat, round, client, stream]).generate_state(
+        2, dtype=np.uint32)
+    value = ((int(words[1]) << 32) | int(words[0])) & (2**63 - 1)
+    return torch.Generator(device=device).manual_seed(value)
+
+
+def reply_positions(
+    size: int, *, sample_rate: float, generator: torch.Generator, device: torch.device
+) -> tuple[Tensor, Tensor]:
+    """Poisson batch of one reply of a client with ``size`` rows, both of shape ``(1, m)``."""
+    sizes = torch.as_tensor(np.array([size], dtype=np.int64), device=device)
+    return poisson_positions(sizes, sample_rate=sample_rate, generator=generator)
+
+
+def per_reply_gradients(
+    setup: _Setup, config: SimConfig, theta: Tensor, sel: np.ndarray, t: int, *,
+    with_train_loss: bool,
+) -> GradSums:
+    """Step 2 with ``noise_seeding="per-reply"``: each Poisson batch from its own generator."""
+    q = config.privacy.sample_rate if config.privacy.mechanism is not Mechanism.LAPLACE else 1.0
+    if q == 1:
+        return full_batch_sums(setup.layout, theta, sel, clip=config.privacy.clip,
+                               norm=setup.norm, chunk_rows=config.chunk_rows,
+                               with_train_loss=with_train_loss)
+    dev = theta.device
+    sizes = setup.layout.sizes
+    draws = [[reply_positions(int(sizes[c]), sample_rate=q, device=dev, generator=reply_generator(
+        seed=config.seed, repeat=r, round=t, client=int(c), stream=SAMPLE_STREAM, device=dev))
+        for c in row] for r, row in enumerate(sel)]
+    m = max(pos.shape[-1] for row in draws for pos, _ in row)
+    pos = torch.zeros(*sel.shape, m, dtype=torch.int64, device=dev)
+    valid = torch.zeros(*sel.shape, m, dtype=torch.bool, device=dev)
+    for r, row in enumerate(draws):
+        for j, (p_rj, v_rj) in enumerate(row):
+            pos[r, j, : p_rj.shape[-1]] = p_rj[0]
+            valid[r, j, : v_rj.shape[-1]] = v_rj[0]
+    return poisson_sums(setup.layout, theta, sel, sample_rate=q, clip=config.privacy.clip,
+                        norm=setup.norm, generator=torch.Generator(device=dev),
+                        positions=(pos, valid))
+
+
+def per_reply_noise(
+    config: SimConfig, std: Tensor, sel: np.ndarray, t: int, num_params: int
+) -> Tensor:
+    """Step 4 with ``noise_seeding="per-reply"``: each reply's noise from its own generator."""
+    dev = std.device
+    return torch.stack([torch.stack([draw_noise(
+        config.privacy.mechanism, std[r, j], num_params, reply_generator(
+            seed=config.seed, repeat=r, round=t, client=int(c), stream=NOISE_STREAM, device=dev))
+        for j, c in enumerate(row)]) for r, row in enumerate(sel)])
+
+
 def client_gradients(
     setup: _Setup, config: SimConfig, theta: Tensor, sel: np.ndarray, *,
     generator: torch.Generator, with_train_loss: bool,
@@ -160,6 +229,7 @@ def simulate(
     # per client and repeat: summed clipped fraction, summed SNR, number of replies
     stats = torch.zeros(3, r, config.num_clients, dtype=torch.float64, device=dev)
     reps = torch.arange(r, device=dev)[:, None]
+    per_reply = config.noise_seeding is NoiseSeeding.PER_REPLY
 
     def record(t: int, train_loss_sum: Tensor | None) -> None:
         """Metrics of theta_t; the training loss comes fused from round t's pass if it had one."""
@@ -183,8 +253,12 @@ def simulate(
         sel_t = torch.as_tensor(np.ascontiguousarray(sel), device=dev)
         evaluate_now = t % config.eval_every == 0
         # 1-2. the selected clients receive theta_t and compute clipped gradient sums
-        sums = client_gradients(setup, config, theta, sel, generator=gen,
-                                with_train_loss=evaluate_now)
+        if per_reply:
+            sums = per_reply_gradients(setup, config, theta, sel, t,
+                                       with_train_loss=evaluate_now)
+        else:
+            sums = client_gradients(setup, config, theta, sel, generator=gen,
+                                    with_train_loss=evaluate_now)
         if evaluate_now:
             record(t, sums.loss_sum)
         # 3. mean gradient (sum over d_i, or over the expected batch q d_i) plus weight decay
@@ -195,7 +269,10 @@ def simulate(
         # 4. each client charges its ledger, adds its noise and replies theta_t - eta_t (g + w)
         setup.privacy.ledgers.charge_round(sel)
         std = std_all[groups, sel_t]  # (R, b)
-        noise = draw_noise(config.privacy.mechanism, std, g.shape[-1], gen)
+        if per_reply:
+            noise = per_reply_noise(config, std, sel, t, g.shape[-1])
+        else:
+            noise = draw_noise(config.privacy.mechanism, std, g.shape[-1], gen)
         replies = flat - config.lr.at(t) * (g + noise)
         # 5. the server aggregates theta_{t+1} = sum_i c_i theta^i, c_i = (N/b) d_i / d
         c = torch.as_tensor(aggregation_weights(config, sizes, sel), dtype=torch.float32,

@@ -168,17 +168,23 @@ def poisson_sums(
     clip: float,
     norm: Norm,
     generator: torch.Generator,
+    positions: tuple[Tensor, Tensor] | None = None,
 ) -> GradSums:
     """Each selected client's clipped gradient sum over its Poisson-sampled batch (q < 1).
 
     The batches of all (repeat, client) pairs are gathered into one padded tensor
-    ``(R, b, m, p)``, so forward and backward are two batched matrix products.
+    ``(R, b, m, p)``, so forward and backward are two batched matrix products. ``positions``
+    (``(positions, valid)`` as :func:`poisson_positions` returns, shape ``(R, b, m)``) gives
+    batches drawn elsewhere; by default they are drawn here from ``generator``.
     """
     r, k, p = theta.shape
     dev = theta.device
     sel_t = torch.as_tensor(np.ascontiguousarray(sel), device=dev)
     sizes = torch.as_tensor(layout.sizes, device=dev)[sel_t]
-    pos, valid = poisson_positions(sizes, sample_rate=sample_rate, generator=generator)
+    if positions is None:
+        pos, valid = poisson_positions(sizes, sample_rate=sample_rate, generator=generator)
+    else:
+        pos, valid = positions
     b, m = sel.shape[1], pos.shape[-1]
     rows = (torch.as_tensor(layout.offsets[:-1], device=dev)[sel_t].unsqueeze(-1) + pos).reshape(-1)
     xg = layout.x.index_select(0, rows).view(r, b * m, p)

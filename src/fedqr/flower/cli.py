@@ -1,0 +1,209 @@
+"""``fedqr flower simulate`` and ``fedqr flower deploy``: FedSGD-DPC on Flower.
+
+This module imports no ``flwr`` at import time (the commands import it when they run), so
+``fedqr`` works without the ``[flower]`` extra. Both commands write the ``result.json`` of
+``fedqr run`` (plus a ``flower`` section), ``training.png`` and ``model.npz`` into ``--out``;
+bad input exits with code 2 naming the parameter and writes nothing.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import importlib.util
+import math
+import os
+import shutil
+import signal
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Annotated, Any
+
+import typer
+from rich.console import Console
+
+from fedqr.data import DataNotFoundError, DatasetName, PartitionKind
+from fedqr.flower.config import FlowerRunConfig, parse_floats
+from fedqr.privacy import Accountant, Mechanism
+from fedqr.sim.config import Aggregation
+
+flower_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                         help="Run FedSGD-DPC on Flower: simulation or a local deployment.")
+err = Console(stderr=True)
+out = Console()
+
+DEFAULT_CLIP = {Mechanism.LAPLACE: 300.0, Mechanism.GAUSSIAN: 10.0, Mechanism.NONE: math.inf}
+
+
+def _fail(message: str, code: int) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}")
+    return typer.Exit(code)
+
+
+@contextlib.contextmanager
+def _sigterm_as_interrupt() -> Iterator[None]:
+    """SIGTERM stops the run like Ctrl-C does: every started process is stopped."""
+    def handler(signum: int, frame: Any) -> None:
+        raise KeyboardInterrupt
+    if threading.current_thread() is not threading.main_thread():
+        yield  # signal handlers can only be set from the main thread
+        return
+    previous = signal.signal(signal.SIGTERM, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _command(mode: str, summary: str) -> Callable[..., None]:
+    def command(
+        dataset: Annotated[DatasetName, typer.Option(help="Data set.")] = DatasetName.MNIST,
+        data_dir: Annotated[Path | None, typer.Option(help="Folder with the data files.")]
+            = None,
+        fraction: Annotated[float, typer.Option(help="Share of the training set (0, 1].")]
+            = 1.0,
+        partition: Annotated[PartitionKind, typer.Option(help="How data are split.")]
+            = PartitionKind.TWO_DIGITS,
+        alpha: Annotated[float, typer.Option(help="Dirichlet concentration (> 0).")] = 0.5,
+        num_clients: Annotated[int, typer.Option(help="N, the number of clients.")] = 10,
+        clients_per_round: Annotated[int, typer.Option(help="b, replies per round (1..N).")]
+            = 10,
+        rounds: Annotated[int, typer.Option(help="T, the number of rounds.")] = 10,
+        mechanism: Annotated[Mechanism, typer.Option(help="Client-side DP mechanism.")]
+            = Mechanism.GAUSSIAN,
+        eps: Annotated[str, typer.Option(help="Epsilon per client: one value or N.")] = "1.0",
+        delta: Annotated[str, typer.Option(help="Delta per client (gaussian): one or N.")]
+            = "1e-5",
+        clip: Annotated[float | None, typer.Option(
+            help="Per-sample clip (l1 laplace, l2 gaussian). Default 300 / 10 / none.")] = None,
+        sample_rate: Annotated[float | None, typer.Option(
+            help="q, Poisson sampling rate (gaussian default 0.01; laplace 1).")] = None,
+        accountant: Annotated[Accountant, typer.Option(help="rdp or pld (gaussian).")]
+            = Accountant.RDP,
+        lr: Annotated[float, typer.Option(help="Initial learning rate eta0.")] = 0.05,
+        lr_decay: Annotated[float, typer.Option(help="eta_t = lr / (1 + lr_decay t).")] = 0.01,
+        weight_decay: Annotated[float, typer.Option(help="L2 regularisation.")] = 0.01,
+        aggregation: Annotated[Aggregation, typer.Option(help="Server aggregation rule.")]
+            = Aggregation.PAPER,
+        seed: Annotated[int, typer.Option(help="Seed: partition, batches, noise.")] = 0,
+        round_timeout: Annotated[float, typer.Option(
+            help="Seconds to wait for a round's replies; later ones are lost.")] = 120.0,
+        connect_timeout: Annotated[float, typer.Option(
+            help="Seconds to wait for all N clients to connect.")] = 120.0,
+        min_replies: Annotated[int, typer.Option(
+            help="Stop when a round gets fewer replies (1..b).")] = 1,
+        state_dir: Annotated[Path | None, typer.Option(
+            help="Clients' ledgers (client-<i>/state.json); default: a fresh folder.")] = None,
+        work_dir: Annotated[Path | None, typer.Option(
+            help="Keep app, logs and state here (default: a temporary folder, removed).")]
+            = None,
+        timeout: Annotated[float, typer.Option(help="Seconds for the whole run.")] = 3600.0,
+        out_dir: Annotated[Path, typer.Option("--out", help="Output folder.")]
+            = Path("runs/flower"),
+    ) -> None:
+        try:
+            if out_dir.exists() and not out_dir.is_dir():
+                raise ValueError(f"out must be a folder, got out={str(out_dir)!r} (a file)")
+            if not timeout > 0 or math.isinf(timeout):
+                raise ValueError(f"timeout must be > 0 and finite, got timeout={timeout}")
+            q = sample_rate if sample_rate is not None else (
+                0.01 if mechanism is Mechanism.GAUSSIAN else 1.0)
+            cfg = FlowerRunConfig(
+                num_clients=num_clients, clients_per_round=clients_per_round, rounds=rounds,
+                dataset=dataset, data_dir=str(data_dir.resolve()) if data_dir else "",
+                fraction=fraction, partition=partition, alpha=alpha, mechanism=mechanism,
+                eps=parse_floats("eps", eps), delta=parse_floats("delta", delta),
+                clip=clip if clip is not None else DEFAULT_CLIP[mechanism], sample_rate=q,
+                accountant=accountant, lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
+                aggregation=aggregation, seed=seed, round_timeout=round_timeout,
+                connect_timeout=connect_timeout, min_replies=min_replies,
+                state_dir=str(state_dir.resolve()) if state_dir else "")
+        except ValueError as e:
+            raise _fail(str(e), 2) from None
+        _execute(cfg, mode=mode, work_dir=work_dir, timeout=timeout, out_dir=out_dir)
+
+    command.__doc__ = summary
+    return command
+
+
+def _execute(cfg: FlowerRunConfig, *, mode: str, work_dir: Path | None, timeout: float,
+             out_dir: Path) -> None:
+    if importlib.util.find_spec("flwr") is None:
+        raise _fail("fedqr flower needs Flower: pip install 'fedqr[flower]'", 1)
+    try:
+        cfg.load_data()  # fails here, before any process starts
+    except DataNotFoundError as e:
+        raise _fail(str(e), 1) from None
+    except ValueError as e:
+        raise _fail(str(e), 2) from None
+    from fedqr.flower.runner import FlowerRunFailed, LaunchError, Mode, run_flower
+
+    work = work_dir.resolve() if work_dir else Path(tempfile.mkdtemp(prefix="fedqr-flower-"))
+    work.mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    try:
+        with _sigterm_as_interrupt(), _progress(cfg.rounds) as on_progress:
+            outcome = run_flower(cfg, mode=Mode(mode), work=work, timeout_s=timeout,
+                                 on_progress=on_progress)
+    except KeyboardInterrupt:
+        raise _fail("interrupted: every Flower process started was stopped", 130) from None
+    except (FlowerRunFailed, LaunchError) as e:
+        hint = f"(logs: {work})" if work_dir else "(--work-dir DIR keeps the Flower logs)"
+        raise _fail(f"{e}\n{hint}", 1) from None
+    finally:
+        if work_dir is None:
+            shutil.rmtree(work, ignore_errors=True)
+    doc = outcome.doc
+    doc["wall_time_s"] = time.perf_counter() - started
+    _write(out_dir, doc, outcome.theta)
+    final = doc["summary"]
+    missing = doc["flower"]["missing_replies"]
+    out.print(f"{mode}: {cfg.rounds} rounds, N={cfg.num_clients}, b={cfg.clients_per_round}, "
+              f"{len(missing)} replies lost; final test accuracy "
+              f"{final['final_test_accuracy_mean']:.4f}, test loss "
+              f"{final['final_test_loss_mean']:.4f} ({doc['wall_time_s']:.1f} s)")
+    out.print(f"wrote {out_dir / 'result.json'}, {out_dir / 'training.png'}, "
+              f"{out_dir / 'model.npz'}")
+
+
+@contextlib.contextmanager
+def _progress(total: int) -> Iterator[Callable[[list[dict[str, Any]]], None]]:
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn
+
+    with Progress(TextColumn("[bold]Flower[/] {task.description}"), BarColumn(),
+                  MofNCompleteColumn(), console=err, disable=not err.is_terminal) as bar:
+        task = bar.add_task("rounds", total=total)
+
+        def update(lines: list[dict[str, Any]]) -> None:
+            last = lines[-1]
+            bar.update(task, completed=len(lines),
+                       description=f"acc {last['test_accuracy']:.3f} lost {len(last['lost'])}")
+        yield update
+
+
+def _write(out_dir: Path, doc: dict[str, Any], theta: Any) -> None:
+    """result.json, training.png and model.npz, staged so that no partial output remains."""
+    import numpy as np
+
+    from fedqr.experiments.plots import plot_training
+    from fedqr.sim.result import write_json_atomic
+
+    out_dir.parent.mkdir(parents=True, exist_ok=True)
+    stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
+    try:
+        write_json_atomic(stage / "result.json", doc)
+        plot_training(doc, stage / "training.png")
+        np.savez(stage / "model.npz", theta=theta)
+        out_dir.mkdir(exist_ok=True)
+        for name in ("model.npz", "training.png", "result.json"):
+            os.replace(stage / name, out_dir / name)
+    finally:
+        shutil.rmtree(stage, ignore_errors=True)
+
+
+flower_app.command("simulate")(_command(
+    "simulation", "FedSGD-DPC in Flower's simulation runtime (N virtual SuperNodes)."))
+flower_app.command("deploy")(_command(
+    "deployment", "FedSGD-DPC on a SuperLink and N SuperNodes started on 127.0.0.1."))

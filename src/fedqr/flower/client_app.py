@@ -1,0 +1,118 @@
+"""The Flower ClientApp: one FedSGD-DPC client (Message API).
+
+``query``: the client tells the server which partition it holds (cheap: in a deployment every
+message starts a fresh process, so this handler imports neither torch nor dp-accounting).
+``train``: theta_t in, theta_t - eta_t (g + w) out, the ledger charged and saved first.
+
+Node configuration (``flower-supernode --node-config``): ``partition-id`` (the client's index
+i in 0..N-1, set by Flower's simulation engine itself) and, optionally, ``state-dir`` (where
+this client keeps its ledger; default ``<run config state-dir>/client-<i>``) and
+``data-dir``. A refusal (budget exhausted, a replayed round, a request that does not fit) is
+sent back as an error reply with code :data:`REFUSED` and a message that says why.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from flwr.app import (
+    Array,
+    ArrayRecord,
+    ConfigRecord,
+    Context,
+    Error,
+    Message,
+    MetricRecord,
+    RecordDict,
+)
+from flwr.clientapp import ClientApp
+
+if TYPE_CHECKING:
+    from fedqr.flower.config import FlowerRunConfig
+
+REFUSED = 4201
+"""Error code of a reply the client refuses to send (budget, replay, bad request)."""
+FAILED = 4202
+"""Error code of a client that could not compute its reply (data, configuration)."""
+
+app = ClientApp()
+
+
+def _partition_id(context: Context) -> int:
+    node = context.node_config
+    if "partition-id" not in node:
+        raise ValueError("node config must set partition-id (0..N-1), got "
+                         f"node config keys {sorted(node)}")
+    pid = node["partition-id"]
+    if not isinstance(pid, int) or isinstance(pid, bool) or pid < 0:
+        raise ValueError(f"partition-id must be an integer >= 0, got partition-id={pid!r}")
+    return pid
+
+
+def _settings(context: Context) -> tuple[FlowerRunConfig, int, Path]:
+    from fedqr.flower.config import FlowerRunConfig
+
+    run_config = dict(context.run_config)
+    node = context.node_config
+    if "data-dir" in node:
+        run_config["data-dir"] = str(node["data-dir"])
+    cfg = FlowerRunConfig.from_run_config(run_config)
+    pid = _partition_id(context)
+    if "state-dir" in node:
+        state_dir = Path(str(node["state-dir"]))
+    elif cfg.state_dir:
+        state_dir = Path(cfg.state_dir) / f"client-{pid}"
+    else:
+        raise ValueError("state-dir must be set (node config state-dir, or run config "
+                         "state-dir) so that the client's ledger persists, got none")
+    return cfg, pid, state_dir
+
+
+def _error(message: Message, code: int, exc: BaseException) -> Message:
+    return Message(Error(code=code, reason=f"{type(exc).__name__}: {exc}"), reply_to=message)
+
+
+@app.query()
+def query(message: Message, context: Context) -> Message:
+    """Which partition this node holds."""
+    try:
+        pid = _partition_id(context)
+    except Exception as exc:  # reported to the server, which stops with this message
+        return _error(message, FAILED, exc)
+    info = ConfigRecord({"partition-id": pid})
+    return Message(RecordDict({"info": info}), reply_to=message)
+
+
+@app.train()
+def train(message: Message, context: Context) -> Message:
+    """Clipped gradient, noise, ledger charged and persisted, reply theta_t - eta_t (g + w)."""
+    import numpy as np
+    import torch
+
+    from fedqr.flower.client_logic import answer_round
+    from fedqr.flower.client_state import ReplayRefused
+    from fedqr.privacy import PrivacyBudgetExceeded
+
+    torch.set_num_threads(1)  # N clients share the machine's cores
+    try:
+        cfg, pid, state_dir = _settings(context)
+        rnd = message.content.config_records["config"]["round"]
+        if not isinstance(rnd, int) or isinstance(rnd, bool):
+            raise ValueError(f"round must be an integer, got round={rnd!r}")
+        theta = message.content.array_records["theta"]["theta"].numpy()
+        reply = answer_round(cfg, client=pid, round=rnd, theta=np.asarray(theta),
+                             run_key=str(message.metadata.run_id), state_dir=state_dir)
+    except (PrivacyBudgetExceeded, ReplayRefused) as exc:
+        return _error(message, REFUSED, exc)
+    except Exception as exc:
+        return _error(message, FAILED, exc)
+    metrics = MetricRecord({
+        "partition-id": pid, "round": rnd, "num-samples": reply.num_samples, "rows": reply.rows,
+        "clipped-fraction": reply.clipped_fraction, "grad-norm": reply.grad_norm,
+        "noise-std": reply.noise_std, "epsilon-spent": reply.epsilon_spent,
+        "replies-charged": reply.replies_charged,
+    })
+    content = RecordDict({"theta": ArrayRecord({"theta": Array(reply.theta)}),
+                          "metrics": metrics})
+    return Message(content, reply_to=message)

@@ -1,0 +1,198 @@
+"""The run configuration of the Flower app: the ``[tool.flwr.app.config]`` table.
+
+Flower hands a run configuration to the ServerApp and every ClientApp as a flat mapping of
+kebab-case keys to ``bool | int | float | str``. :class:`FlowerRunConfig` is that mapping as a
+validated, frozen value object; :meth:`FlowerRunConfig.sim_config` is the equivalent
+:class:`~fedqr.sim.config.SimConfig` (one repeat, round robin, per-reply seeding), so the
+Flower run and the in-process engine run the same experiment.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+from fedqr.data import Dataset, DatasetName, Partition, PartitionKind, load_dataset, make_partition
+from fedqr.privacy import Accountant, Mechanism
+from fedqr.sim.config import (
+    Aggregation,
+    LearningRate,
+    NoiseSeeding,
+    PrivacyConfig,
+    Selection,
+    SimConfig,
+)
+
+RunConfigValue = bool | int | float | str
+_E = TypeVar("_E", bound=StrEnum)
+
+
+def parse_floats(name: str, text: str) -> tuple[float, ...]:
+    try:
+        return tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise ValueError(f"{name} must be a number or comma-separated per-client numbers, "
+                         f"got {name}={text!r}") from None
+
+
+def _enum(kind: type[_E], name: str, value: object) -> _E:
+    try:
+        return kind(str(value))
+    except ValueError:
+        allowed = ", ".join(m.value for m in kind)
+        raise ValueError(f"{name} must be one of {allowed}, got {name}={value!r}") from None
+
+
+@dataclass(frozen=True, kw_only=True)
+class FlowerRunConfig:
+    """One FedSGD-DPC run on Flower (N clients, b replies per round, T rounds).
+
+    Attributes
+    ----------
+    num_clients, clients_per_round, rounds:
+        N, b, T. Clients are chosen round robin (Algorithm 1).
+    dataset, data_dir, fraction:
+        Data set, folder searched first (``""``: fedqr's default search, ``$FEDQR_DATA``) and
+        the stratified share of its training set used (``1.0``: all).
+    partition, alpha:
+        How the training set is split into N clients, seeded by ``seed``.
+    mechanism, eps, delta, clip, sample_rate, accountant:
+        Client-side privacy, as in ``fedqr run``; ``eps`` and ``delta`` hold one value or N.
+    lr, lr_decay, weight_decay, aggregation:
+        eta_t = lr / (1 + lr_decay t), L2 regularisation, server combination rule.
+    seed:
+        Seeds partition and every reply's Poisson batch and noise, per reply
+        ``(seed, round, client)``, so a Flower run reproduces the engine's trajectory.
+    round_timeout:
+        Seconds the server waits for a round's replies; a reply still missing then is lost.
+    connect_timeout:
+        Seconds the server waits for all N clients to connect before round 0.
+    min_replies:
+        The run stops with an error when a round gets fewer replies than this (1..b).
+    state_dir:
+        Folder of the clients' ledgers (``client-<i>`` per client) unless a node's own
+        ``state-dir`` node config says otherwise.
+    out_dir:
+        Where the ServerApp writes ``result.json`` and ``model.npz`` (or ``error.json``).
+    """
+
+    num_clients: int = 10
+    clients_per_round: int = 10
+    rounds: int = 10
+    dataset: DatasetName = DatasetName.MNIST
+    data_dir: str = ""
+    fraction: float = 1.0
+    partition: PartitionKind = PartitionKind.TWO_DIGITS
+    alpha: float = 0.5
+    mechanism: Mechanism = Mechanism.GAUSSIAN
+    eps: tuple[float, ...] = (1.0,)
+    delta: tuple[float, ...] = (1e-5,)
+    clip: float = 10.0
+    sample_rate: float = 0.01
+    accountant: Accountant = Accountant.RDP
+    lr: float = 0.05
+    lr_decay: float = 0.01
+    weight_decay: float = 0.01
+    aggregation: Aggregation = Aggregation.PAPER
+    seed: int = 0
+    round_timeout: float = 120.0
+    connect_timeout: float = 120.0
+    min_replies: int = 1
+    state_dir: str = ""
+    out_dir: str = ""
+
+    def __post_init__(self) -> None:
+        if not 0 < self.fraction <= 1:
+            raise ValueError(f"fraction must be in (0, 1], got fraction={self.fraction}")
+        if not self.alpha > 0 or math.isinf(self.alpha):
+            raise ValueError(f"alpha must be > 0 and finite, got alpha={self.alpha}")
+        for name in ("round_timeout", "connect_timeout"):
+            value = getattr(self, name)
+            if not value > 0 or math.isinf(value):
+                raise ValueError(f"{name} must be > 0 and finite, got {name}={value}")
+        self.sim_config()  # N, b, T, privacy and learning rate, checked by SimConfig
+        if not 1 <= self.min_replies <= self.clients_per_round:
+            raise ValueError(f"min_replies must be in [1, clients_per_round="
+                             f"{self.clients_per_round}], got min_replies={self.min_replies}")
+
+    def sim_config(self) -> SimConfig:
+        """The in-process engine's configuration of the same experiment."""
+        return SimConfig(
+            num_clients=self.num_clients, clients_per_round=self.clients_per_round,
+            rounds=self.rounds, selection=Selection.ROUND_ROBIN, aggregation=self.aggregation,
+            lr=LearningRate(eta0=self.lr, decay=self.lr_decay), weight_decay=self.weight_decay,
+            privacy=PrivacyConfig(mechanism=self.mechanism, eps=self.eps, delta=self.delta,
+                                  clip=self.clip, sample_rate=self.sample_rate,
+                                  accountant=self.accountant),
+            repeats=1, seed=self.seed, eval_every=1, noise_seeding=NoiseSeeding.PER_REPLY)
+
+    def to_run_config(self) -> dict[str, RunConfigValue]:
+        """The ``[tool.flwr.app.config]`` table (kebab-case keys)."""
+        doc: dict[str, RunConfigValue] = {}
+        for f in dataclasses.fields(self):
+            value = getattr(self, f.name)
+            if isinstance(value, tuple):
+                value = ",".join(repr(v) for v in value)
+            elif isinstance(value, StrEnum):
+                value = value.value
+            doc[f.name.replace("_", "-")] = value
+        return doc
+
+    @classmethod
+    def from_run_config(cls, run_config: Mapping[str, Any]) -> FlowerRunConfig:
+        """Parse Flower's run configuration; missing keys take their defaults.
+
+        Raises
+        ------
+        ValueError
+            Naming the key, the allowed values and the value given.
+        """
+        known = {f.name.replace("_", "-"): f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(run_config) - set(known))
+        if unknown:
+            raise ValueError(f"run config keys must be among {sorted(known)}, got {unknown}")
+        kwargs: dict[str, Any] = {}
+        for key, value in run_config.items():
+            name = known[key].name
+            default = getattr(cls, name, None)
+            kwargs[name] = _parse(key, value, default)
+        return cls(**kwargs)
+
+    def load_data(self) -> tuple[Dataset, Partition]:
+        """The data set and its partition, exactly as every client and the server see them."""
+        rng = np.random.default_rng(self.seed) if self.fraction < 1 else None
+        ds = load_dataset(self.dataset, data_dir=Path(self.data_dir) if self.data_dir else None,
+                          fraction=self.fraction, rng=rng)
+        part = make_partition(self.partition, labels=ds.y_train, num_clients=self.num_clients,
+                              rng=np.random.default_rng(self.seed), alpha=self.alpha)
+        return ds, part
+
+
+def _parse(key: str, value: object, default: object) -> object:
+    """One run-config value, converted to the type of its default."""
+    if isinstance(default, StrEnum):
+        return _enum(type(default), key, value)
+    if isinstance(default, tuple):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return (float(value),)
+        if isinstance(value, str):
+            return parse_floats(key, value)
+    elif isinstance(default, bool) or default is None:
+        pass
+    elif isinstance(default, int):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif isinstance(default, float):
+        if isinstance(value, int | float) and not isinstance(value, bool):
+            return float(value)
+    elif isinstance(default, str) and isinstance(value, str):
+        return value
+    kind = "number list" if isinstance(default, tuple) else type(default).__name__
+    raise ValueError(f"{key} must be a {kind}, got {key}={value!r}")

@@ -1,0 +1,256 @@
+"""Flower processes on 127.0.0.1: a SuperLink, SuperNodes, ``flwr run``; all stopped after.
+
+:class:`LocalFederation` starts every process in its own session (process group) with its
+own ``FLWR_HOME`` and log file, on free loopback ports, in insecure mode (no TLS: loopback
+only). :meth:`LocalFederation.close` stops each process it started together with every
+descendant (Flower's SuperExec and app processes), first with SIGTERM, then SIGKILL.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+import urllib.error
+import urllib.request
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import tomli_w
+
+from fedqr.flower.config import FlowerRunConfig
+
+SUPERLINK_START_TIMEOUT_S = 60.0
+STOP_GRACE_S = 5.0
+
+
+class LaunchError(RuntimeError):
+    """A Flower process did not start, or ``flwr run`` failed."""
+
+
+def free_port() -> int:
+    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def write_app(app_dir: Path, *, cfg: FlowerRunConfig) -> Path:
+    """A Flower app folder: ``pyproject.toml`` naming fedqr's apps, with ``cfg`` as run config."""
+    app_dir.mkdir(parents=True, exist_ok=True)
+    doc: dict[str, Any] = {
+        "build-system": {"requires": ["setuptools>=68"],
+                         "build-backend": "setuptools.build_meta"},
+        "project": {"name": "fedqr-flower", "version": "1.0.0",
+                    "description": "FedSGD-DPC (fedqr) on Flower", "license": "Apache-2.0",
+                    "dependencies": ["fedqr[flower]"]},
+        "tool": {"flwr": {"app": {
+            "publisher": "fedqr",
+            "components": {"serverapp": "fedqr.flower.server_app:app",
+                           "clientapp": "fedqr.flower.client_app:app"},
+            "config": cfg.to_run_config(),
+        }}},
+    }
+    path = app_dir / "pyproject.toml"
+    path.write_text(tomli_w.dumps(doc), encoding="utf-8")
+    return path
+
+
+def _descendants(root: int) -> list[int]:
+    """Every live descendant of ``root`` (from /proc; empty where there is none)."""
+    children: dict[int, list[int]] = defaultdict(list)
+    try:
+        entries = os.listdir("/proc")
+    except OSError:
+        return []
+    for entry in entries:
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as fh:
+                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
+        except (OSError, ValueError, IndexError):
+            continue
+        children[ppid].append(int(entry))
+    found, todo = [], [root]
+    while todo:
+        for child in children.get(todo.pop(), []):
+            found.append(child)
+            todo.append(child)
+    return found
+
+
+def _signal(pids: list[int], sig: int) -> None:
+    for pid in pids:
+        try:
+            os.kill(pid, sig)
+        except (ProcessLookupError, PermissionError):
+            pass
+
+
+def stop_process(proc: subprocess.Popen[bytes], *, grace_s: float = STOP_GRACE_S,
+                 kill: bool = False) -> None:
+    """Stop ``proc``, its process group and all its descendants (SIGKILL at once if ``kill``)."""
+    tree = [proc.pid, *_descendants(proc.pid)]
+    first = signal.SIGKILL if kill else signal.SIGTERM
+    try:
+        os.killpg(proc.pid, first)
+    except (ProcessLookupError, PermissionError):
+        pass
+    _signal(tree, first)
+    deadline = time.monotonic() + grace_s
+    while time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.05)
+    alive = [p for p in tree if _alive(p)]
+    if proc.poll() is None or alive:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        _signal(alive + _descendants(proc.pid), signal.SIGKILL)
+    try:
+        proc.wait(timeout=grace_s)
+    except subprocess.TimeoutExpired:  # unkillable (uninterruptible sleep): nothing more to do
+        pass
+
+
+def app_processes(root: int) -> list[int]:
+    """Descendants of ``root`` running a Flower app (``flwr-serverapp``, ``flwr-simulation``)."""
+    found = []
+    for pid in _descendants(root):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read().replace(b"\0", b" ")
+        except OSError:
+            continue
+        if b"flwr-serverapp" in cmd or b"flwr-simulation" in cmd:
+            found.append(pid)
+    return found
+
+
+def _alive(pid: int) -> bool:
+    try:
+        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
+            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except (OSError, IndexError):
+        return False
+
+
+class LocalFederation:
+    """A SuperLink (and SuperNodes) on 127.0.0.1 for one run; use as a context manager."""
+
+    def __init__(self, work: Path, *, simulation: bool) -> None:
+        self.work = work
+        self.simulation = simulation
+        self.port = 0
+        self.superlink: subprocess.Popen[bytes] | None = None
+        self.nodes: dict[int, subprocess.Popen[bytes]] = {}
+        self._procs: list[subprocess.Popen[bytes]] = []
+        bindir = str(Path(sys.executable).parent)  # flower-* and flwr live beside python
+        self.env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
+                    "FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
+                    "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
+                    "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1", "PYTHONUNBUFFERED": "1"}
+        self.bindir = Path(bindir)
+
+    def __enter__(self) -> LocalFederation:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _spawn(self, name: str, args: list[str], home: Path) -> subprocess.Popen[bytes]:
+        home.mkdir(parents=True, exist_ok=True)
+        exe = self.bindir / args[0]
+        cmd = [str(exe) if exe.exists() else args[0], *args[1:]]
+        with open(self.work / f"{name}.log", "ab") as logf:
+            proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
+                                    stdin=subprocess.DEVNULL, start_new_session=True,
+                                    env={**self.env, "FLWR_HOME": str(home)}, cwd=self.work)
+        self._procs.append(proc)
+        return proc
+
+    def log_tail(self, name: str, lines: int = 15) -> str:
+        """The last lines of a process's log."""
+        path = self.work / f"{name}.log"
+        if not path.is_file():
+            return ""
+        return "\n".join(path.read_text(errors="replace").splitlines()[-lines:])
+
+    def start_superlink(self, attempts: int = 3) -> int:
+        """Start the SuperLink on a free port and wait until it answers; returns the port."""
+        for _ in range(attempts):
+            port = free_port()
+            args = ["flower-superlink", "--insecure", "--host", "127.0.0.1", "--port", str(port),
+                    "--disable-runtime-dependency-installation"]
+            if self.simulation:
+                args.append("--simulation")
+            proc = self._spawn("superlink", args, self.work / "superlink-home")
+            deadline = time.monotonic() + SUPERLINK_START_TIMEOUT_S
+            while proc.poll() is None and time.monotonic() < deadline:
+                if _healthy(port):
+                    self.superlink, self.port = proc, port
+                    return port
+                time.sleep(0.1)
+            stop_process(proc)
+        raise LaunchError(f"the SuperLink did not start on 127.0.0.1 ({attempts} attempts); "
+                          f"its log:\n{self.log_tail('superlink')}")
+
+    def start_supernode(self, partition: int, *, num_partitions: int, state_dir: Path) -> None:
+        """Start (or restart) the SuperNode holding ``partition``."""
+        node_config = (f'partition-id={partition} num-partitions={num_partitions} '
+                       f'state-dir={json.dumps(str(state_dir))}')
+        args = ["flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{self.port}",
+                "--host", "127.0.0.1", "--port", str(free_port()), "--node-config", node_config]
+        self.nodes[partition] = self._spawn(f"supernode-{partition}", args,
+                                            self.work / f"supernode-{partition}-home")
+
+    def kill_supernode(self, partition: int) -> None:
+        """SIGKILL a SuperNode and its app processes at once (a crash, for fault tests)."""
+        stop_process(self.nodes[partition], kill=True)
+
+    def flwr_run(self, app_dir: Path, *, num_supernodes: int | None = None,
+                 timeout_s: float = 120.0) -> str:
+        """``flwr run`` the app on this SuperLink; returns the run id."""
+        home = self.work / "cli-home"
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "config.toml").write_text(tomli_w.dumps({"superlink": {
+            "default": "fedqr",
+            "fedqr": {"address": f"127.0.0.1:{self.port}", "insecure": True}}}))
+        args = [str(self.bindir / "flwr"), "run", str(app_dir), "fedqr", "--format", "json"]
+        if num_supernodes is not None:
+            args += ["--federation-config", f"num-supernodes={num_supernodes}"]
+        try:
+            done = subprocess.run(args, capture_output=True, timeout=timeout_s, cwd=self.work,
+                                  env={**self.env, "FLWR_HOME": str(home)}, check=False)
+        except subprocess.TimeoutExpired:
+            raise LaunchError(f"flwr run did not answer within {timeout_s} s") from None
+        text = done.stdout.decode(errors="replace")
+        try:
+            run_id = json.loads(text[text.index("{"):])["run-id"]
+        except (ValueError, KeyError, TypeError):
+            run_id = None
+        if done.returncode != 0 or not run_id:
+            raise LaunchError(f"flwr run failed (exit {done.returncode}): {text.strip()} "
+                              f"{done.stderr.decode(errors='replace').strip()}")
+        return str(run_id)
+
+    def close(self) -> None:
+        """Stop every process this federation started (nodes first), with descendants."""
+        for proc in reversed(self._procs):
+            if proc.poll() is None or _descendants(proc.pid):
+                stop_process(proc)
+        self._procs.clear()
+
+
+def _healthy(port: int) -> bool:
+    try:
+        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1.0) as res:
+            return bool(res.status == 200)
+    except (urllib.error.URLError, OSError):
+        return False

@@ -1,0 +1,50 @@
+"""Files the ServerApp hands to whoever started the run: result, model, or error."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedqr.sim.result import write_json_atomic
+
+RESULT, MODEL, ERROR, PROGRESS = "result.json", "model.npz", "error.json", "progress.jsonl"
+
+
+def write_result(out: Path, *, doc: dict[str, Any], theta: np.ndarray) -> None:
+    """``model.npz`` (``theta``, shape ``(k, p)``), then ``result.json``: both atomically, the
+    result last, so a reader that sees ``result.json`` also finds the model."""
+    fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{MODEL}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as fh:
+            np.savez(fh, theta=theta)
+        os.replace(tmp, out / MODEL)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        raise
+    write_json_atomic(out / RESULT, doc)
+
+
+def write_error(out: Path, exc: BaseException) -> None:
+    """``error.json``: the message a failed run ends with."""
+    with contextlib.suppress(OSError):
+        out.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(out / ERROR, {"error": str(exc), "type": type(exc).__name__})
+
+
+def read_progress(out: Path) -> list[dict[str, Any]]:
+    """The rounds finished so far (one JSON object per line; a torn last line is skipped)."""
+    path = out / PROGRESS
+    if not path.is_file():
+        return []
+    lines = []
+    for text in path.read_text(encoding="utf-8").splitlines():
+        with contextlib.suppress(json.JSONDecodeError):
+            lines.append(json.loads(text))
+    return lines

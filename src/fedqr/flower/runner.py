@@ -1,0 +1,178 @@
+"""One Flower run from start to result: simulation or a local deployment on 127.0.0.1.
+
+``simulation``: a SuperLink with Flower's simulation runtime, N virtual SuperNodes.
+``deployment``: a SuperLink and N real SuperNode processes, each with its own state folder
+(its ledger) and its own partition id in its node config.
+Both start the app with ``flwr run`` and wait for the ServerApp's ``result.json`` (or
+``error.json``); every process started is stopped on the way out, also on errors and Ctrl-C.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from enum import StrEnum
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedqr.flower.config import FlowerRunConfig
+from fedqr.flower.launch import LaunchError, LocalFederation, app_processes, write_app
+from fedqr.flower.results import ERROR, MODEL, RESULT, read_progress
+
+ProgressCallback = Callable[[list[dict[str, Any]]], None]
+APP_GONE_GRACE_S = 10.0  # after the ServerApp process ended, how long to wait for its files
+
+
+class Mode(StrEnum):
+    """Which Flower runtime runs the clients."""
+
+    SIMULATION = "simulation"
+    DEPLOYMENT = "deployment"
+
+
+class FlowerRunFailed(RuntimeError):
+    """The run ended without a result; the message says why."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class Outcome:
+    """The ``result.json`` document and the final model ``(k, p)``."""
+
+    doc: dict[str, Any]
+    theta: np.ndarray
+
+
+class FlowerRunner:
+    """Start, watch and stop one run; a context manager (``close`` stops all processes).
+
+    Parameters
+    ----------
+    cfg:
+        The run; its ``out_dir`` and (when empty) ``state_dir`` are set under ``work``.
+    mode:
+        ``simulation`` or ``deployment``.
+    work:
+        An empty folder for the app, the logs, the clients' state and the server's output.
+    """
+
+    def __init__(self, cfg: FlowerRunConfig, *, mode: Mode, work: Path) -> None:
+        self.mode = mode
+        self.work = work
+        self.exchange = work / "server-out"
+        self.cfg = dataclasses.replace(cfg, out_dir=str(self.exchange),
+                                       state_dir=cfg.state_dir or str(work / "state"))
+        self.fed = LocalFederation(work, simulation=mode is Mode.SIMULATION)
+        self.run_id = ""
+        self._app_seen = False
+        self._app_gone_at: float | None = None
+
+    def __enter__(self) -> FlowerRunner:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def node_state_dir(self, partition: int) -> Path:
+        """Where client ``partition`` keeps its ledger."""
+        return Path(self.cfg.state_dir) / f"client-{partition}"
+
+    def start(self) -> None:
+        """SuperLink, SuperNodes (deployment), then ``flwr run``."""
+        self.exchange.mkdir(parents=True, exist_ok=True)
+        app_dir = self.work / "app"
+        write_app(app_dir, cfg=self.cfg)
+        self.fed.start_superlink()
+        n = self.cfg.num_clients
+        if self.mode is Mode.DEPLOYMENT:
+            for i in range(n):
+                self.restart_node(i)
+        self.run_id = self.fed.flwr_run(
+            app_dir, num_supernodes=n if self.mode is Mode.SIMULATION else None)
+
+    def restart_node(self, partition: int) -> None:
+        """(Re)start the SuperNode of client ``partition`` with its state folder."""
+        self.fed.start_supernode(partition, num_partitions=self.cfg.num_clients,
+                                 state_dir=self.node_state_dir(partition))
+
+    def kill_node(self, partition: int) -> None:
+        """SIGKILL the SuperNode of client ``partition`` (and its app processes)."""
+        self.fed.kill_supernode(partition)
+
+    def progress(self) -> list[dict[str, Any]]:
+        """Rounds finished so far, as the ServerApp logged them."""
+        return read_progress(self.exchange)
+
+    def poll(self) -> Outcome | None:
+        """The outcome once the ServerApp wrote it, ``None`` while it runs.
+
+        Raises
+        ------
+        FlowerRunFailed
+            If the ServerApp reported an error, or it or the SuperLink died without a word.
+        """
+        if (self.exchange / ERROR).is_file():
+            err = json.loads((self.exchange / ERROR).read_text())
+            raise FlowerRunFailed(str(err.get("error", "unknown error")))
+        if (self.exchange / RESULT).is_file():
+            doc = json.loads((self.exchange / RESULT).read_text())
+            with np.load(self.exchange / MODEL) as f:
+                theta = np.asarray(f["theta"])
+            doc["flower"].update({"mode": self.mode.value, "run_id": self.run_id})
+            return Outcome(doc=doc, theta=theta)
+        link = self.fed.superlink
+        if link is None or link.poll() is not None:
+            raise FlowerRunFailed("the SuperLink stopped before the run finished; its log:\n"
+                                  + self.fed.log_tail("superlink"))
+        if app_processes(link.pid):
+            self._app_seen, self._app_gone_at = True, None
+        elif self._app_seen:
+            self._app_gone_at = self._app_gone_at or time.monotonic()
+            if time.monotonic() - self._app_gone_at > APP_GONE_GRACE_S:
+                raise FlowerRunFailed("the ServerApp process ended without a result; the "
+                                      "SuperLink's log:\n" + self.fed.log_tail("superlink"))
+        return None
+
+    def wait(self, *, timeout_s: float, on_progress: ProgressCallback | None = None,
+             poll_s: float = 0.2) -> Outcome:
+        """Block until the outcome (``FlowerRunFailed`` after ``timeout_s`` seconds)."""
+        deadline = time.monotonic() + timeout_s
+        seen = 0
+        while True:
+            outcome = self.poll()
+            if on_progress is not None:
+                lines = self.progress()
+                if len(lines) != seen:
+                    seen = len(lines)
+                    on_progress(lines)
+            if outcome is not None:
+                return outcome
+            if time.monotonic() >= deadline:
+                raise FlowerRunFailed(f"no result within timeout={timeout_s} s "
+                                      f"({len(self.progress())} of {self.cfg.rounds} rounds done)")
+            time.sleep(poll_s)
+
+    def close(self) -> None:
+        """Stop every process started for this run."""
+        self.fed.close()
+
+
+def run_flower(cfg: FlowerRunConfig, *, mode: Mode, work: Path, timeout_s: float,
+               on_progress: ProgressCallback | None = None) -> Outcome:
+    """Run ``cfg`` on Flower and return its outcome; all processes are stopped after.
+
+    Raises
+    ------
+    FlowerRunFailed, LaunchError
+        With the reason (a client's refusal, a timeout, a process that would not start).
+    """
+    with FlowerRunner(cfg, mode=mode, work=work) as runner:
+        runner.start()
+        return runner.wait(timeout_s=timeout_s, on_progress=on_progress)
+
+
+__all__ = ["FlowerRunFailed", "FlowerRunner", "LaunchError", "Mode", "Outcome", "run_flower"]

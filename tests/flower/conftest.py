@@ -1,0 +1,42 @@
+"""Shared helpers of the Flower tests: Flower present, no process left behind."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+
+import pytest
+
+
+def require_flwr() -> None:
+    """Skip without Flower, except in CI (FEDQR_REQUIRE_DATA=1), where that is a failure."""
+    if importlib.util.find_spec("flwr") is None:
+        msg = "flwr is not installed: pip install -c constraints.txt -e '.[flower]'"
+        if os.environ.get("FEDQR_REQUIRE_DATA") == "1":
+            pytest.fail(msg)
+        pytest.skip(msg)
+
+
+def flower_processes() -> list[int]:
+    """Live descendants of this test process that run Flower."""
+    from fedqr.flower.launch import _alive, _descendants
+
+    found = []
+    for pid in _descendants(os.getpid()):
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                cmd = fh.read()
+        except OSError:
+            continue
+        if (b"flower-" in cmd or b"flwr" in cmd) and _alive(pid):
+            found.append(pid)
+    return found
+
+
+@pytest.fixture
+def no_leftovers():
+    """Fail when a test leaves a Flower process running."""
+    require_flwr()
+    yield
+    left = flower_processes()
+    assert not left, f"Flower processes left running: {left}"

@@ -1,0 +1,180 @@
+"""The real ServerApp and ClientApp, wired through an in-process Grid (no processes, fast).
+
+The fake Grid delivers each message to ``client_app.app`` at once, or to nobody when its node
+is "dead"; it can add a node mid-run (a restarted client). Flower's transport itself is
+covered by the deployment and simulation tests.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from fedqr.data import DatasetName
+from fedqr.flower.config import FlowerRunConfig
+from fedqr.privacy import Mechanism
+from fedqr.sim.engine import simulate
+
+from .conftest import require_flwr
+
+Hook = Callable[[Any, list[Any]], None]  # (the fake grid, the messages pushed)
+
+
+@pytest.fixture(scope="module")
+def flwr_apps():  # the two Flower modules
+    require_flwr()
+    from flwr.supercore.task_identity import TaskIdentity
+
+    from fedqr.flower import client_app, server_app
+
+    TaskIdentity.run_id, TaskIdentity.task_id, TaskIdentity.node_id = 7, 1, 0
+    return client_app, server_app
+
+
+def _fake_grid(client_app: object, cfg: FlowerRunConfig, state: Path, hook: Hook | None):
+    from flwr.app import Context, Message, RecordDict
+    from flwr.serverapp import Grid
+
+    class FakeGrid(Grid):
+        def __init__(self) -> None:
+            self.nodes: dict[int, int] = {100 + i: i for i in range(cfg.num_clients)}
+            self.dead: set[int] = set()
+            self.replies: dict[str, Message] = {}
+            self.sent: list[tuple[int, str]] = []  # (node, message type) of every push
+
+        def set_run(self, run_id: int) -> None:
+            raise NotImplementedError
+
+        @property
+        def run(self):
+            raise NotImplementedError
+
+        def create_message(self, *args: object, **kwargs: object) -> Message:
+            raise NotImplementedError
+
+        def send_and_receive(self, *args: object, **kwargs: object) -> Iterable[Message]:
+            raise NotImplementedError
+
+        def get_node_ids(self) -> Iterable[int]:
+            return list(self.nodes)
+
+        def push_messages(self, messages: Iterable[Message]) -> Iterable[str]:
+            messages = list(messages)
+            if hook is not None:
+                hook(self, messages)
+            ids = []
+            for msg in messages:
+                msg.metadata.__dict__["_message_id"] = uuid.uuid4().hex
+                ids.append(msg.metadata.message_id)
+                node = msg.metadata.dst_node_id
+                self.sent.append((node, msg.metadata.message_type))
+                if node in self.dead:
+                    continue
+                pid = self.nodes[node]
+                ctx = Context(run_id=msg.metadata.run_id, node_id=node,
+                              node_config={"partition-id": pid,
+                                           "state-dir": str(state / f"client-{pid}")},
+                              state=RecordDict(), run_config=cfg.to_run_config())
+                self.replies[msg.metadata.message_id] = client_app.app(msg, ctx)
+            return ids
+
+        def pull_messages(self, message_ids: Iterable[str]) -> Iterable[Message]:
+            return [self.replies.pop(i) for i in message_ids if i in self.replies]
+
+    return FakeGrid()
+
+
+def _serve(apps, cfg: FlowerRunConfig, tmp: Path, hook: Hook | None = None, run_id: int = 7):
+    from flwr.app import Context, RecordDict
+    from flwr.supercore.task_identity import TaskIdentity
+
+    client_app, server_app = apps
+    TaskIdentity.run_id = run_id
+    grid = _fake_grid(client_app, cfg, tmp / "state", hook)
+    ctx = Context(run_id=run_id, node_id=0, node_config={}, state=RecordDict(),
+                  run_config=cfg.to_run_config())
+    server_app.app(grid, ctx)
+    return grid
+
+
+def _cfg(tmp: Path, **kw: object) -> FlowerRunConfig:
+    base = dict(num_clients=3, clients_per_round=2, rounds=4, dataset=DatasetName.DIGITS,
+                mechanism=Mechanism.GAUSSIAN, eps=(2.0, 4.0, 2.0), clip=5.0, sample_rate=0.2,
+                lr=0.5, seed=2, round_timeout=0.3, connect_timeout=5.0,
+                out_dir=str(tmp / "out"))
+    return FlowerRunConfig(**{**base, **kw})  # type: ignore[arg-type]
+
+
+def test_apps_through_messages_reproduce_the_engine(flwr_apps, tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path)
+    _serve(flwr_apps, cfg, tmp_path)
+    doc = json.loads((tmp_path / "out" / "result.json").read_text())
+    ds, part = cfg.load_data()
+    engine = simulate(ds, part, cfg.sim_config())
+    with np.load(tmp_path / "out" / "model.npz") as f:
+        np.testing.assert_allclose(f["theta"], engine.final_theta[0], atol=1e-5, rtol=0)
+    assert doc["summary"] == pytest.approx(engine.to_json()["summary"], abs=1e-6)
+    assert len((tmp_path / "out" / "progress.jsonl").read_text().splitlines()) == cfg.rounds
+
+
+def test_dead_node_is_lost_and_its_restart_is_found(flwr_apps, tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path, mechanism=Mechanism.LAPLACE, eps=(8.0,), clip=20.0, sample_rate=1.0,
+               num_clients=2, clients_per_round=2, rounds=3)
+
+    def hook(grid: Any, messages: list[Any]) -> None:
+        rounds = {m.metadata.group_id for m in messages if m.metadata.message_type == "train"}
+        if rounds == {"1"}:
+            grid.dead.add(101)  # client 1's node dies before round 1 reaches it
+            grid.nodes[202] = 1  # ... and comes back as a new node, found in round 2
+
+    _serve(flwr_apps, cfg, tmp_path, hook)
+    doc = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert doc["flower"]["missing_replies"] == [
+        {"round": 1, "client": 1, "reason": "no reply within round-timeout"}]
+    assert [c["replies_received"] for c in doc["clients"]] == [3, 2]
+    assert doc["clients"][1]["epsilon_spent"] == pytest.approx(8.0 / 3 * 2)
+
+
+def test_a_silent_node_is_asked_once_and_never_waited_for_again(flwr_apps,
+                                                                tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path, mechanism=Mechanism.NONE, clip=5.0, rounds=4)
+
+    def hook(grid: Any, messages: list[Any]) -> None:
+        grid.nodes[999] = 0  # a node that registers but never answers
+        grid.dead.add(999)
+
+    grid = _serve(flwr_apps, cfg, tmp_path, hook)
+    assert grid.sent.count((999, "query")) == 1
+    assert not any(node == 999 for node, kind in grid.sent if kind == "train")
+
+
+def test_refused_reply_stops_the_run_with_the_client_s_message(flwr_apps,
+                                                               tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path, mechanism=Mechanism.LAPLACE, eps=(8.0,), clip=20.0, sample_rate=1.0,
+               rounds=3)
+    _serve(flwr_apps, cfg, tmp_path)  # spends every client's whole budget
+    out = tmp_path / "out"
+    (out / "result.json").unlink()
+    with pytest.raises(Exception, match="client 0 refused to reply"):
+        _serve(flwr_apps, cfg, tmp_path, run_id=8)  # a second run on the same ledgers
+    err = json.loads((out / "error.json").read_text())["error"]
+    assert "PrivacyBudgetExceeded: client 0: reply refused" in err
+    assert not (out / "result.json").exists()
+
+
+def test_too_few_replies_stop_the_run(flwr_apps, tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path, min_replies=2, rounds=2)
+
+    def hook(grid: Any, messages: list[Any]) -> None:
+        if any(m.metadata.message_type == "train" for m in messages):
+            grid.dead.add(100)
+
+    with pytest.raises(Exception, match="round 0: 1 of 2 replies arrived"):
+        _serve(flwr_apps, cfg, tmp_path, hook)
+    assert "fewer than min_replies=2" in (tmp_path / "out" / "error.json").read_text()

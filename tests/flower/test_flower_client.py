@@ -1,0 +1,145 @@
+"""A client's reply and ledger, and the server's rounds, without Flower processes."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedqr.data import DatasetName, PartitionKind
+from fedqr.flower.client_logic import answer_round
+from fedqr.flower.client_state import ReplayRefused, read_state, state_path
+from fedqr.flower.config import FlowerRunConfig
+from fedqr.flower.server_logic import ClientReply, FlowerRunError, ServerRun
+from fedqr.privacy import Mechanism, PrivacyBudgetExceeded, PrivacyLedger
+from fedqr.sim.engine import simulate
+
+LAPLACE = FlowerRunConfig(num_clients=3, clients_per_round=3, rounds=2,
+                          dataset=DatasetName.DIGITS, mechanism=Mechanism.LAPLACE, eps=(5.0,),
+                          clip=20.0, sample_rate=1.0, lr=0.3)
+
+
+def _theta(cfg: FlowerRunConfig) -> np.ndarray:
+    return np.zeros((10, 64), dtype=np.float32)
+
+
+def _answer(cfg: FlowerRunConfig, tmp: Path, *, rnd: int = 0, theta: np.ndarray | None = None,
+            run: str = "run-1", client: int = 1):
+    return answer_round(cfg, client=client, round=rnd,
+                        theta=_theta(cfg) if theta is None else theta, run_key=run,
+                        state_dir=tmp / f"client-{client}")
+
+
+def test_reply_is_charged_and_persisted_before_it_is_returned(tmp_path: Path) -> None:
+    reply = _answer(LAPLACE, tmp_path)
+    state = read_state(tmp_path / "client-1")
+    assert state is not None and state.ledger.replies == 1 == reply.replies_charged
+    assert state.answered == {"run-1": {"0": state.answered["run-1"]["0"]}}
+    assert reply.epsilon_spent == pytest.approx(2.5)  # eps 5 over R_i = 2 replies
+    # the file alone (a restarted client) holds the ledger
+    doc = json.loads(state_path(tmp_path / "client-1").read_text())
+    assert PrivacyLedger.from_dict(doc["ledger"]).spent()[0] == pytest.approx(2.5)
+
+
+def test_resent_round_gets_the_same_reply_without_a_new_charge(tmp_path: Path) -> None:
+    first = _answer(LAPLACE, tmp_path)
+    again = _answer(LAPLACE, tmp_path)
+    np.testing.assert_array_equal(first.theta, again.theta)
+    assert again.replies_charged == 1
+    with pytest.raises(ReplayRefused, match="already answered for another model"):
+        _answer(LAPLACE, tmp_path, theta=_theta(LAPLACE) + 1)
+
+
+def test_over_budget_reply_is_refused_and_nothing_recorded(tmp_path: Path) -> None:
+    _answer(LAPLACE, tmp_path, rnd=0)
+    _answer(LAPLACE, tmp_path, rnd=1)
+    before = state_path(tmp_path / "client-1").read_bytes()
+    with pytest.raises(PrivacyBudgetExceeded, match="client 1: reply refused"):
+        _answer(LAPLACE, tmp_path, rnd=0, run="run-2")  # a second run on a spent ledger
+    assert state_path(tmp_path / "client-1").read_bytes() == before
+
+
+def test_unscheduled_round_and_foreign_ledger_are_refused(tmp_path: Path) -> None:
+    cfg = FlowerRunConfig(**{**LAPLACE.__dict__, "clients_per_round": 1})
+    with pytest.raises(ValueError, match="round 0 does not select client 1"):
+        _answer(cfg, tmp_path, rnd=0)
+    _answer(LAPLACE, tmp_path)
+    other = FlowerRunConfig(**{**LAPLACE.__dict__, "eps": (9.0,)})
+    with pytest.raises(ValueError, match="give this client a fresh state-dir"):
+        _answer(other, tmp_path, rnd=1)
+
+
+def test_a_crash_while_saving_leaves_the_previous_ledger(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    _answer(LAPLACE, tmp_path, rnd=0)
+    before = state_path(tmp_path / "client-1").read_bytes()
+
+    def crash(*args: object) -> None:
+        raise KeyboardInterrupt  # killed between the temporary file and the rename
+
+    monkeypatch.setattr(os, "replace", crash)
+    with pytest.raises(KeyboardInterrupt):
+        _answer(LAPLACE, tmp_path, rnd=1)
+    monkeypatch.undo()
+    assert state_path(tmp_path / "client-1").read_bytes() == before
+    assert [p.name for p in (tmp_path / "client-1").iterdir() if p.suffix == ".tmp"] == []
+    assert _answer(LAPLACE, tmp_path, rnd=1).replies_charged == 2  # resumes cleanly
+
+
+@pytest.mark.parametrize(
+    ("mechanism", "q", "clip"),
+    [(Mechanism.LAPLACE, 1.0, 20.0), (Mechanism.GAUSSIAN, 0.3, 3.0), (Mechanism.NONE, 0.5, 2.0)],
+)
+def test_client_replies_and_server_rounds_reproduce_the_engine(
+        tmp_path: Path, mechanism: Mechanism, q: float, clip: float) -> None:
+    """The Flower code path, minus the transport, equals the engine with per-reply seeding."""
+    cfg = FlowerRunConfig(num_clients=4, clients_per_round=2, rounds=4,
+                          dataset=DatasetName.DIGITS, partition=PartitionKind.DIRICHLET,
+                          mechanism=mechanism, eps=(2.0, 4.0, 2.0, 4.0), clip=clip,
+                          sample_rate=q, lr=0.3, seed=5)
+    run = ServerRun.start(cfg)
+    for t in range(cfg.rounds):
+        run.record(t)
+        got = {}
+        for c in run.selected(t):
+            rep = answer_round(cfg, client=c, round=t, theta=run.theta_numpy(), run_key="r",
+                               state_dir=tmp_path / f"client-{c}")
+            got[c] = ClientReply(client=c, theta=rep.theta, rows=rep.rows,
+                                 clipped_fraction=rep.clipped_fraction, grad_norm=rep.grad_norm,
+                                 epsilon_spent=rep.epsilon_spent)
+        run.apply_round(t, replies=got, lost={})
+    run.record(cfg.rounds)
+    ds, part = cfg.load_data()
+    engine = simulate(ds, part, cfg.sim_config())
+    np.testing.assert_allclose(run.theta.numpy(), engine.final_theta, atol=1e-5, rtol=0)
+    doc = run.result()
+    ref = engine.to_json()
+    assert doc["summary"] == pytest.approx(ref["summary"], abs=1e-5)
+    for mine, theirs in zip(doc["clients"], ref["clients"], strict=True):
+        assert mine["epsilon_spent"] == pytest.approx(theirs["epsilon_spent"])
+        assert mine["noise_std"] == theirs["noise_std"]
+        assert mine["replies"] == theirs["replies"] == mine["replies_received"]
+
+
+def test_lost_reply_counts_as_theta_t_and_too_few_replies_stop(tmp_path: Path) -> None:
+    cfg = FlowerRunConfig(**{**LAPLACE.__dict__, "min_replies": 2})
+    run = ServerRun.start(cfg)
+    run.record(0)
+    before = run.theta.clone()
+    rep = _answer(cfg, tmp_path, client=0)
+    one = {0: ClientReply(client=0, theta=rep.theta, rows=rep.rows, clipped_fraction=0.0,
+                          grad_norm=1.0, epsilon_spent=rep.epsilon_spent)}
+    with pytest.raises(FlowerRunError, match="1 of 3 replies arrived, fewer than min_replies=2"):
+        run.apply_round(0, replies=one, lost={1: "no reply", 2: "no reply"})
+    rep2 = _answer(cfg, tmp_path, client=2)
+    two = {**one, 2: ClientReply(client=2, theta=rep2.theta, rows=rep2.rows,
+                                 clipped_fraction=0.0, grad_norm=1.0, epsilon_spent=1.0)}
+    run.apply_round(0, replies=two, lost={1: "no reply within round-timeout"})
+    n, b = 3, 3
+    w = n / b * run.sizes / run.sizes.sum()
+    expect = w[0] * rep.theta + w[1] * before[0].numpy() + w[2] * rep2.theta
+    np.testing.assert_allclose(run.theta[0].numpy(), expect, atol=1e-6)
+    assert run.missing == [{"round": 0, "client": 1, "reason": "no reply within round-timeout"}]
