@@ -18,14 +18,13 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import json
-import os
-import tempfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from fedqr.privacy import Accountant, PrivacyLedger
+from fedqr.privacy._codec import write_json_atomic
 
 STATE_FORMAT = "fedqr.flower.client-state"
 STATE_VERSION = 1
@@ -88,22 +87,7 @@ def read_state(state_dir: Path) -> ClientState | None:
 
 
 def _write_atomic(path: Path, doc: object) -> None:
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(doc, fh, indent=1)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # make the rename itself durable
-    finally:
-        os.close(dir_fd)
+    write_json_atomic(path, doc)  # temp file, fsync, rename, fsync of the folder
 
 
 @contextlib.contextmanager

@@ -123,7 +123,8 @@ def decode_charges(items: object) -> list[tuple[dp_accounting.DpEvent, int]]:
 
 
 def write_json_atomic(path: str | os.PathLike[str], obj: object) -> None:
-    """Write ``obj`` as JSON to ``path`` atomically: temporary file, fsync, rename."""
+    """Write ``obj`` as JSON to ``path`` atomically: temporary file, fsync, rename, fsync of
+    the folder (so the rename survives a crash)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     try:
@@ -136,3 +137,8 @@ def write_json_atomic(path: str | os.PathLike[str], obj: object) -> None:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(tmp)
         raise
+    dir_fd = os.open(path.parent, os.O_RDONLY)
+    try:
+        os.fsync(dir_fd)  # make the rename itself durable
+    finally:
+        os.close(dir_fd)
