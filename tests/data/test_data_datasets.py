@@ -89,7 +89,7 @@ def test_fraction_needs_rng() -> None:
 
 def test_unknown_name_lists_allowed() -> None:
     with pytest.raises(
-        ValueError, match=r"name must be one of 'mnist', 'digits', got name='cifar'"
+        ValueError, match=r"name must be one of 'mnist', 'digits', 'femnist', got name='cifar'"
     ):
         load_dataset("cifar")
 

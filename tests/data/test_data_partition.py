@@ -108,10 +108,12 @@ def test_two_digits_sorted_shards_give_two_labels_when_aligned() -> None:
 def test_deterministic_from_seed(kind: PartitionKind) -> None:
     labels = np.random.default_rng(0).integers(0, 10, size=500)
     alpha = 0.5 if kind is PartitionKind.DIRICHLET else None
+    writers = np.random.default_rng(1).integers(0, 40, size=500)
 
     def run(seed: int) -> Partition:
         return make_partition(
-            kind, labels=labels, num_clients=7, rng=np.random.default_rng(seed), alpha=alpha
+            kind, labels=labels, num_clients=7, rng=np.random.default_rng(seed), alpha=alpha,
+            writers=writers,
         )
 
     a, b, c = run(11), run(11), run(12)

@@ -1,16 +1,19 @@
-"""Data: MNIST and scikit-learn digits as plain NumPy arrays, and client partitioners.
+"""Data: MNIST, digits and FEMNIST as plain NumPy arrays, and client partitioners.
 
 Loaders
     :func:`load_dataset` returns a normalised, flattened :class:`Dataset`;
-    :func:`load_mnist_arrays` and :func:`load_digits_arrays` return the raw images.
+    :func:`load_mnist_arrays`, :func:`load_digits_arrays` and :func:`load_femnist_arrays`
+    return the raw images (FEMNIST with writers).
 Partitioners
-    :func:`partition_two_digits`, :func:`partition_iid`, :func:`partition_dirichlet`
-    and the dispatcher :func:`make_partition` return a :class:`Partition`.
+    :func:`partition_two_digits`, :func:`partition_iid`, :func:`partition_dirichlet`,
+    :func:`partition_by_writer` and the dispatcher :func:`make_partition` return a
+    :class:`Partition`.
 """
 
 from fedqr.data._files import ChecksumError, DataNotFoundError
 from fedqr.data.datasets import Dataset, DatasetName, load_dataset
 from fedqr.data.digits import load_digits_arrays
+from fedqr.data.femnist import FemnistFormatError, load_femnist_arrays, locate_femnist
 from fedqr.data.idx import IdxFormatError
 from fedqr.data.mnist import (
     MNIST_MIRRORS,
@@ -28,6 +31,7 @@ from fedqr.data.partition import (
     partition_two_digits,
 )
 from fedqr.data.raw import RawData
+from fedqr.data.writers import partition_by_writer, restrict_test_to_train_writers
 
 __all__ = [
     "MNIST_MIRRORS",
@@ -35,18 +39,23 @@ __all__ = [
     "DataNotFoundError",
     "Dataset",
     "DatasetName",
+    "FemnistFormatError",
     "IdxFormatError",
     "Partition",
     "PartitionKind",
     "RawData",
     "load_dataset",
     "load_digits_arrays",
+    "load_femnist_arrays",
     "load_mnist_arrays",
+    "locate_femnist",
     "locate_mnist_files",
     "make_partition",
     "mnist_cache_dir",
     "mnist_search_dirs",
+    "partition_by_writer",
     "partition_dirichlet",
     "partition_iid",
     "partition_two_digits",
+    "restrict_test_to_train_writers",
 ]

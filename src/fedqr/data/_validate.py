@@ -101,3 +101,31 @@ def parse_enum(enum_type: type[E], name: str, value: object) -> E:
     except ValueError:
         allowed = ", ".join(repr(m.value) for m in enum_type)
         raise ValueError(f"{name} must be one of {allowed}, got {name}={value!r}") from None
+
+
+def check_writers(
+    name: str, writers: object, *, length: int, writer_ids: tuple[str, ...] | None
+) -> None:
+    """Check optional per-sample writer indices: ``None``, or 1-D ``int64`` of ``length``.
+
+    Indices must lie in ``[0, len(writer_ids))`` when ``writer_ids`` is given, else be
+    ``>= 0``.
+
+    Raises
+    ------
+    ValueError
+        On a wrong dtype, shape or range; the message names ``name``.
+    """
+    if writers is None:
+        return
+    if not isinstance(writers, np.ndarray) or writers.dtype != np.int64 or writers.ndim != 1:
+        raise ValueError(f"{name} must be a 1-D int64 array or None, got {name}={writers!r}")
+    if writers.shape[0] != length:
+        raise ValueError(f"{name} must have length {length}, got {name}.shape={writers.shape}")
+    if writers.size == 0:
+        return
+    high = None if writer_ids is None else len(writer_ids) - 1
+    lo, hi = int(writers.min()), int(writers.max())
+    if lo < 0 or (high is not None and hi > high):
+        bound = "[0, inf)" if high is None else f"[0, {high}]"
+        raise ValueError(f"{name} must lie in {bound}, got values in [{lo}, {hi}]")

@@ -1,6 +1,7 @@
 """Normalised, flattened data sets ready for training: :func:`load_dataset`.
 
-Images are scaled to ``[0, 1]`` (MNIST: ``/255``; digits: ``/16``), then
+Images are scaled to ``[0, 1]`` (MNIST: ``/255``; digits: ``/16``; FEMNIST: ink-positive,
+``(255 - x) / 255``, see :mod:`fedqr.data.femnist`), then
 standardised with one scalar mean and one scalar standard deviation computed over
 all pixels of the training set (for the full MNIST training set: mean 0.1307,
 std 0.3081), the same affine map being applied to the test set.
@@ -8,6 +9,7 @@ std 0.3081), the same affine map being applied to the test set.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import math
 from dataclasses import dataclass
@@ -17,8 +19,9 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fedqr.data._validate import check_rng, parse_enum
+from fedqr.data._validate import check_rng, check_writers, parse_enum
 from fedqr.data.digits import DIGITS_MAX_VALUE, DIGITS_NUM_CLASSES, load_digits_arrays
+from fedqr.data.femnist import FEMNIST_NUM_CLASSES, load_femnist_arrays
 from fedqr.data.mnist import MNIST_NUM_CLASSES, load_mnist_arrays
 from fedqr.data.raw import RawData
 
@@ -30,6 +33,7 @@ class DatasetName(enum.StrEnum):
 
     MNIST = "mnist"
     DIGITS = "digits"
+    FEMNIST = "femnist"
 
 
 @dataclass(frozen=True, eq=False)
@@ -50,6 +54,13 @@ class Dataset:
         ``int64 [n_test]``.
     num_classes : int
         Number of classes.
+    writer_train, writer_test : numpy.ndarray or None, optional
+        ``int64`` writer index (into ``writer_ids``) of every sample, for data grouped by
+        writer (FEMNIST; partition with ``make_partition("by-writer", writers=...)``).
+    writer_ids : tuple of str or None, optional
+        Writer names.
+    image_shape : tuple of int or None, optional
+        ``(channels, height, width)`` of one flattened row, for convolutional models.
     """
 
     name: str
@@ -58,6 +69,10 @@ class Dataset:
     x_test: NDArray[np.float32]
     y_test: NDArray[np.int64]
     num_classes: int
+    writer_train: NDArray[np.int64] | None = None
+    writer_test: NDArray[np.int64] | None = None
+    writer_ids: tuple[str, ...] | None = None
+    image_shape: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         if self.num_classes < 1:
@@ -76,11 +91,16 @@ class Dataset:
                 )
             if y.size and not 0 <= int(y.min()) <= int(y.max()) < self.num_classes:
                 raise ValueError(f"y_{split} must lie in [0, {self.num_classes - 1}]")
+            check_writers(f"writer_{split}", getattr(self, f"writer_{split}"),
+                          length=y.shape[0], writer_ids=self.writer_ids)
         if self.x_train.shape[1] != self.x_test.shape[1]:
             raise ValueError(
                 f"x_train and x_test must have the same number of features, "
                 f"got {self.x_train.shape[1]} and {self.x_test.shape[1]}"
             )
+        if self.image_shape is not None and math.prod(self.image_shape) != self.num_features:
+            raise ValueError(f"image_shape must multiply to num_features={self.num_features}, "
+                             f"got image_shape={self.image_shape}")
 
     @property
     def num_features(self) -> int:
@@ -143,7 +163,8 @@ def normalise(raw: RawData, *, name: str, scale: float, num_classes: int) -> Dat
     Returns
     -------
     Dataset
-        Flattened, standardised float32 features.
+        Flattened, standardised float32 features; writers carried over from ``raw``;
+        ``image_shape`` is ``(1, H, W)`` for ``[n, H, W]`` images.
     """
     mean, std = scalar_mean_std(raw.x_train)
     mean, std = mean / scale, std / scale
@@ -156,6 +177,10 @@ def normalise(raw: RawData, *, name: str, scale: float, num_classes: int) -> Dat
         x_test=_standardise(raw.x_test, scale=scale, mean=mean, std=std),
         y_test=raw.y_test,
         num_classes=num_classes,
+        writer_train=raw.writer_train,
+        writer_test=raw.writer_test,
+        writer_ids=raw.writer_ids,
+        image_shape=(1, *raw.x_train.shape[1:]) if raw.x_train.ndim == 3 else None,
     )
 
 
@@ -209,12 +234,12 @@ def load_dataset(
     Parameters
     ----------
     name : DatasetName or str
-        ``"mnist"`` or ``"digits"``.
+        ``"mnist"``, ``"digits"`` or ``"femnist"``.
     data_dir : Path or None, optional
-        MNIST only: folder searched first for the IDX files (see
-        :mod:`fedqr.data.mnist`).
+        MNIST and FEMNIST: folder searched first (see :mod:`fedqr.data.mnist` and
+        :mod:`fedqr.data.femnist`).
     download : bool, optional
-        MNIST only: download missing files into the cache folder.
+        MNIST only: download missing files into the cache folder (FEMNIST has no download).
     fraction : float, optional
         Share of the training set kept, in ``(0, 1]``; below 1, a stratified random
         subset drawn with ``rng`` (the test set is always whole). Normalisation
@@ -233,7 +258,9 @@ def load_dataset(
         If ``name`` is unknown, ``fraction`` is outside ``(0, 1]``, or ``rng`` is
         missing while ``fraction < 1``.
     DataNotFoundError
-        If the MNIST files are missing and cannot be downloaded.
+        If the MNIST files are missing and cannot be downloaded, or no FEMNIST data are found.
+    FemnistFormatError
+        If FEMNIST files are found but are not in a known layout.
     """
     kind = parse_enum(DatasetName, "name", name)
     frac = _check_fraction(fraction)
@@ -248,15 +275,16 @@ def load_dataset(
     if kind is DatasetName.MNIST:
         raw = load_mnist_arrays(data_dir=data_dir, download=download)
         scale, num_classes = 255.0, MNIST_NUM_CLASSES
+    elif kind is DatasetName.FEMNIST:
+        raw = load_femnist_arrays(data_dir=data_dir)  # uint8 (npz) or float in [0, 1] (JSON)
+        scale = 255.0 if raw.x_train.dtype == np.uint8 else 1.0
+        num_classes = FEMNIST_NUM_CLASSES
     else:
         raw = load_digits_arrays()
         scale, num_classes = DIGITS_MAX_VALUE, DIGITS_NUM_CLASSES
     if subset_rng is not None:
         keep = stratified_subset(raw.y_train, fraction=frac, rng=subset_rng)
-        raw = RawData(
-            x_train=raw.x_train[keep],
-            y_train=raw.y_train[keep],
-            x_test=raw.x_test,
-            y_test=raw.y_test,
-        )
+        writers = None if raw.writer_train is None else raw.writer_train[keep]
+        raw = dataclasses.replace(raw, x_train=raw.x_train[keep], y_train=raw.y_train[keep],
+                                  writer_train=writers)
     return normalise(raw, name=kind.value, scale=scale, num_classes=num_classes)

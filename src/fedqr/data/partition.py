@@ -32,6 +32,7 @@ class PartitionKind(enum.StrEnum):
     TWO_DIGITS = "two-digits"
     IID = "iid"
     DIRICHLET = "dirichlet"
+    BY_WRITER = "by-writer"
 
 
 @dataclass(frozen=True, eq=False)
@@ -245,13 +246,15 @@ def make_partition(
     num_clients: int,
     rng: np.random.Generator,
     alpha: float | None = None,
+    writers: ArrayLike | None = None,
 ) -> Partition:
     """Dispatch to the partitioner named by ``kind``.
 
     Parameters
     ----------
     kind : PartitionKind or str
-        ``"two-digits"``, ``"iid"`` or ``"dirichlet"``.
+        ``"two-digits"``, ``"iid"``, ``"dirichlet"`` or ``"by-writer"``
+        (:func:`fedqr.data.writers.partition_by_writer`).
     labels : array_like
         1-D integer labels of all ``n`` samples (``iid`` uses only their number).
     num_clients : int
@@ -260,6 +263,9 @@ def make_partition(
         Source of randomness.
     alpha : float or None, optional
         Dirichlet concentration: required for ``dirichlet``, ignored otherwise.
+    writers : array_like or None, optional
+        Writer of every sample (``Dataset.writer_train``): required for ``by-writer``,
+        ignored otherwise.
 
     Returns
     -------
@@ -269,8 +275,9 @@ def make_partition(
     Raises
     ------
     ValueError
-        If ``kind`` is unknown, ``alpha`` is missing for ``dirichlet``, or another
-        argument is out of range.
+        If ``kind`` is unknown, ``alpha`` is missing for ``dirichlet``, ``writers`` is
+        missing for ``by-writer`` or does not match ``labels``, or another argument is out
+        of range.
     """
     part_kind = parse_enum(PartitionKind, "kind", kind)
     y = check_labels(labels)
@@ -278,6 +285,17 @@ def make_partition(
         return partition_iid(num_samples=y.size, num_clients=num_clients, rng=rng)
     if part_kind is PartitionKind.TWO_DIGITS:
         return partition_two_digits(labels=y, num_clients=num_clients, rng=rng)
+    if part_kind is PartitionKind.BY_WRITER:
+        from fedqr.data.writers import partition_by_writer  # writers imports this module
+
+        if writers is None:
+            raise ValueError("writers is required for kind='by-writer' (e.g. "
+                             "Dataset.writer_train of femnist), got writers=None")
+        w = check_labels(writers, name="writers")
+        if w.shape != y.shape:
+            raise ValueError(f"writers must have one entry per sample ({y.size}), "
+                             f"got writers.shape={w.shape}")
+        return partition_by_writer(writers=w, num_clients=num_clients, rng=rng)
     if alpha is None:
         raise ValueError("alpha is required for kind='dirichlet', got alpha=None")
     return partition_dirichlet(labels=y, num_clients=num_clients, alpha=alpha, rng=rng)

@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fedqr.data._validate import check_writers
+
 
 @dataclass(frozen=True, eq=False)
 class RawData:
@@ -23,12 +25,20 @@ class RawData:
         Test images ``[n_test, height, width]``.
     y_test : numpy.ndarray
         Test labels ``[n_test]``, ``int64``.
+    writer_train, writer_test : numpy.ndarray or None
+        Per-sample writer (``int64`` index into ``writer_ids``) for data grouped by writer
+        (FEMNIST), else ``None``.
+    writer_ids : tuple of str or None
+        Writer names, e.g. LEAF's ``"f0005_26"``.
     """
 
     x_train: NDArray[Any]
     y_train: NDArray[np.int64]
     x_test: NDArray[Any]
     y_test: NDArray[np.int64]
+    writer_train: NDArray[np.int64] | None = None
+    writer_test: NDArray[np.int64] | None = None
+    writer_ids: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         for split in ("train", "test"):
@@ -43,3 +53,5 @@ class RawData:
                     f"x_{split} must have shape [n, ...] with n = len(y_{split}) = {y.shape[0]}, "
                     f"got x_{split}.shape={x.shape}"
                 )
+            check_writers(f"writer_{split}", getattr(self, f"writer_{split}"),
+                          length=y.shape[0], writer_ids=self.writer_ids)

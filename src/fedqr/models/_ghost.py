@@ -1,0 +1,168 @@
+"""The ``ghost`` method of :mod:`fedqr.models.per_sample`: per-layer per-sample gradients.
+
+From one forward and one backward to the outputs of the ``Linear`` and ``Conv2d`` layers,
+each layer's per-sample gradient norms and the clip-weighted sums are formed directly:
+rank-one for a ``Linear`` layer on 2-D input (never materialised), batched matmuls for the
+others (see :func:`_conv_grads`).
+"""
+
+from __future__ import annotations
+
+from typing import cast
+
+import torch
+from torch import Tensor, nn
+from torch.nn import functional as F
+
+from fedqr.models.logreg import Norm
+
+
+def ghost_layers(model: nn.Module) -> list[nn.Linear | nn.Conv2d]:
+    """Parameterised layers, checked for the ghost method."""
+    layers: list[nn.Linear | nn.Conv2d] = []
+    for name, module in model.named_modules():
+        own = list(module.parameters(recurse=False))
+        if not own:
+            continue
+        if isinstance(module, nn.Conv2d) and module.groups == 1 and not isinstance(
+                module.padding, str) and module.padding_mode == "zeros":
+            layers.append(module)
+        elif isinstance(module, nn.Linear):
+            layers.append(module)
+        else:
+            raise ValueError(
+                f"method='ghost' supports parameters only in Linear and Conv2d (groups=1, "
+                f"numeric zero padding) layers, got {type(module).__name__} at "
+                f"{name or 'the model root'}: use method='vmap'"
+            )
+    for p in model.parameters():
+        if not p.requires_grad:
+            raise ValueError("every parameter must have requires_grad=True")
+    return layers
+
+
+#: A conv layer whose im2col row (Cin KH KW values) is at most this long is unfolded whole;
+#: wider ones are expanded along the kernel width only (see :func:`_conv_grads`).
+_FULL_UNFOLD_MAX = 64
+
+
+def _conv_grads(layer: nn.Conv2d, a: Tensor, g: Tensor) -> Tensor:
+    """Per-sample weight gradients of a conv layer, ``[K, n, Cout, X]``.
+
+    With ``A`` the zero-padded input in channels-last layout ``[n, H, W, C]``, the gradient
+    is ``sum_{h,w} G[n,o,h,w] A[n, s h + d kh, s w + d kw, i]``.
+
+    * Narrow layers (``C KH KW <= 64``, e.g. a first layer on grey images): one copy of the
+      strided view ``U[n, (h, w), (kh, kw, i)]`` (an im2col) and one batched matmul
+      ``G U``; ``K = 1``, ``X = KH KW C``, element order ``(o, kh, kw, i)``.
+    * Wide layers: the input is expanded only along the kernel width,
+      ``E[n, r, w, (kw, i)] = A[n, r, s w + d kw, i]`` (KW times the input, not KH KW
+      times), and for each kernel row kh the rows ``r = s h + d kh`` of E form a
+      ``[n, L, KW C]`` matrix (a view when the stride is 1): KH batched matmuls
+      ``G E_kh``; ``K = KH``, ``X = KW C``, element order ``(kh, o, kw, i)``.
+    """
+    n, c_out = g.shape[0], g.shape[1]
+    kh, kw = layer.kernel_size
+    (sh, sw), (dh, dw) = layer.stride, layer.dilation
+    ph, pw = cast(tuple[int, int], layer.padding)  # numeric: checked in _layers
+    ho, wo = g.shape[2], g.shape[3]
+    ap = F.pad(a.permute(0, 2, 3, 1), (0, 0, pw, pw, ph, ph)).contiguous()  # [n, Hp, Wp, C]
+    c_in = ap.shape[3]
+    s0, s1, s2, s3 = ap.stride()
+    gm = g.reshape(n, c_out, ho * wo)
+    if c_in * kh * kw <= _FULL_UNFOLD_MAX:
+        u = ap.as_strided((n, ho, wo, kh, kw, c_in),
+                          (s0, sh * s1, sw * s2, dh * s1, dw * s2, s3))
+        return torch.bmm(gm, u.reshape(n, ho * wo, kh * kw * c_in)).unsqueeze(0)
+    e = ap.as_strided((n, ap.shape[1], wo, kw, c_in), (s0, s1, sw * s2, dw * s2, s3))
+    e = e.contiguous().view(n, ap.shape[1], wo, kw * c_in)  # one copy: KW times the input
+    out = torch.empty(kh, n, c_out, kw * c_in, dtype=g.dtype, device=g.device)
+    for r in range(kh):
+        rows = e[:, r * dh: r * dh + sh * (ho - 1) + 1: sh]  # [n, Ho, Wo, KW C]
+        torch.bmm(gm, rows.reshape(n, ho * wo, kw * c_in), out=out[r])
+    return out
+
+
+def _conv_layout(layer: nn.Conv2d, summed: Tensor) -> Tensor:
+    """Sums ``[K, Cout X]`` from :func:`_conv_grads` in the weight's ``[Cout, Cin, KH, KW]``."""
+    c_out, c_in, kh, kw = layer.weight.shape
+    if summed.shape[0] == 1:  # (o, kh, kw, i)
+        return summed.view(c_out, kh, kw, c_in).permute(0, 3, 1, 2)
+    return summed.view(kh, c_out, kw, c_in).permute(1, 3, 0, 2)  # (kh, o, kw, i)
+
+
+def _layer_grads(
+    layer: nn.Linear | nn.Conv2d, a: Tensor, g: Tensor
+) -> tuple[Tensor | None, Tensor, Tensor | None]:
+    """(per-sample weight grads, or None when rank-one; per-sample bias grads; rank-one input).
+
+    Weight grads are ``[1, c, out, in]`` for a Linear layer with extra dimensions, and
+    ``[K, c, Cout, X]`` (see :func:`_conv_grads`) for a Conv2d layer.
+    """
+    c = a.shape[0]
+    if isinstance(layer, nn.Linear) and a.dim() == 2:
+        return None, g, a
+    if isinstance(layer, nn.Linear):
+        a3, g3 = a.reshape(c, -1, a.shape[-1]), g.reshape(c, -1, g.shape[-1])
+        return torch.bmm(g3.transpose(1, 2), a3).unsqueeze(0), g3.sum(1), None
+    return _conv_grads(layer, a, g), g.sum((2, 3)), None
+
+
+def ghost_chunk(
+    model: nn.Module, layers: list[nn.Linear | nn.Conv2d], slices: dict[int, slice],
+    xc: Tensor, yc: Tensor, *, clip: float, norm: Norm, out: Tensor,
+    pieces: list[tuple[int, int, int]],
+) -> tuple[Tensor, Tensor]:
+    """Add the chunk's clipped sums into ``out``; return per-row loss and clip scale."""
+    captured: dict[int, tuple[Tensor, Tensor]] = {}
+
+    def hook(module: nn.Module, inputs: tuple[Tensor, ...], output: Tensor) -> None:
+        if id(module) in captured:
+            raise ValueError(f"method='ghost' needs each layer called once per forward, "
+                             f"{type(module).__name__} was called again: use method='vmap'")
+        captured[id(module)] = (inputs[0].detach(), output)
+
+    handles = [layer.register_forward_hook(hook) for layer in layers]
+    try:
+        with torch.enable_grad():
+            logits = model(xc)
+            loss = F.cross_entropy(logits, yc, reduction="none")
+            layers = [layer for layer in layers if id(layer) in captured]  # unused: grad 0
+            outs = [captured[id(layer)][1] for layer in layers]
+            gouts = torch.autograd.grad(loss.sum(), outs)
+    finally:
+        for h in handles:
+            h.remove()
+    terms = [_layer_grads(layer, captured[id(layer)][0], g.detach())
+             for layer, g in zip(layers, gouts, strict=True)]
+    order = 1 if norm is Norm.L1 else 2
+    total = torch.zeros(xc.shape[0], dtype=xc.dtype, device=xc.device)
+    for layer, (pw, pb, a) in zip(layers, terms, strict=True):
+        gb = torch.linalg.vector_norm(pb, ord=order, dim=1) ** order
+        if pw is None:  # rank-one linear: ||g a^T|| = ||g|| ||a||
+            assert a is not None
+            total += gb * torch.linalg.vector_norm(a, ord=order, dim=1) ** order
+        else:  # [K, c, ...]: reduce every dimension but the sample one
+            dims = (0, *range(2, pw.dim()))
+            total += torch.linalg.vector_norm(pw, ord=order, dim=dims) ** order
+        if layer.bias is not None:
+            total += gb
+    norms = total if norm is Norm.L1 else total.sqrt()
+    scale = (clip / norms).clamp(max=1.0)  # a zero gradient (norm 0) gives inf -> 1
+    for layer, (pw, pb, a) in zip(layers, terms, strict=True):
+        w_sl = slices[id(layer.weight)]
+        for k, lo, hi in pieces:
+            s = scale[lo:hi]
+            dst = out[k, w_sl].view(layer.weight.shape)
+            if pw is None:
+                assert a is not None
+                dst.addmm_((pb[lo:hi] * s[:, None]).T, a[lo:hi])
+            else:
+                kk, m = pw.shape[0], hi - lo
+                summed = torch.bmm(s.view(1, 1, m).expand(kk, 1, m),
+                                   pw[:, lo:hi].reshape(kk, m, -1)).view(kk, -1)
+                dst.add_(_conv_layout(layer, summed) if isinstance(layer, nn.Conv2d)
+                         else summed.view(layer.weight.shape))
+            if layer.bias is not None:
+                out[k, slices[id(layer.bias)]].addmv_(pb[lo:hi].T, s)
+    return loss.detach(), scale
