@@ -7,7 +7,8 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -20,19 +21,23 @@ from fedqr.experiments.analysis import (
     write_csv,
 )
 from fedqr.theory import Rounding, constants_from_json
-from fedqr.theory.paper import PAPER_TABLE_ONE_MNIST
+from fedqr.theory.paper import PAPER_TABLE_ONE, PAPER_TABLE_ONE_MNIST
 from fedqr.theory.tables import laplace_rows
 
 GAUSSIAN_T = 100
 PAPER_T_KEY = {1: "T_joint", 5: "T_b5", 10: "T_b10"}
 
 
-def headline_T(mech: str, eps: float, b: int) -> int | None:
-    """The T a b is run at in the versus-b/eps figures: the paper's T*(b) (Laplace, Table I)
-    or T = 100 (Gaussian)."""
+Table = Mapping[float, Mapping[str, int]]
+
+
+def headline_T(mech: str, eps: float, b: int, table: Table = PAPER_TABLE_ONE_MNIST,
+               ) -> int | None:
+    """The T a b is run at in the versus-b/eps figures: the paper's T*(b) (Laplace, Table I
+    of the data set, ``table``) or T = 100 (Gaussian)."""
     if mech == "gaussian":
         return GAUSSIAN_T
-    paper = PAPER_TABLE_ONE_MNIST.get(eps)
+    paper = table.get(eps)
     return paper[PAPER_T_KEY[b]] if paper and b in PAPER_T_KEY else None
 
 
@@ -40,11 +45,12 @@ def table_one_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     """Table I from the estimated Laplace constants, beside the paper's values."""
 
     c = constants_from_json(json.dumps(manifest["constants"]["laplace"]))
-    eps = sorted(PAPER_TABLE_ONE_MNIST)
+    table = _table(manifest)
+    eps = sorted(table)
     rows, _ = laplace_rows(c, eps, rounding=Rounding.PAPER)
     out = []
     for row in rows:
-        paper = PAPER_TABLE_ONE_MNIST[row["eps"]]
+        paper = table[row["eps"]]
         out.append({
             "eps": row["eps"],
             "T_b5": row["T_star_fix_b"]["5"], "paper_T_b5": paper["T_b5"],
@@ -56,13 +62,18 @@ def table_one_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
     return out
 
 
+def _table(manifest: dict[str, Any]) -> Table:
+    return PAPER_TABLE_ONE[manifest.get("dataset", "mnist")]
+
+
 def redraw(out: Path) -> list[Path]:
     """Write all CSVs, figures and ``summary.md`` of ``out``; return the files written."""
     manifest = json.loads((out / "manifest.json").read_text())
     docs = load_runs(out, manifest)
     finals = final_rows(manifest, docs)
     grid = [r for r in finals if r["experiment"] == "grid"]
-    headline = [r for r in grid if r["T"] == headline_T(r["mechanism"], r["eps"], r["b"])]
+    head_T = partial(headline_T, table=_table(manifest))
+    headline = [r for r in grid if r["T"] == head_T(r["mechanism"], r["eps"], r["b"])]
     tables = {
         "final": finals,
         "curves": curve_rows(manifest, docs),
@@ -79,7 +90,7 @@ def redraw(out: Path) -> list[Path]:
         written.append(out / "data" / f"{name}.csv")
     fig = out / "figures"
     draw: list[tuple[str, Callable[[Path], None]]] = [
-        ("curves.png", lambda p: figures.curves(tables["curves"], headline_T, p)),
+        ("curves.png", lambda p: figures.curves(tables["curves"], head_T, p)),
         ("versus_b.png", lambda p: figures.versus(
             tables["versus_b"], x="b", path=p,
             title="T = the paper's T*(b) (Laplace), T = 100 (Gaussian)")),
@@ -110,7 +121,8 @@ def _summary(manifest: dict[str, Any], tables: dict[str, list[dict[str, Any]]],
              n_runs: int) -> str:
     lap = manifest["constants"]["laplace"]
     total = len({e["key"] for e in manifest["entries"]})
-    text = [f"# MNIST reproduction: {n_runs} of {total} distinct runs stored\n",
+    name = manifest.get("dataset", "mnist").upper()
+    text = [f"# {name} reproduction: {n_runs} of {total} distinct runs stored\n",
             f"Estimated Laplace constants: mu={lap['mu']:.4g}, lambda={lap['lambda']:.4g}, "
             f"G={lap['G']:.4g}, Gamma={lap['Gamma']:.4g}, Y0={lap['Y0']:.4g}\n",
             "## Table I (fedqr from estimated constants, paper rounding; paper_* published)\n",

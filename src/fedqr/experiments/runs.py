@@ -18,12 +18,20 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedqr.data import Dataset, DatasetName, Partition, PartitionKind, load_dataset, make_partition
+from fedqr.data import (
+    Dataset,
+    DatasetName,
+    Partition,
+    PartitionKind,
+    load_dataset,
+    make_partition,
+    restrict_test_to_train_writers,
+)
 from fedqr.sim.config import SimConfig
 from fedqr.sim.engine import simulate
-from fedqr.sim.result import jsonable, write_json_atomic
+from fedqr.sim.result import SimResult, jsonable, write_json_atomic
 
-__all__ = ["RunSpec", "RunStore", "execute"]
+__all__ = ["RunSpec", "RunStore", "execute", "prepare_data", "simulate_spec"]
 
 STORE_VERSION = 1
 
@@ -101,14 +109,45 @@ class RunStore:
 DataCache = dict[tuple[DatasetName, float, PartitionKind, int, int], tuple[Dataset, Partition]]
 
 
+def prepare_data(
+    dataset: DatasetName, *, fraction: float, partition: PartitionKind, seed: int,
+    num_clients: int, data_dir: Path | None = None,
+) -> tuple[Dataset, Partition]:
+    """Load ``dataset`` (a ``fraction`` of its training split) and partition it, all from
+    ``numpy.random.default_rng(seed)``.
+
+    A ``by-writer`` partition (FEMNIST) keeps only the test samples of writers that have
+    training samples (LEAF's convention; see
+    :func:`fedqr.data.restrict_test_to_train_writers`).
+    """
+    rng = np.random.default_rng(seed)
+    ds = load_dataset(dataset, data_dir=data_dir, fraction=fraction, rng=rng)
+    if partition is PartitionKind.BY_WRITER:
+        ds = restrict_test_to_train_writers(ds)
+    part = make_partition(partition, labels=ds.y_train, num_clients=num_clients, rng=rng,
+                          writers=ds.writer_train)
+    return ds, part
+
+
+def simulate_spec(
+    spec: RunSpec, ds: Dataset, part: Partition, *, device: str | torch.device = "cpu",
+    on_round: Callable[[int], None] | None = None,
+) -> SimResult:
+    """Run ``spec`` with the engine of its data set: the batched logistic-regression engine
+    (MNIST, digits) or the torch-model engine with the paper's CNN (FEMNIST)."""
+    if spec.dataset is DatasetName.FEMNIST:
+        from fedqr.sim.network import simulate_network
+
+        return simulate_network(ds, part, spec.config, device=device, on_round=on_round)
+    return simulate(ds, part, spec.config, device=device, on_round=on_round)
+
+
 def _data(spec: RunSpec, data_dir: Path | None, cache: DataCache) -> tuple[Dataset, Partition]:
     key = (spec.dataset, spec.fraction, spec.partition, spec.data_seed, spec.config.num_clients)
     if key not in cache:
-        rng = np.random.default_rng(spec.data_seed)
-        ds = load_dataset(spec.dataset, data_dir=data_dir, fraction=spec.fraction, rng=rng)
-        part = make_partition(spec.partition, labels=ds.y_train,
-                              num_clients=spec.config.num_clients, rng=rng)
-        cache[key] = (ds, part)
+        cache[key] = prepare_data(spec.dataset, fraction=spec.fraction,
+                                  partition=spec.partition, seed=spec.data_seed,
+                                  num_clients=spec.config.num_clients, data_dir=data_dir)
     return cache[key]
 
 
@@ -120,6 +159,7 @@ def execute(
     device: str | torch.device = "cpu",
     extra: Callable[[RunSpec, Dataset, np.ndarray], dict[str, Any]] | None = None,
     on_run: Callable[[RunSpec, bool], None] | None = None,
+    on_round: Callable[[RunSpec, int], None] | None = None,
 ) -> list[dict[str, Any]]:
     """Run every spec not yet in ``store`` (storing each as it finishes); return all documents.
 
@@ -128,10 +168,13 @@ def execute(
     specs
         The runs, in order; duplicates (same key) run once.
     extra
-        Called after a run with ``(spec, dataset, final_theta (R, k, p))``; its dict is stored
-        under ``"extra"`` (e.g. the distance to the optimum).
+        Called after a run with ``(spec, dataset, final_theta)`` (``(R, k, p)`` for logistic
+        regression, ``(R, P)`` for a network); its dict is stored under ``"extra"`` (e.g. the
+        distance to the optimum).
     on_run
         Called once per distinct spec with ``(spec, computed)`` (``False``: it was stored).
+    on_round
+        Called with ``(spec, finished rounds)`` while a run computes (progress of long runs).
     """
     cache: DataCache = {}
     docs: dict[str, dict[str, Any]] = {}
@@ -143,7 +186,11 @@ def execute(
         computed = doc is None
         if doc is None:
             ds, part = _data(spec, data_dir, cache)
-            result = simulate(ds, part, spec.config, device=device)
+            def tick(t: int, spec: RunSpec = spec) -> None:
+                if on_round is not None:
+                    on_round(spec, t)
+
+            result = simulate_spec(spec, ds, part, device=device, on_round=tick)
             doc = result.to_json()
             if extra is not None:
                 doc["extra"] = extra(spec, ds, result.final_theta)

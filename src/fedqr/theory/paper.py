@@ -1,4 +1,4 @@
-"""The paper's published MNIST Table I, and the bound ratios it implies.
+"""The paper's published Table I (MNIST and FEMNIST), and the bound ratios it implies.
 
 Theorem 3's optima depend on the constants only through three numbers: ``gamma``,
 ``a = C1 / K`` and ``c = C3 / K`` where ``C2 = K / eps^2`` (equal budgets). Then
@@ -23,7 +23,8 @@ from scipy.optimize import least_squares
 from fedqr.theory.bounds import laplace_c1, laplace_c2, laplace_c3
 from fedqr.theory.constants import ProblemConstants
 
-__all__ = ["PAPER_TABLE_ONE_MNIST", "BoundRatios", "implied_ratios", "laplace_ratios"]
+__all__ = ["PAPER_TABLE_ONE", "PAPER_TABLE_ONE_FEMNIST", "PAPER_TABLE_ONE_MNIST", "BoundRatios",
+           "implied_ratios", "laplace_ratios"]
 
 PAPER_TABLE_ONE_MNIST: Mapping[float, Mapping[str, int]] = {
     1.0: {"T_b5": 5, "T_b10": 2, "b_T50": 1, "T_joint": 22},
@@ -32,6 +33,17 @@ PAPER_TABLE_ONE_MNIST: Mapping[float, Mapping[str, int]] = {
 }
 """Table I of the paper (MNIST, Laplace, N = 10, xi_1 = 300): ``T*(b=5)``, ``T*(b=10)``,
 ``b*(T=50)`` and the joint optimum ``T*(b*=1)`` per ``eps``."""
+
+PAPER_TABLE_ONE_FEMNIST: Mapping[float, Mapping[str, int]] = {
+    1.0: {"T_b5": 2, "T_b10": 1, "b_T50": 1, "T_joint": 11},
+    5.0: {"T_b5": 22, "T_b10": 14, "b_T50": 2, "T_joint": 70},
+    10.0: {"T_b5": 48, "T_b10": 31, "b_T50": 3, "T_joint": 145},
+}
+"""Table I of the paper, FEMNIST row (Laplace, N = 10, xi_1 = 200, the paper's CNN)."""
+
+PAPER_TABLE_ONE: Mapping[str, Mapping[float, Mapping[str, int]]] = {
+    "mnist": PAPER_TABLE_ONE_MNIST, "femnist": PAPER_TABLE_ONE_FEMNIST}
+"""The published Table I by data set name."""
 
 
 @dataclass(frozen=True)

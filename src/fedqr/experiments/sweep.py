@@ -1,19 +1,22 @@
-"""The paper's MNIST evaluation (Section VII) as one resumable sweep, plus planner validation.
+"""The paper's evaluation (Section VII, MNIST and FEMNIST) as one resumable sweep, plus planner
+validation.
 
 Every run is a :class:`~fedqr.experiments.runs.RunSpec` tagged with the experiment grid it
 belongs to; a ``manifest.json`` in the output folder lists them with the plans and the bound's
 predictions, so figures can be redrawn from the stored runs alone (``fedqr plot``).
 
-Settings (paper Section VII): N = 10 clients, two digits each, eta_t = 0.05 / (1 + 0.01 t),
-weight decay 0.01; Laplace xi1 = 300, eps in {1, 5, 10}; Gaussian xi2 = 10, q = 0.01,
-delta = 1e-5, eps in {0.1, 0.5, 1}, T = 100; b in {1, 5, 10};
-T in {10, 50, 100, 150, 200, 250, 500}; 10 repeats.
+Settings (paper Section VII): N = 10 clients, eta_t = 0.05 / (1 + 0.01 t), weight decay 0.01;
+Laplace eps in {1, 5, 10}; Gaussian xi2 = 10, q = 0.01, delta = 1e-5, eps in {0.1, 0.5, 1},
+T = 100; b in {1, 5, 10}; T in {10, 50, 100, 150, 200, 250, 500}; 10 repeats.
+
+* MNIST (:data:`MNIST`): softmax regression, two digits per client, Laplace xi1 = 300.
+* FEMNIST (:data:`FEMNIST`): the paper's CNN, whole writers per client, Laplace xi1 = 200.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
@@ -21,8 +24,8 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedqr.data import Dataset, DatasetName, PartitionKind, load_dataset, make_partition
-from fedqr.experiments.runs import RunSpec, RunStore, execute
+from fedqr.data import Dataset, DatasetName, Partition, PartitionKind
+from fedqr.experiments.runs import RunSpec, RunStore, execute, prepare_data
 from fedqr.models.logreg import Norm
 from fedqr.privacy import Mechanism
 from fedqr.sim.config import PrivacyConfig, SimConfig
@@ -31,10 +34,9 @@ from fedqr.theory import ProblemConstants, plan_gaussian
 from fedqr.theory.bounds import laplace_bound
 from fedqr.theory.estimate import estimate_constants, regularised_optimum
 from fedqr.theory.laplace import t_star_int
-from fedqr.theory.paper import PAPER_TABLE_ONE_MNIST, implied_ratios
+from fedqr.theory.paper import PAPER_TABLE_ONE, implied_ratios
 
 N = 10
-CLIP = {Mechanism.LAPLACE: 300.0, Mechanism.GAUSSIAN: 10.0}
 Q = {Mechanism.LAPLACE: 1.0, Mechanism.GAUSSIAN: 0.01}
 DELTA = 1e-5
 GAUSSIAN_T = 100
@@ -55,6 +57,31 @@ class Settings:
     estimate_proxy: float | None
 
 
+@dataclass(frozen=True)
+class Target:
+    """One data set of the paper's evaluation: data, partition, clip bounds and model kind."""
+
+    dataset: DatasetName
+    partition: PartitionKind
+    clip: Mapping[Mechanism, float]
+    convex: bool
+    """Softmax regression (constants by :func:`estimate_constants`, distance to theta*)
+    rather than the CNN (constants by
+    :func:`fedqr.sim.network_constants.estimate_network_constants`)."""
+
+    @property
+    def paper_table(self) -> Mapping[float, Mapping[str, int]]:
+        """The paper's Table I row of this data set."""
+        return PAPER_TABLE_ONE[self.dataset.value]
+
+
+MNIST = Target(dataset=DatasetName.MNIST, partition=PartitionKind.TWO_DIGITS,
+               clip={Mechanism.LAPLACE: 300.0, Mechanism.GAUSSIAN: 10.0}, convex=True)
+FEMNIST = Target(dataset=DatasetName.FEMNIST, partition=PartitionKind.BY_WRITER,
+                 clip={Mechanism.LAPLACE: 200.0, Mechanism.GAUSSIAN: 10.0}, convex=False)
+TARGETS = {t.dataset.value: t for t in (MNIST, FEMNIST)}
+
+
 FULL = Settings(repeats=10, T_grid=(10, 50, 100, 150, 200, 250, 500), b_grid=(1, 5, 10),
                 laplace_eps=(1.0, 5.0, 10.0), gaussian_eps=(0.1, 0.5, 1.0),
                 fractions=tuple(round(0.1 * k, 1) for k in range(1, 11)), curve_points=25,
@@ -62,6 +89,18 @@ FULL = Settings(repeats=10, T_grid=(10, 50, 100, 150, 200, 250, 500), b_grid=(1,
 QUICK = Settings(repeats=3, T_grid=(10, 50), b_grid=(1, 10), laplace_eps=(1.0, 10.0),
                  gaussian_eps=(0.5, 1.0), fractions=(0.3, 1.0), curve_points=10,
                  estimate_proxy=0.2)
+QUICK_FEMNIST = Settings(repeats=2, T_grid=(10, 25), b_grid=(1, 5), laplace_eps=(1.0, 5.0),
+                         gaussian_eps=(0.5, 1.0), fractions=(0.5, 1.0), curve_points=5,
+                         estimate_proxy=0.05)
+"""FEMNIST's ``--quick``: a Laplace client-round clips all ~5,700 samples of the client
+(about 1.5 s on 2 CPU threads), so b = 10, eps = 10 and T >= 50 are left to the full run."""
+
+
+def settings_for(target: Target, *, quick: bool) -> Settings:
+    """The sweep size of ``target``: the paper's (``FULL``) or its ``--quick`` version."""
+    if not quick:
+        return FULL
+    return QUICK if target.convex else QUICK_FEMNIST
 
 
 def settings_from(doc: dict[str, Any]) -> Settings:
@@ -70,26 +109,33 @@ def settings_from(doc: dict[str, Any]) -> Settings:
     return Settings(**fields)
 
 
-def _sim(mech: Mechanism, eps: float, b: int, T: int, s: Settings) -> SimConfig:
+def _sim(target: Target, mech: Mechanism, eps: float, b: int, T: int, s: Settings,
+         ) -> SimConfig:
     return SimConfig(
         num_clients=N, clients_per_round=b, rounds=T, repeats=s.repeats, seed=0,
         eval_every=max(1, T // s.curve_points),
-        privacy=PrivacyConfig(mechanism=mech, eps=eps, delta=DELTA, clip=CLIP[mech],
+        privacy=PrivacyConfig(mechanism=mech, eps=eps, delta=DELTA, clip=target.clip[mech],
                               sample_rate=Q[mech]))
 
 
-def _data(data_dir: Path | None, fraction: float) -> tuple[Dataset, Any]:
-    rng = np.random.default_rng(0)
-    ds = load_dataset(DatasetName.MNIST, data_dir=data_dir, fraction=fraction, rng=rng)
-    return ds, make_partition(PartitionKind.TWO_DIGITS, labels=ds.y_train, num_clients=N, rng=rng)
+def _data(target: Target, data_dir: Path | None, fraction: float) -> tuple[Dataset, Partition]:
+    return prepare_data(target.dataset, fraction=fraction, partition=target.partition, seed=0,
+                        num_clients=N, data_dir=data_dir)
 
 
-def _constants(mech: Mechanism, ds: Dataset, part: Any, s: Settings) -> dict[str, Any]:
-    est = estimate_constants(
-        dataset=ds, partition=part, clip=CLIP[mech],
+def _constants(target: Target, mech: Mechanism, ds: Dataset, part: Partition, s: Settings,
+               ) -> dict[str, Any]:
+    kwargs: dict[str, Any] = dict(
+        dataset=ds, partition=part, clip=target.clip[mech],
         norm=Norm.L1 if mech is Mechanism.LAPLACE else Norm.L2,
         eps=1.0, delta=DELTA if mech is Mechanism.GAUSSIAN else 0.0, sample_rate=Q[mech],
         proxy_fraction=s.estimate_proxy, rng=np.random.default_rng(1))
+    if target.convex:
+        est = estimate_constants(**kwargs)
+    else:
+        from fedqr.sim.network_constants import estimate_network_constants
+
+        est = estimate_network_constants(**kwargs)
     from fedqr.theory import constants_to_json
 
     doc: dict[str, Any] = json.loads(constants_to_json(est.constants))
@@ -97,7 +143,7 @@ def _constants(mech: Mechanism, ds: Dataset, part: Any, s: Settings) -> dict[str
     return doc
 
 
-def _grid(mech: Mechanism, c: ProblemConstants, s: Settings, base: float,
+def _grid(target: Target, mech: Mechanism, c: ProblemConstants, s: Settings, base: float,
           ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Runs of one mechanism: (b, T) grid per eps with the planner's and the paper's choices."""
     eps_list = s.laplace_eps if mech is Mechanism.LAPLACE else s.gaussian_eps
@@ -110,7 +156,7 @@ def _grid(mech: Mechanism, c: ProblemConstants, s: Settings, base: float,
 
             j = joint_optimum_int(ce)
             fed = (int(j.T), int(j.b))
-            paper = PAPER_TABLE_ONE_MNIST.get(eps)
+            paper = target.paper_table.get(eps)
             for b in s.b_grid:
                 extra[b].add(t_star_int(ce, b=b))
                 if paper and b in PAPER_T_STAR:
@@ -132,10 +178,10 @@ def _grid(mech: Mechanism, c: ProblemConstants, s: Settings, base: float,
     return entries, plans
 
 
-def _fractions(s: Settings, base: float) -> list[dict[str, Any]]:
+def _fractions(target: Target, s: Settings, base: float) -> list[dict[str, Any]]:
     """Accuracy at the plan over data fractions: Laplace at the paper's implied joint optimum
     for that fraction, Gaussian at (T = 100, b = N)."""
-    ratios = implied_ratios()
+    ratios = implied_ratios(target.paper_table)
     out = []
     for f in s.fractions:
         for eps in s.laplace_eps:
@@ -148,59 +194,71 @@ def _fractions(s: Settings, base: float) -> list[dict[str, Any]]:
     return out
 
 
-def spec_of(entry: dict[str, Any], s: Settings) -> RunSpec:
+def spec_of(target: Target, entry: dict[str, Any], s: Settings) -> RunSpec:
     """The run of a manifest entry."""
     mech = Mechanism(entry["mechanism"])
-    return RunSpec(dataset=DatasetName.MNIST, fraction=entry["fraction"],
-                   partition=PartitionKind.TWO_DIGITS, data_seed=0,
-                   config=_sim(mech, entry["eps"], entry["b"], entry["T"], s))
+    return RunSpec(dataset=target.dataset, fraction=entry["fraction"],
+                   partition=target.partition, data_seed=0,
+                   config=_sim(target, mech, entry["eps"], entry["b"], entry["T"], s))
 
 
-def build_manifest(out: Path, s: Settings, *, base: float, data_dir: Path | None,
-                   status: Callable[[str], None]) -> dict[str, Any]:
+def target_of(doc: dict[str, Any]) -> Target:
+    """The :class:`Target` of a manifest (manifests before FEMNIST are MNIST's)."""
+    return TARGETS[doc.get("dataset", "mnist")]
+
+
+def build_manifest(out: Path, target: Target, s: Settings, *, base: float,
+                   data_dir: Path | None, status: Callable[[str], None]) -> dict[str, Any]:
     """Estimate the constants, plan, and list every run (reused from ``out`` if present)."""
     path = out / "manifest.json"
     if path.is_file():
         doc: dict[str, Any] = json.loads(path.read_text())
-        if doc.get("settings") == asdict(s) and doc.get("base_fraction") == base:
+        if (doc.get("settings") == asdict(s) and doc.get("base_fraction") == base
+                and target_of(doc) == target):
             return doc
-    ds, part = _data(data_dir, base)
+    ds, part = _data(target, data_dir, base)
     entries: list[dict[str, Any]] = []
     consts, plans = {}, {}
     for mech in (Mechanism.LAPLACE, Mechanism.GAUSSIAN):
         status(f"estimating the {mech.value} constants (no privacy: an analysis step)")
-        cdoc = _constants(mech, ds, part, s)
+        cdoc = _constants(target, mech, ds, part, s)
         from fedqr.theory import constants_from_json
 
-        grid, plans[mech.value] = _grid(mech, constants_from_json(json.dumps(cdoc)), s, base)
+        grid, plans[mech.value] = _grid(target, mech, constants_from_json(json.dumps(cdoc)), s,
+                                        base)
         consts[mech.value] = cdoc
         entries += grid
-    entries += _fractions(s, base)
-    status("computing the non-private optimum theta* (for ||theta_T - theta*||^2)")
-    theta = regularised_optimum(ds.x_train, ds.y_train, num_classes=ds.num_classes,
-                                weight_decay=0.01)
-    np.save(out / "theta_star.npy", theta)
+    entries += _fractions(target, s, base)
+    if target.convex:
+        status("computing the non-private optimum theta* (for ||theta_T - theta*||^2)")
+        theta = regularised_optimum(ds.x_train, ds.y_train, num_classes=ds.num_classes,
+                                    weight_decay=0.01)
+        np.save(out / "theta_star.npy", theta)
     for e in entries:
-        e["key"] = spec_of(e, s).key()
-    doc = {"settings": asdict(s), "base_fraction": base, "constants": consts, "plans": plans,
-           "entries": entries}
+        e["key"] = spec_of(target, e, s).key()
+    doc = {"dataset": target.dataset.value, "settings": asdict(s), "base_fraction": base,
+           "constants": consts, "plans": plans, "entries": entries}
     write_json_atomic(path, doc)
     return doc
 
 
 def run_manifest(doc: dict[str, Any], out: Path, *, data_dir: Path | None,
-                 device: str | torch.device, on_run: Callable[[RunSpec, bool], None]) -> None:
+                 device: str | torch.device, on_run: Callable[[RunSpec, bool], None],
+                 on_round: Callable[[RunSpec, int], None] | None = None) -> None:
     """Run every entry not yet stored (each stored as it finishes)."""
+    target = target_of(doc)
     s = settings_from(doc["settings"])
-    theta_star = torch.as_tensor(np.load(out / "theta_star.npy"))
     base = doc["base_fraction"]
+    dist2 = None
+    if target.convex:
+        theta_star = torch.as_tensor(np.load(out / "theta_star.npy"))
 
-    def dist2(spec: RunSpec, ds: Dataset, theta: np.ndarray) -> dict[str, Any]:
-        if spec.fraction != base:
-            return {}
-        diff = torch.as_tensor(theta, dtype=torch.float64) - theta_star
-        return {"dist2_to_opt": diff.pow(2).sum(dim=(1, 2)).tolist()}
+        def dist2(spec: RunSpec, ds: Dataset, theta: np.ndarray) -> dict[str, Any]:
+            if spec.fraction != base:
+                return {}
+            diff = torch.as_tensor(theta, dtype=torch.float64) - theta_star
+            return {"dist2_to_opt": diff.pow(2).sum(dim=(1, 2)).tolist()}
 
-    specs = [spec_of(e, s) for e in doc["entries"]]
+    specs = [spec_of(target, e, s) for e in doc["entries"]]
     execute(specs, store=RunStore(out), data_dir=data_dir, device=device, extra=dist2,
-            on_run=on_run)
+            on_run=on_run, on_round=on_round)
