@@ -40,3 +40,16 @@ def test_a_different_table_gives_different_ratios() -> None:
     shifted = {e: {**row, "T_b5": row["T_b5"] * 2} for e, row in PAPER_TABLE_ONE_MNIST.items()}
     a, b = implied_ratios(shifted), implied_ratios()
     assert (a.gamma, a.a, a.c) != pytest.approx((b.gamma, b.a, b.c), rel=0.05)
+
+
+def test_implied_ratios_reproduce_the_published_femnist_row() -> None:
+    from fedqr.theory.paper import PAPER_TABLE_ONE_FEMNIST
+
+    r = implied_ratios(PAPER_TABLE_ONE_FEMNIST)
+    assert 2.0 <= r.gamma < 6.0
+    rows = table_one(constants_with_ratios(r, d=57180), list(PAPER_TABLE_ONE_FEMNIST),
+                     rounding=Rounding.PAPER)
+    for row, (eps, paper) in zip(rows, PAPER_TABLE_ONE_FEMNIST.items(), strict=True):
+        assert row["T_star_fix_b"] == {5: paper["T_b5"], 10: paper["T_b10"]}
+        assert row["b_star_fix_T"] == {50: paper["b_T50"]}
+        assert (row["joint"]["T"], row["joint"]["b"]) == (paper["T_joint"], 1)

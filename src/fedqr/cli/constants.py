@@ -110,11 +110,17 @@ def estimate_for(spec: EstimateSpec, *, data_dir: Path | None, eps: float, delta
                              f"got num_clients={spec.num_clients}")
         rng = np.random.default_rng(spec.seed)
         part = make_partition(spec.partition, labels=ds.y_train, num_clients=spec.num_clients,
-                              rng=rng, alpha=spec.alpha)
-        est = estimate_constants(
+                              rng=rng, alpha=spec.alpha, writers=ds.writer_train)
+        common: dict[str, Any] = dict(
             dataset=ds, partition=part, clip=spec.clip, norm=spec.norm, eps=eps,
             delta=delta, sample_rate=spec.sample_rate, weight_decay=spec.weight_decay,
-            proxy_fraction=spec.proxy_fraction, rng=rng, gd_steps=spec.gd_steps)
+            proxy_fraction=spec.proxy_fraction, rng=rng)
+        if spec.dataset is DatasetName.FEMNIST:  # the paper's CNN: local estimates
+            from fedqr.sim.network_constants import estimate_network_constants
+
+            est = estimate_network_constants(**common)
+        else:
+            est = estimate_constants(**common, gd_steps=spec.gd_steps)
         doc = estimate_document(est, spec)
         if use_cache:
             write_json_atomic(path, doc)

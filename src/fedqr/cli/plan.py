@@ -18,15 +18,16 @@ from fedqr.sim.result import write_json_atomic
 from fedqr.theory import ProblemConstants, Rounding, constants_from_json
 from fedqr.theory.tables import gaussian_rows, laplace_rows
 
-DEFAULT_CLIP = {Mechanism.LAPLACE: 300.0, Mechanism.GAUSSIAN: 10.0}
 DEFAULT_Q = {Mechanism.LAPLACE: 1.0, Mechanism.GAUSSIAN: 0.01}
 
 DatasetOpt = Annotated[DatasetName, typer.Option(help="Data set to estimate on.")]
-PartitionOpt = Annotated[PartitionKind, typer.Option(help="Partition into clients.")]
+PartitionOpt = Annotated[PartitionKind | None, typer.Option(
+    help="Partition into clients (default: by-writer for femnist, else two-digits).")]
 AlphaOpt = Annotated[float, typer.Option(help="Dirichlet concentration (> 0).")]
 ClientsOpt = Annotated[int, typer.Option(help="N, the number of clients.")]
 MechOpt = Annotated[Mechanism, typer.Option(help="laplace (l1 clip) or gaussian (l2 clip).")]
-ClipOpt = Annotated[float | None, typer.Option(help="Clip xi (default 300 laplace, 10 gaussian).")]
+ClipOpt = Annotated[float | None, typer.Option(
+    help="Clip xi (default: the paper's, 300 laplace (femnist 200), 10 gaussian).")]
 QOpt = Annotated[float | None, typer.Option(help="Sampling rate q (gaussian default 0.01).")]
 DeltaOpt = Annotated[float, typer.Option(help="delta per client (gaussian).")]
 WdOpt = Annotated[float, typer.Option(help="L2 regularisation; mu >= weight decay.")]
@@ -37,7 +38,7 @@ DataDirOpt = Annotated[Path | None, typer.Option(help="Folder with the data file
 CacheOpt = Annotated[bool, typer.Option(help="Reuse a cached estimate for the same settings.")]
 
 
-def _spec(dataset: DatasetName, partition: PartitionKind, num_clients: int, alpha: float,
+def _spec(dataset: DatasetName, partition: PartitionKind | None, num_clients: int, alpha: float,
           mechanism: Mechanism, clip: float | None, sample_rate: float | None,
           weight_decay: float, proxy_fraction: float | None, seed: int) -> EstimateSpec:
     if mechanism is Mechanism.NONE:
@@ -49,9 +50,12 @@ def _spec(dataset: DatasetName, partition: PartitionKind, num_clients: int, alph
     q = DEFAULT_Q[mechanism] if sample_rate is None else sample_rate
     if not 0 < q <= 1:
         raise ValueError(f"sample_rate must be in (0, 1], got sample_rate={q}")
+    from fedqr.cli.run import default_clip, default_partition
+
     return EstimateSpec(
-        dataset=dataset, partition=partition, num_clients=num_clients, alpha=alpha,
-        mechanism=mechanism, clip=DEFAULT_CLIP[mechanism] if clip is None else clip,
+        dataset=dataset, partition=default_partition(dataset) if partition is None else partition,
+        num_clients=num_clients, alpha=alpha, mechanism=mechanism,
+        clip=default_clip(dataset, mechanism) if clip is None else clip,
         sample_rate=q, weight_decay=weight_decay, proxy_fraction=proxy_fraction, seed=seed)
 
 
@@ -64,7 +68,7 @@ def _check_budget(eps: float, delta: float, mechanism: Mechanism) -> None:
 
 def estimate(
     dataset: DatasetOpt = DatasetName.MNIST,
-    partition: PartitionOpt = PartitionKind.TWO_DIGITS,
+    partition: PartitionOpt = None,
     alpha: AlphaOpt = 0.5,
     num_clients: ClientsOpt = 10,
     mechanism: MechOpt = Mechanism.LAPLACE,
@@ -122,7 +126,7 @@ def plan(
     accountant: Annotated[Accountant, typer.Option(help="Gaussian: rdp or pld.")]
         = Accountant.RDP,
     delta: DeltaOpt = 1e-5,
-    partition: PartitionOpt = PartitionKind.TWO_DIGITS,
+    partition: PartitionOpt = None,
     alpha: AlphaOpt = 0.5,
     num_clients: ClientsOpt = 10,
     clip: ClipOpt = None,
@@ -166,7 +170,7 @@ def plan(
             source = {"constants_file": str(constants)}
         base = _for_mechanism(base, mechanism, delta)
         paper_ok = (dataset is DatasetName.MNIST and mechanism is Mechanism.LAPLACE
-                    and partition is PartitionKind.TWO_DIGITS and base.N == 10
+                    and partition in (None, PartitionKind.TWO_DIGITS) and base.N == 10
                     and base.xi == 300.0)
         if mechanism is Mechanism.LAPLACE:
             rows, panels = laplace_rows(base, eps_list, rounding=rounding)
