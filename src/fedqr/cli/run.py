@@ -43,6 +43,11 @@ def default_clip(dataset: DatasetName, mechanism: Mechanism) -> float:
     return DEFAULT_CLIP[mechanism]
 
 
+def default_eval_every(dataset: DatasetName, rounds: int) -> int:
+    """Every round, except for femnist (about 20 evaluations: each costs seconds on a CPU)."""
+    return max(1, rounds // 20) if dataset is DatasetName.FEMNIST else 1
+
+
 def default_partition(dataset: DatasetName) -> PartitionKind:
     """The paper's partition: whole writers per client (FEMNIST) or two digits per client."""
     return PartitionKind.BY_WRITER if dataset is DatasetName.FEMNIST else PartitionKind.TWO_DIGITS
@@ -96,7 +101,9 @@ def run(
     repeats: Annotated[int, typer.Option(help="Independent repeats, simulated as one batch.")]
         = 1,
     seed: Annotated[int, typer.Option(help="Seed for partition, schedule and noise.")] = 0,
-    eval_every: Annotated[int, typer.Option(help="Evaluate every this many rounds.")] = 1,
+    eval_every: Annotated[int | None, typer.Option(
+        help="Evaluate every this many rounds. Default: every round; femnist about 20 "
+             "evaluations (each is a forward pass over the training and test sets).")] = None,
     out_dir: Annotated[Path, typer.Option("--out", help="Output folder (result.json, PNG).")]
         = Path("runs/latest"),
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
@@ -119,7 +126,9 @@ def run(
                 mechanism=mechanism, eps=floats("eps", eps), delta=floats("delta", delta),
                 clip=clip if clip is not None else default_clip(dataset, mechanism),
                 sample_rate=q, accountant=accountant),
-            repeats=repeats, seed=seed, eval_every=eval_every)
+            repeats=repeats, seed=seed,
+            eval_every=eval_every if eval_every is not None else default_eval_every(dataset,
+                                                                                    rounds))
         dev = _device(device)
     except ValueError as e:
         raise fail(str(e)) from None
