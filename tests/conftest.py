@@ -32,3 +32,17 @@ def data_dir() -> Path:
             pytest.fail(msg)
         pytest.skip(msg)
     return found
+
+
+@pytest.fixture(scope="session")
+def femnist_dir(data_dir: Path) -> Path:
+    """The real FEMNIST folder (``femnist_leaf_writers.npz``); a hard failure in CI."""
+    from fedqr.data.femnist import FEMNIST_NPZ
+
+    folder = data_dir / "femnist"
+    if not (folder / FEMNIST_NPZ).is_file():
+        msg = f"real FEMNIST missing: {folder / FEMNIST_NPZ}"
+        if os.environ.get("FEDQR_REQUIRE_DATA") == "1":
+            pytest.fail(msg)
+        pytest.skip(msg)
+    return folder

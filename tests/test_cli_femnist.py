@@ -6,20 +6,11 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-import pytest
 from typer.testing import CliRunner
 
 from fedqr.cli import app
-from fedqr.data.femnist import FEMNIST_NPZ
 
 runner = CliRunner()
-
-
-@pytest.fixture(scope="module")
-def femnist_dir(data_dir: Path) -> Path:
-    if not (data_dir / "femnist" / FEMNIST_NPZ).is_file():
-        pytest.fail(f"real FEMNIST missing: {data_dir / 'femnist' / FEMNIST_NPZ}")
-    return data_dir / "femnist"
 
 
 def test_run_femnist_laplace_uses_the_papers_settings(tmp_path: Path, femnist_dir: Path) -> None:

@@ -2,33 +2,22 @@
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from fedqr.data import Dataset, RawData, load_dataset, load_femnist_arrays, make_partition
-from fedqr.data.femnist import FEMNIST_NPZ
-
-
-def _femnist_dir(data_dir: Path) -> Path:
-    if not (data_dir / "femnist" / FEMNIST_NPZ).is_file():
-        msg = f"real FEMNIST missing: {data_dir / 'femnist' / FEMNIST_NPZ}"
-        if os.environ.get("FEDQR_REQUIRE_DATA") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return data_dir
 
 
 @pytest.fixture(scope="module")
-def femnist_raw(data_dir: Path) -> RawData:
-    return load_femnist_arrays(data_dir=_femnist_dir(data_dir))
+def femnist_raw(femnist_dir: Path) -> RawData:
+    return load_femnist_arrays(data_dir=femnist_dir)
 
 
 @pytest.fixture(scope="module")
-def femnist(data_dir: Path) -> Dataset:
-    return load_dataset("femnist", data_dir=_femnist_dir(data_dir))
+def femnist(femnist_dir: Path) -> Dataset:
+    return load_dataset("femnist", data_dir=femnist_dir)
 
 
 def test_counts_writers_and_classes(femnist_raw: RawData) -> None:

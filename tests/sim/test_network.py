@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import math
-import os
 from pathlib import Path
 
 import numpy as np
@@ -13,7 +12,6 @@ import torch
 from torch.nn import functional as F
 
 from fedqr.data import Dataset, load_dataset, make_partition, restrict_test_to_train_writers
-from fedqr.data.femnist import FEMNIST_NPZ
 from fedqr.models.cnn import PaperCNN
 from fedqr.privacy import Mechanism
 from fedqr.sim.config import (
@@ -156,13 +154,8 @@ def test_bad_input(digits: Dataset) -> None:
 
 
 @pytest.fixture(scope="module")
-def femnist(data_dir: Path) -> Dataset:
-    if not (data_dir / "femnist" / FEMNIST_NPZ).is_file():
-        msg = f"real FEMNIST missing under {data_dir}"
-        if os.environ.get("FEDQR_REQUIRE_DATA") == "1":
-            pytest.fail(msg)
-        pytest.skip(msg)
-    return restrict_test_to_train_writers(load_dataset("femnist", data_dir=data_dir))
+def femnist(femnist_dir: Path) -> Dataset:
+    return restrict_test_to_train_writers(load_dataset("femnist", data_dir=femnist_dir))
 
 
 def test_real_femnist_gaussian_loss_decreases(femnist: Dataset) -> None:

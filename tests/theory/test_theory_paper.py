@@ -50,6 +50,7 @@ def test_implied_ratios_reproduce_the_published_femnist_row() -> None:
     rows = table_one(constants_with_ratios(r, d=57180), list(PAPER_TABLE_ONE_FEMNIST),
                      rounding=Rounding.PAPER)
     for row, (eps, paper) in zip(rows, PAPER_TABLE_ONE_FEMNIST.items(), strict=True):
+        assert row["eps"] == eps
         assert row["T_star_fix_b"] == {5: paper["T_b5"], 10: paper["T_b10"]}
         assert row["b_star_fix_T"] == {50: paper["b_T50"]}
         assert (row["joint"]["T"], row["joint"]["b"]) == (paper["T_joint"], 1)

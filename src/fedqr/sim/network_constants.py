@@ -37,7 +37,11 @@ from fedqr.data import Dataset, Partition
 from fedqr.models.logreg import Norm
 from fedqr.sim.network_parts import ModelFactory, paper_cnn_factory
 from fedqr.theory.constants import ProblemConstants
-from fedqr.theory.estimate import EstimatedConstants, hessian_extreme_eigenvalues
+from fedqr.theory.estimate import (
+    EstimatedConstants,
+    hessian_extreme_eigenvalues,
+    proxy_indices,
+)
 
 __all__ = ["estimate_network_constants"]
 
@@ -151,14 +155,7 @@ def estimate_network_constants(
     if not weight_decay > 0:
         raise ValueError(f"weight_decay must be > 0 (it is mu's floor), got "
                          f"weight_decay={weight_decay!r}")
-    idx = list(partition.indices)
-    if proxy_fraction is not None:
-        if not 0.0 < proxy_fraction < 1.0:
-            raise ValueError(f"proxy_fraction must be in (0, 1), got {proxy_fraction!r}")
-        if rng is None:
-            raise ValueError("rng is required with proxy_fraction, got rng=None")
-        idx = [rng.choice(ix, size=max(1, round(proxy_fraction * ix.size)), replace=False)
-               for ix in idx]
+    idx = proxy_indices(partition, proxy_fraction=proxy_fraction, rng=rng)
     shape = dataset.image_shape or (dataset.num_features,)
     data = [(torch.as_tensor(dataset.x_train[ix]).view(-1, *shape),
              torch.as_tensor(dataset.y_train[ix], dtype=torch.int64)) for ix in idx]

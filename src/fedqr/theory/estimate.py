@@ -37,6 +37,7 @@ __all__ = [
     "estimate_constants",
     "estimate_constants_from_arrays",
     "hessian_extreme_eigenvalues",
+    "proxy_indices",
     "regularised_optimum",
 ]
 
@@ -270,6 +271,21 @@ def estimate_constants_from_arrays(
     )  # fmt: skip
 
 
+def proxy_indices(partition: Partition, *, proxy_fraction: float | None,
+                  rng: np.random.Generator | None) -> list[NDArray[np.int64]]:
+    """Each client's rows, or a random share ``proxy_fraction`` in ``(0, 1)`` of them (at
+    least one row each) drawn with ``rng``; ``None`` keeps every row."""
+    idx = [np.asarray(ix, dtype=np.int64) for ix in partition.indices]
+    if proxy_fraction is None:
+        return idx
+    if not 0.0 < proxy_fraction < 1.0:
+        raise ValueError(f"proxy_fraction must be in (0, 1), got {proxy_fraction!r}")
+    if rng is None:
+        raise ValueError("rng is required with proxy_fraction, got rng=None")
+    return [rng.choice(ix, size=max(1, round(proxy_fraction * ix.size)), replace=False)
+            for ix in idx]
+
+
 def estimate_constants(
     *,
     dataset: Dataset,
@@ -289,14 +305,7 @@ def estimate_constants(
     ``proxy_fraction`` in ``(0, 1)`` estimates on that random share of each client's samples
     (drawn with ``rng``), keeping the true ``d_i``. See :func:`estimate_constants_from_arrays`.
     """
-    idx = list(partition.indices)
-    if proxy_fraction is not None:
-        if not 0.0 < proxy_fraction < 1.0:
-            raise ValueError(f"proxy_fraction must be in (0, 1), got {proxy_fraction!r}")
-        if rng is None:
-            raise ValueError("rng is required with proxy_fraction, got rng=None")
-        idx = [rng.choice(ix, size=max(1, round(proxy_fraction * ix.size)), replace=False)
-               for ix in idx]  # fmt: skip
+    idx = proxy_indices(partition, proxy_fraction=proxy_fraction, rng=rng)
     return estimate_constants_from_arrays(
         client_x=[dataset.x_train[ix] for ix in idx],
         client_y=[dataset.y_train[ix] for ix in idx],
