@@ -51,7 +51,8 @@ def curves(rows: list[Row], headline: Headline, path: Path) -> None:
             ax.set_xlabel("round t")
             ax.set_ylabel("training loss")
             ax.set_yscale("log")
-            ax.legend(fontsize=7)
+            if ax.get_legend_handles_labels()[0]:
+                ax.legend(fontsize=7)
         for j in range(len(_eps(rows, mech)), cols):
             axes[i][j].axis("off")
     _save(fig, path)
@@ -79,7 +80,8 @@ def versus(rows: list[Row], *, x: str, path: Path, title: str) -> None:
             axes[i][j].set_xlabel(x)
             axes[i][j].set_ylabel(ylab)
             axes[i][j].grid(alpha=0.3)
-            axes[i][j].legend(fontsize=7)
+            if axes[i][j].get_legend_handles_labels()[0]:
+                axes[i][j].legend(fontsize=7)
         axes[i][0].set_yscale("log")
     fig.suptitle(title, fontsize=10)
     _save(fig, path)
