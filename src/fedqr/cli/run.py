@@ -98,7 +98,8 @@ def run(
         = Selection.ROUND_ROBIN,
     aggregation: Annotated[Aggregation, typer.Option(help="Server aggregation rule.")]
         = Aggregation.PAPER,
-    repeats: Annotated[int, typer.Option(help="Independent repeats, simulated as one batch.")]
+    repeats: Annotated[int, typer.Option(
+        help="Independent repeats: one batch for mnist/digits, one after another for femnist.")]
         = 1,
     seed: Annotated[int, typer.Option(help="Seed for partition, schedule and noise.")] = 0,
     eval_every: Annotated[int | None, typer.Option(
