@@ -16,6 +16,7 @@ from pathlib import Path
 from typer.testing import CliRunner
 
 from fedqr.cli import app
+from fedqr.experiments.sweep import MNIST, is_curve
 from fedqr.theory.paper import PAPER_TABLE_ONE_MNIST
 
 runner = CliRunner()
@@ -46,6 +47,21 @@ def test_quick_reproduce_end_to_end_and_plot(tmp_path: Path, data_dir: Path) -> 
     for fig in ("curves", "versus_b", "versus_eps", "fraction", "validation",
                 "bound_vs_observed"):
         assert (out / "figures" / f"{fig}.png").stat().st_size > 5000, fig
+    # runs drawn per round are evaluated curve_points times; the others at t = 0 and t = T only
+    settings = manifest["settings"]
+    curves = _rows(out / "data" / "curves.csv")
+    for e in (e for e in manifest["entries"] if e["experiment"] == "grid" and e["T"] > 0):
+        run = json.loads((out / "runs" / f"{e['key']}.json").read_text())
+        rounds = [r["round"] for r in run["runs"][0]["rounds"]]
+        drawn = is_curve(MNIST, e, manifest["base_fraction"])
+        assert rounds[0] == 0 and rounds[-1] == e["T"]
+        every = max(1, e["T"] // settings["curve_points"])
+        assert rounds == (list(range(0, e["T"], every)) if drawn else [0]) + [e["T"]], e
+        if drawn:
+            assert sum(1 for r in curves if r["mechanism"] == e["mechanism"]
+                       and float(r["eps"]) == e["eps"] and int(r["b"]) == e["b"]
+                       and int(r["T"]) == e["T"]) == len(rounds)
+    assert any(is_curve(MNIST, e, manifest["base_fraction"]) for e in manifest["entries"])
     table = _rows(out / "data" / "table_one.csv")
     assert [int(r["paper_joint_T"]) for r in table] == [
         PAPER_TABLE_ONE_MNIST[e]["T_joint"] for e in sorted(PAPER_TABLE_ONE_MNIST)]
@@ -85,6 +101,7 @@ def test_reproduce_killed_midway_resumes(tmp_path: Path, data_dir: Path) -> None
     manifest = json.loads((out / "manifest.json").read_text())
     total = len({e["key"] for e in manifest["entries"]})
     assert 4 <= len(done) < total
+    manifest_stamp = (out / "manifest.json").stat().st_mtime_ns
     res = runner.invoke(app, ["reproduce", "mnist", *SMALL, "--out", str(out),
                               "--data-dir", str(data_dir / "mnist")])
     assert res.exit_code == 0, res.output
@@ -92,3 +109,5 @@ def test_reproduce_killed_midway_resumes(tmp_path: Path, data_dir: Path) -> None
     after = _snapshot(out / "runs")
     assert len(after) == total
     assert {k: after[k] for k in done} == done  # finished runs neither recomputed nor lost
+    # nor the constants and plans: the stored manifest is reused as it is
+    assert (out / "manifest.json").stat().st_mtime_ns == manifest_stamp

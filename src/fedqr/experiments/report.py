@@ -20,25 +20,11 @@ from fedqr.experiments.analysis import (
     validation_rows,
     write_csv,
 )
+from fedqr.experiments.sweep import headline_T, target_of
 from fedqr.theory import Rounding, constants_from_json
-from fedqr.theory.paper import PAPER_TABLE_ONE, PAPER_TABLE_ONE_MNIST
 from fedqr.theory.tables import laplace_rows
 
-GAUSSIAN_T = 100
-PAPER_T_KEY = {1: "T_joint", 5: "T_b5", 10: "T_b10"}
-
-
 Table = Mapping[float, Mapping[str, int]]
-
-
-def headline_T(mech: str, eps: float, b: int, table: Table = PAPER_TABLE_ONE_MNIST,
-               ) -> int | None:
-    """The T a b is run at in the versus-b/eps figures: the paper's T*(b) (Laplace, Table I
-    of the data set, ``table``) or T = 100 (Gaussian)."""
-    if mech == "gaussian":
-        return GAUSSIAN_T
-    paper = table.get(eps)
-    return paper[PAPER_T_KEY[b]] if paper and b in PAPER_T_KEY else None
 
 
 def table_one_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
@@ -63,7 +49,7 @@ def table_one_rows(manifest: dict[str, Any]) -> list[dict[str, Any]]:
 
 
 def _table(manifest: dict[str, Any]) -> Table:
-    return PAPER_TABLE_ONE[manifest.get("dataset", "mnist")]
+    return target_of(manifest).paper_table
 
 
 def redraw(out: Path) -> list[Path]:
@@ -72,7 +58,7 @@ def redraw(out: Path) -> list[Path]:
     docs = load_runs(out, manifest)
     finals = final_rows(manifest, docs)
     grid = [r for r in finals if r["experiment"] == "grid"]
-    head_T = partial(headline_T, table=_table(manifest))
+    head_T = partial(headline_T, target_of(manifest))
     headline = [r for r in grid if r["T"] == head_T(r["mechanism"], r["eps"], r["b"])]
     tables = {
         "final": finals,

@@ -33,7 +33,10 @@ from fedqr.sim.result import SimResult, jsonable, write_json_atomic
 
 __all__ = ["RunSpec", "RunStore", "execute", "prepare_data", "simulate_spec"]
 
-STORE_VERSION = 1
+STORE_VERSION = 2
+"""Bumped whenever the same configuration and seed would give other numbers (2: the Laplace
+sampler draws from float64 uniforms), so a stored run is never mixed with runs of a newer
+engine."""
 
 
 @dataclass(frozen=True)

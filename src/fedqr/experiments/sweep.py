@@ -54,6 +54,8 @@ class Settings:
     gaussian_eps: tuple[float, ...]
     fractions: tuple[float, ...]
     curve_points: int
+    """Evaluations along a run drawn in the loss-per-round figure (:func:`is_curve`); every
+    other run is evaluated at round 0 and at the end only, which is all its figures use."""
     estimate_proxy: float | None
 
 
@@ -109,11 +111,32 @@ def settings_from(doc: dict[str, Any]) -> Settings:
     return Settings(**fields)
 
 
-def _sim(target: Target, mech: Mechanism, eps: float, b: int, T: int, s: Settings,
-         ) -> SimConfig:
+def headline_T(target: Target, mech: Mechanism | str, eps: float, b: int) -> int | None:
+    """The T a b is run at in the loss-per-round and versus-b/eps figures: the paper's T*(b)
+    (Laplace, the data set's Table I) or T = 100 (Gaussian)."""
+    if Mechanism(mech) is Mechanism.GAUSSIAN:
+        return GAUSSIAN_T
+    paper = target.paper_table.get(eps)
+    return paper[PAPER_T_STAR[b]] if paper and b in PAPER_T_STAR else None
+
+
+def is_curve(target: Target, entry: Mapping[str, Any], base: float) -> bool:
+    """Whether the loss-per-round figure draws the run of ``entry`` (at the base data fraction,
+    T = 100 or the paper's T*(b)), so it is evaluated ``curve_points`` times, not twice.
+
+    Depends only on the run's configuration, so entries of different experiments that share
+    a configuration still share one stored run.
+    """
+    T = entry["T"]
+    return entry["fraction"] == base and T > 0 and T in (
+        GAUSSIAN_T, headline_T(target, entry["mechanism"], entry["eps"], entry["b"]))
+
+
+def _sim(target: Target, mech: Mechanism, eps: float, b: int, T: int, s: Settings, *,
+         curve: bool) -> SimConfig:
     return SimConfig(
         num_clients=N, clients_per_round=b, rounds=T, repeats=s.repeats, seed=0,
-        eval_every=max(1, T // s.curve_points),
+        eval_every=max(1, T // s.curve_points) if curve else max(1, T),
         privacy=PrivacyConfig(mechanism=mech, eps=eps, delta=DELTA, clip=target.clip[mech],
                               sample_rate=Q[mech]))
 
@@ -194,17 +217,38 @@ def _fractions(target: Target, s: Settings, base: float) -> list[dict[str, Any]]
     return out
 
 
-def spec_of(target: Target, entry: dict[str, Any], s: Settings) -> RunSpec:
-    """The run of a manifest entry."""
+def spec_of(target: Target, entry: dict[str, Any], s: Settings, *, base: float) -> RunSpec:
+    """The run of a manifest entry (``base``: the manifest's base data fraction)."""
     mech = Mechanism(entry["mechanism"])
     return RunSpec(dataset=target.dataset, fraction=entry["fraction"],
                    partition=target.partition, data_seed=0,
-                   config=_sim(target, mech, entry["eps"], entry["b"], entry["T"], s))
+                   config=_sim(target, mech, entry["eps"], entry["b"], entry["T"], s,
+                               curve=is_curve(target, entry, base)))
 
 
 def target_of(doc: dict[str, Any]) -> Target:
     """The :class:`Target` of a manifest (manifests before FEMNIST are MNIST's)."""
     return TARGETS[doc.get("dataset", "mnist")]
+
+
+def _stored_settings(doc: dict[str, Any]) -> Settings | None:
+    """The settings a stored manifest was built with (``None`` if unreadable)."""
+    try:
+        return settings_from(doc.get("settings", {}))
+    except TypeError:  # written by a version with other settings fields
+        return None
+
+
+def _rekeyed(doc: dict[str, Any], target: Target, s: Settings, path: Path) -> dict[str, Any]:
+    """``doc`` with every entry's run key recomputed by this version of fedqr (a manifest
+    written by an older version keeps its constants and plans; its runs are looked up, and
+    run when missing, under the current keys)."""
+    keys = [spec_of(target, e, s, base=doc["base_fraction"]).key() for e in doc["entries"]]
+    if keys != [e["key"] for e in doc["entries"]]:
+        for e, key in zip(doc["entries"], keys, strict=True):
+            e["key"] = key
+        write_json_atomic(path, doc)
+    return doc
 
 
 def build_manifest(out: Path, target: Target, s: Settings, *, base: float,
@@ -213,9 +257,9 @@ def build_manifest(out: Path, target: Target, s: Settings, *, base: float,
     path = out / "manifest.json"
     if path.is_file():
         doc: dict[str, Any] = json.loads(path.read_text())
-        if (doc.get("settings") == asdict(s) and doc.get("base_fraction") == base
+        if (_stored_settings(doc) == s and doc.get("base_fraction") == base
                 and target_of(doc) == target):
-            return doc
+            return _rekeyed(doc, target, s, path)
     ds, part = _data(target, data_dir, base)
     entries: list[dict[str, Any]] = []
     consts, plans = {}, {}
@@ -235,7 +279,7 @@ def build_manifest(out: Path, target: Target, s: Settings, *, base: float,
                                     weight_decay=0.01)
         np.save(out / "theta_star.npy", theta)
     for e in entries:
-        e["key"] = spec_of(target, e, s).key()
+        e["key"] = spec_of(target, e, s, base=base).key()
     doc = {"dataset": target.dataset.value, "settings": asdict(s), "base_fraction": base,
            "constants": consts, "plans": plans, "entries": entries}
     write_json_atomic(path, doc)
@@ -259,6 +303,6 @@ def run_manifest(doc: dict[str, Any], out: Path, *, data_dir: Path | None,
             diff = torch.as_tensor(theta, dtype=torch.float64) - theta_star
             return {"dist2_to_opt": diff.pow(2).sum(dim=(1, 2)).tolist()}
 
-    specs = [spec_of(target, e, s) for e in doc["entries"]]
+    specs = [spec_of(target, e, s, base=base) for e in doc["entries"]]
     execute(specs, store=RunStore(out), data_dir=data_dir, device=device, extra=dist2,
             on_run=on_run, on_round=on_round)

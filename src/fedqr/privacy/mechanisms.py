@@ -142,7 +142,10 @@ def sample_laplace(
     """Draw i.i.d. ``Laplace(0, scale)`` noise of the given shape.
 
     Drawn as ``scale * (E1 - E2)`` with ``E1, E2 ~ Exp(1)`` i.i.d., which is exactly
-    Laplace and always finite (no ``log(0)`` edge case of inverse-CDF sampling).
+    Laplace and always finite (no ``log(0)`` edge case of inverse-CDF sampling). Each
+    ``E = -log(1 - U)`` comes from a float64 uniform ``U`` in ``[0, 1)``, so ``E`` is finite
+    (at most ``53 ln 2 = 36.7``) and the tail is cut only beyond 36 scales; this is about 3x
+    faster on CPU than ``Tensor.exponential_`` (``bench/noise.py``).
 
     Parameters
     ----------
@@ -162,9 +165,9 @@ def sample_laplace(
         Noise of shape ``shape``; per-coordinate std ``sqrt(2) * scale``.
     """
     _check_noise_args("scale", scale, shape)
-    e = torch.empty((2, *shape), dtype=scale.dtype, device=scale.device)
-    e.exponential_(generator=generator)
-    return scale * (e[0] - e[1])
+    u = torch.rand((2, *shape), generator=generator, dtype=torch.float64, device=scale.device)
+    minus_e = u.neg_().log1p_()  # log(1 - U) = -E, finite since 1 - U >= 2^-53
+    return scale * (minus_e[1] - minus_e[0]).to(scale.dtype)
 
 
 def sample_gaussian(

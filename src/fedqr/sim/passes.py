@@ -116,8 +116,10 @@ def full_batch_sums(
                 clip=clip,
                 norm=norm,
                 residual=slot is not None,
+                metrics=with_train_loss,
             )
-            loss_sum += out.loss.sum(dim=0)
+            if out.loss is not None:
+                loss_sum += out.loss.sum(dim=0)
             if slot is None or out.residual is None:
                 continue
             res = out.residual if all_selected else out.residual * member[slot, None, :, None]
@@ -195,6 +197,7 @@ def poisson_sums(
         x_norm=layout.x_norm.index_select(0, rows).view(r, b * m),
         clip=clip,
         norm=norm,
+        metrics=False,
     )
     assert out.residual is not None
     mask = valid.reshape(r, b * m).to(theta.dtype)
@@ -218,6 +221,7 @@ def evaluate(
         c = xc.shape[0]
         out = clipped_residual((xc @ theta_t.T)[:, : r * k].view(c, r, k),
                                y[start:start + chunk_rows, None].expand(c, r), residual=False)
+        assert out.loss is not None and out.correct is not None  # metrics=True
         loss += out.loss.sum(dim=0)
         correct += out.correct.sum(dim=0)
     return loss, correct

@@ -1,0 +1,74 @@
+"""Benchmark: ms to draw one round of Laplace and Gaussian noise (R repeats x b replies x p).
+
+Compares fedqr's samplers with the obvious alternatives on the paper's MNIST round shape
+(10 repeats, b = 5 replies, p = 7,840 coordinates), checking each draw's variance first:
+
+- ``fedqr-laplace``: :func:`fedqr.privacy.sample_laplace` (difference of two -log(1 - U)
+  with float64 uniforms, cast to the scale's dtype);
+- ``exponential_``: the difference of two ``Tensor.exponential_`` draws (fedqr's sampler
+  before this benchmark);
+- ``torch.distributions.Laplace``: its reparameterised inverse-CDF ``rsample``;
+- ``fedqr-gaussian``: :func:`fedqr.privacy.sample_gaussian`, for scale.
+
+    python bench/noise.py [--threads 2] [--repeats 10] [--replies 5] [--reps 30]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import time
+from collections.abc import Callable
+
+import torch
+
+from fedqr.privacy import sample_gaussian, sample_laplace
+
+
+def _best(f: Callable[[], torch.Tensor], reps: int) -> float:
+    f()
+    times = []
+    for _ in range(reps):
+        t = time.perf_counter()
+        f()
+        times.append(time.perf_counter() - t)
+    return min(times)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--repeats", type=int, default=10)
+    ap.add_argument("--replies", type=int, default=5)
+    ap.add_argument("--params", type=int, default=7840)
+    ap.add_argument("--reps", type=int, default=30)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    shape = (args.repeats, args.replies, args.params)
+    scale = torch.full((args.repeats, args.replies, 1), 2.0)
+    gen = torch.Generator().manual_seed(0)
+
+    def exponential() -> torch.Tensor:
+        e = torch.empty((2, *shape))
+        e.exponential_(generator=gen)
+        return scale * (e[0] - e[1])
+
+    laplace = torch.distributions.Laplace(torch.zeros(()), torch.tensor(2.0))
+    methods: dict[str, tuple[Callable[[], torch.Tensor], float]] = {
+        "fedqr-laplace": (lambda: sample_laplace(scale, shape, generator=gen), 2 * math.sqrt(2)),
+        "exponential_": (exponential, 2 * math.sqrt(2)),
+        "torch.distributions.Laplace": (lambda: laplace.rsample(shape), 2 * math.sqrt(2)),
+        "fedqr-gaussian": (lambda: sample_gaussian(scale, shape, generator=gen), 2.0),
+    }
+    n = math.prod(shape)
+    print(f"{n:,} draws per round ({args.threads} threads)")
+    for name, (f, std) in methods.items():
+        got = float(f().double().std())
+        if abs(got / std - 1) > 0.02:
+            raise SystemExit(f"{name}: std {got:.4f}, expected {std:.4f}")
+        ms = 1e3 * _best(f, args.reps)
+        print(f"{name:>28}: {ms:7.2f} ms  ({1e6 * ms / n:5.1f} ns per draw)")
+
+
+if __name__ == "__main__":
+    main()

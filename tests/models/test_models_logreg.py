@@ -1,0 +1,46 @@
+"""Softmax cross-entropy with rank-one per-sample clipping, against per-sample autograd."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from fedqr.models.logreg import Norm, clipped_residual, row_norms
+
+
+@pytest.mark.parametrize("norm", [Norm.L1, Norm.L2])
+def test_clipped_residual_equals_per_sample_autograd(norm: Norm) -> None:
+    g = torch.Generator().manual_seed(0)
+    x = torch.randn(64, 7, generator=g, dtype=torch.float64)
+    y = torch.randint(0, 4, (64,), generator=g)
+    theta = torch.randn(7, 4, generator=g, dtype=torch.float64)
+    clip = 1.5
+    want = torch.zeros_like(theta)
+    clipped = 0
+    for xj, yj in zip(x, y, strict=True):
+        t = theta.clone().requires_grad_(True)
+        torch.nn.functional.cross_entropy((xj @ t)[None], yj[None]).backward()
+        assert t.grad is not None
+        n = t.grad.abs().sum() if norm is Norm.L1 else t.grad.norm()
+        clipped += int(n > clip)
+        want += t.grad * min(1.0, clip / float(n))
+    out = clipped_residual(x @ theta, y, x_norm=row_norms(x, norm), clip=clip, norm=norm)
+    assert out.residual is not None and out.clipped is not None
+    torch.testing.assert_close(x.T @ out.residual, want)
+    assert int(out.clipped.sum()) == clipped > 0
+    assert out.loss is not None and out.correct is not None
+    torch.testing.assert_close(
+        out.loss, torch.nn.functional.cross_entropy(x @ theta, y, reduction="none"))
+
+
+def test_metrics_off_skips_loss_and_keeps_the_residual() -> None:
+    g = torch.Generator().manual_seed(1)
+    logits = torch.randn(32, 10, generator=g)
+    y = torch.randint(0, 10, (32,), generator=g)
+    x_norm = torch.rand(32, generator=g) * 10
+    on = clipped_residual(logits.clone(), y, x_norm=x_norm, clip=3.0, norm=Norm.L1)
+    off = clipped_residual(logits.clone(), y, x_norm=x_norm, clip=3.0, norm=Norm.L1,
+                           metrics=False)
+    assert off.loss is None and off.correct is None
+    assert on.residual is not None and off.residual is not None
+    assert torch.equal(on.residual, off.residual)
