@@ -21,7 +21,7 @@ import torch
 
 from fedqr.flower.client_state import Budget, ReplayRefused, locked_state
 from fedqr.flower.config import FlowerRunConfig
-from fedqr.models.logreg import Norm, row_norms
+from fedqr.models.logreg import Norm
 from fedqr.privacy import Accountant, Mechanism, gaussian_event, laplace_event
 from fedqr.sim.budget import client_noise  # the engine's calibration
 from fedqr.sim.config import SimConfig
@@ -32,7 +32,7 @@ from fedqr.sim.engine import (
     reply_generator,
     reply_positions,
 )
-from fedqr.sim.passes import ClientLayout, GradSums, full_batch_sums, poisson_sums
+from fedqr.sim.passes import GradSums, client_layout, full_batch_sums, poisson_sums
 from fedqr.sim.schedule import make_schedule, reply_counts
 
 # Flower's simulation keeps one worker process alive across messages: data stay here.
@@ -159,9 +159,9 @@ def compute_reply(data: ClientData, theta: np.ndarray, *, sim: SimConfig, client
     dev = torch.device("cpu")
     x = torch.as_tensor(data.x, dtype=torch.float32)
     d = x.shape[0]
-    layout = ClientLayout(x=x, y=torch.as_tensor(data.y, dtype=torch.int64),
-                          x_norm=row_norms(x, norm), offsets=np.array([0, d], dtype=np.int64),
-                          num_classes=data.num_classes)
+    layout = client_layout(x, torch.as_tensor(data.y, dtype=torch.int64),
+                           offsets=np.array([0, d], dtype=np.int64),
+                           num_classes=data.num_classes, norm=norm)
     th = torch.as_tensor(np.ascontiguousarray(theta, dtype=np.float32)).unsqueeze(0)
     sel = np.zeros((1, 1), dtype=np.int64)
     q = sim.privacy.sample_rate if mech is not Mechanism.LAPLACE else 1.0

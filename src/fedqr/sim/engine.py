@@ -23,13 +23,14 @@ import torch
 from torch import Tensor
 
 from fedqr.data import Dataset, Partition
-from fedqr.models.logreg import Norm, row_norms
+from fedqr.models.logreg import Norm
 from fedqr.privacy import Mechanism, sample_gaussian, sample_laplace
 from fedqr.sim.budget import ClientPrivacy, plan_client_privacy
 from fedqr.sim.config import Aggregation, NoiseSeeding, SimConfig
 from fedqr.sim.passes import (
     ClientLayout,
     GradSums,
+    client_layout,
     evaluate,
     full_batch_sums,
     poisson_positions,
@@ -65,13 +66,10 @@ def prepare(
         raise ValueError("partition must assign every training sample to exactly one client")
     norm = Norm.L1 if config.privacy.mechanism is Mechanism.LAPLACE else Norm.L2
     x = torch.as_tensor(dataset.x_train[order], dtype=torch.float32, device=device)
-    layout = ClientLayout(
-        x=x,
-        y=torch.as_tensor(dataset.y_train[order], dtype=torch.int64, device=device),
-        x_norm=row_norms(x, norm),
+    layout = client_layout(
+        x, torch.as_tensor(dataset.y_train[order], dtype=torch.int64, device=device),
         offsets=np.concatenate([[0], np.cumsum(partition.sizes)]).astype(np.int64),
-        num_classes=dataset.num_classes,
-    )
+        num_classes=dataset.num_classes, norm=norm)
     schedule = make_schedule(
         num_clients=config.num_clients,
         clients_per_round=config.clients_per_round,

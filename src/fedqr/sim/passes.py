@@ -6,6 +6,7 @@ through the columns of one GEMM. Per-client results are sums (divided by d_i or 
 
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass
 
@@ -13,7 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from fedqr.models.logreg import Norm, clipped_residual
+from fedqr.models.logreg import Norm, clipped_residual, row_norms
 
 _MIN_GEMM_COLS = 16  # AVX-512 width in float32
 
@@ -34,10 +35,30 @@ def forward_weights(theta: Tensor) -> Tensor:
 
 
 @dataclass(frozen=True)
+class ClientBlock:
+    """One client's rows split as ``X_i = X_v E_v^T + 1 c^T E_c^T``: the columns that vary
+    over its rows (``x``, at ``cols``) and those constant over them (value ``const_vals`` at
+    ``const_cols``).
+
+    Constant columns are common in images (a pixel always background for a client's two
+    digits: 125 to 217 of MNIST's 784 per client of the paper's partition). Their logits are
+    one bias per class and their gradient the rank-one ``(sum_j r_j) c^T``, so the two GEMMs
+    of a pass run over the varying columns only: exact, and ~18% faster on MNIST.
+    """
+
+    x: Tensor  # (d_i, v) float32, contiguous
+    cols: Tensor  # (v,) int64
+    const_cols: Tensor  # (p - v,) int64
+    const_vals: Tensor  # (p - v,) float32
+
+
+@dataclass(frozen=True)
 class ClientLayout:
     """Training rows sorted by client on the compute device.
 
-    Client i owns rows ``offsets[i]:offsets[i + 1]`` of ``x`` and ``y``.
+    Client i owns rows ``offsets[i]:offsets[i + 1]`` of ``x`` and ``y``; ``blocks[i]`` (when
+    present) holds the same rows without their constant columns (:class:`ClientBlock`).
+    Build it with :func:`client_layout`.
     """
 
     x: Tensor  # (n, p) float32
@@ -45,11 +66,37 @@ class ClientLayout:
     x_norm: Tensor  # (n,) ||x_j|| in the mechanism's clipping norm
     offsets: np.ndarray  # (N + 1,) int64
     num_classes: int
+    blocks: tuple[ClientBlock | None, ...] | None = None
 
     @property
     def sizes(self) -> np.ndarray:
         """d_i, shape (N,)."""
         return np.diff(self.offsets)
+
+
+_MIN_CONST_SHARE = 1 / 16  # fewer constant columns than this share: the dense pass is as fast
+
+
+def client_block(x: Tensor) -> ClientBlock | None:
+    """The :class:`ClientBlock` of one client's rows ``x`` (``None`` when too few of its
+    columns are constant for the split to pay)."""
+    if x.shape[0] == 0:
+        return None
+    varying = (x != x[:1]).any(dim=0)
+    if int((~varying).sum()) < _MIN_CONST_SHARE * x.shape[1]:
+        return None
+    cols, const = varying.nonzero().squeeze(1), (~varying).nonzero().squeeze(1)
+    return ClientBlock(x=x.index_select(1, cols).contiguous(), cols=cols, const_cols=const,
+                       const_vals=x[0].index_select(0, const).contiguous())
+
+
+def client_layout(x: Tensor, y: Tensor, *, offsets: np.ndarray, num_classes: int,
+                  norm: Norm) -> ClientLayout:
+    """:class:`ClientLayout` of client-sorted rows, with row norms and constant-column blocks."""
+    blocks = tuple(client_block(x[int(lo):int(hi)])
+                   for lo, hi in itertools.pairwise(offsets))
+    return ClientLayout(x=x, y=y, x_norm=row_norms(x, norm), offsets=offsets,
+                        num_classes=num_classes, blocks=blocks)
 
 
 @dataclass(frozen=True)
@@ -104,15 +151,23 @@ def full_batch_sums(
     for client in visit:
         slot = slot_of.get(int(client))
         lo, hi = int(layout.offsets[client]), int(layout.offsets[client + 1])
-        for start in range(lo, hi, chunk_rows):
-            stop = min(start + chunk_rows, hi)
-            xc = layout.x[start:stop]
+        block = layout.blocks[client] if layout.blocks is not None else None
+        if block is None:
+            x, w, bias = layout.x[lo:hi], theta_t, None
+        else:  # logits = X_v theta_v^T + (theta_c c): the constant columns as one bias
+            x, w = block.x, theta_t.index_select(1, block.cols)
+            bias = theta_t.index_select(1, block.const_cols) @ block.const_vals
+        g_x = torch.zeros(r * k, x.shape[1], dtype=theta.dtype, device=theta.device)
+        res_sum = torch.zeros(r * k, dtype=theta.dtype, device=theta.device)
+        for start in range(0, hi - lo, chunk_rows):
+            stop = min(start + chunk_rows, hi - lo)
+            xc = x[start:stop]
             c = stop - start
-            logits = (xc @ theta_t.T)[:, : r * k].view(c, r, k)
+            logits = xc @ w.T if bias is None else torch.addmm(bias, xc, w.T)
             out = clipped_residual(
-                logits,
-                layout.y[start:stop, None].expand(c, r),
-                x_norm=layout.x_norm[start:stop, None],
+                logits[:, : r * k].view(c, r, k),
+                layout.y[lo + start:lo + stop, None].expand(c, r),
+                x_norm=layout.x_norm[lo + start:lo + stop, None],
                 clip=clip,
                 norm=norm,
                 residual=slot is not None,
@@ -123,9 +178,19 @@ def full_batch_sums(
             if slot is None or out.residual is None:
                 continue
             res = out.residual if all_selected else out.residual * member[slot, None, :, None]
-            grad[slot].addmm_(res.view(c, r * k).T, xc)  # S^T X: faster than X^T S here
+            res = res.view(c, r * k)
+            g_x.addmm_(res.T, xc)  # S^T X: faster than X^T S here
+            if block is not None:
+                res_sum += res.sum(dim=0)
             if out.clipped is not None:
                 clipped[slot] += out.clipped.sum(dim=0)
+        if slot is None:
+            continue
+        if block is None:
+            grad[slot] = g_x
+        else:  # the gradient of the constant columns is the rank-one (sum_j r_j) c^T
+            grad[slot].index_copy_(1, block.cols, g_x)
+            grad[slot].index_copy_(1, block.const_cols, torch.outer(res_sum, block.const_vals))
     slots = torch.as_tensor(np.searchsorted(union, sel), device=theta.device)  # (R, b)
     reps = torch.arange(r, device=theta.device)[:, None]
     g = grad.view(len(union), r, k * p)[slots, reps]  # (R, b, k p)
