@@ -42,8 +42,8 @@ def curves(rows: list[Row], headline: Headline, path: Path) -> None:
                 for T, style in ((t_plan, "-"), (100, "--")):
                     pts = sorted((r["round"], r["train_loss"], r["train_loss_se"])
                                  for r in sub if r["b"] == b and r["T"] == T)
-                    if T is None or not pts:
-                        continue
+                    if T is None or not pts or (style == "--" and T == t_plan):
+                        continue  # the planned T is 100 (Gaussian): drawn once
                     x, y, se = (np.array(v) for v in zip(*pts, strict=True))
                     ax.plot(x, y, style, color=colour, label=f"b={b}, T={T}")
                     ax.fill_between(x, y - se, y + se, color=colour, alpha=0.2)
@@ -111,9 +111,13 @@ def heatmaps(rows: list[Row], path: Path) -> None:
 
 def validation(rows: list[Row], plans: dict[str, Any], path: Path) -> None:
     """Final training loss over T per b for each budget; planner choices marked."""
-    panels = [(m, e) for m in MECHS for e in _eps(rows, m)]
-    fig, axes = plt.subplots(1, len(panels), figsize=(3.6 * len(panels), 3.6), squeeze=False)
-    for ax, (mech, eps) in zip(axes[0], panels, strict=True):
+    cols = max((len(_eps(rows, m)) for m in MECHS), default=1)
+    fig, axes = plt.subplots(len(MECHS), cols, figsize=(4.3 * cols, 7.2), squeeze=False)
+    for i, mech in enumerate(MECHS):
+        for j in range(len(_eps(rows, mech)), cols):
+            axes[i][j].axis("off")
+    for ax, (mech, eps) in ((axes[i][j], (m, e)) for i, m in enumerate(MECHS)
+                            for j, e in enumerate(_eps(rows, m))):
         sub = [r for r in rows if r["mechanism"] == mech and r["eps"] == eps]
         for k, b in enumerate(sorted({r["b"] for r in sub})):
             pts = sorted((r["T"], r["train_loss"], r["train_loss_se"])
@@ -133,7 +137,7 @@ def validation(rows: list[Row], plans: dict[str, Any], path: Path) -> None:
         ax.set_title(f"{mech}, eps={eps:g}", fontsize=10)
         ax.set_xlabel("T")
         ax.set_ylabel("final training loss")
-        ax.legend(fontsize=6)
+        ax.legend(fontsize=7)
     _save(fig, path)
 
 

@@ -55,7 +55,8 @@ class ChunkOut:
 
 def row_norms(x: Tensor, norm: Norm) -> Tensor:
     """Per-row ``||x_j||_1`` or ``||x_j||_2`` (precomputed once per data set)."""
-    return torch.linalg.vector_norm(x, ord=1 if norm is Norm.L1 else 2, dim=1)
+    out: Tensor = torch.linalg.vector_norm(x, ord=1 if norm is Norm.L1 else 2, dim=1)
+    return out
 
 
 def clipped_residual(
