@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 import torch
+from _timing import best_seconds  # bench/ is on sys.path when run as a script
 from torch.func import grad, vmap
 
 from fedqr.data import load_dataset, make_partition
@@ -22,22 +23,12 @@ from fedqr.sim.config import PrivacyConfig, SimConfig
 from fedqr.sim.engine import simulate
 
 
-def _best(f, reps: int) -> float:
-    f()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return min(times)
-
-
 def machine_floor(n_train: int, n_test: int, p: int, k: int) -> dict[str, float]:
     """Measured GEMM FLOP/s and memory bandwidth, and the implied floor of one round."""
     a, b = torch.randn(2048, 2048), torch.randn(2048, 2048)
-    gflops = 2 * 2048**3 / _best(lambda: a @ b, 10) / 1e9
+    gflops = 2 * 2048**3 / best_seconds(lambda: a @ b, 10) / 1e9
     big = torch.randn(64_000_000)  # 256 MB, far beyond the caches
-    gbps = big.numel() * 4 / _best(big.sum, 10) / 1e9
+    gbps = big.numel() * 4 / best_seconds(big.sum, 10) / 1e9
     flop = 2 * 2 * n_train * p * k + 2 * n_test * p * k  # forward + backward + test forward
     nbytes = n_train * p * 4
     floor_ms = max(flop / (gflops * 1e9), nbytes / (gbps * 1e9)) * 1e3

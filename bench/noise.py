@@ -17,22 +17,12 @@ from __future__ import annotations
 
 import argparse
 import math
-import time
 from collections.abc import Callable
 
 import torch
+from _timing import best_seconds  # bench/ is on sys.path when run as a script
 
 from fedqr.privacy import sample_gaussian, sample_laplace
-
-
-def _best(f: Callable[[], torch.Tensor], reps: int) -> float:
-    f()
-    times = []
-    for _ in range(reps):
-        t = time.perf_counter()
-        f()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def main() -> None:
@@ -66,7 +56,7 @@ def main() -> None:
         got = float(f().double().std())
         if abs(got / std - 1) > 0.02:
             raise SystemExit(f"{name}: std {got:.4f}, expected {std:.4f}")
-        ms = 1e3 * _best(f, args.reps)
+        ms = 1e3 * best_seconds(f, args.reps)
         print(f"{name:>28}: {ms:7.2f} ms  ({1e6 * ms / n:5.1f} ns per draw)")
 
 
