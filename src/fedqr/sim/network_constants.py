@@ -36,16 +36,16 @@ from torch.nn import functional as F
 from fedqr.data import Dataset, Partition
 from fedqr.models.logreg import Norm
 from fedqr.sim.network_parts import ModelFactory, paper_cnn_factory
-from fedqr.theory.constants import ProblemConstants
-from fedqr.theory.estimate import (
+from fedqr.theory.estimate import hessian_extreme_eigenvalues, proxy_indices
+from fedqr.theory.estimate_parts import (
     EstimatedConstants,
-    hessian_extreme_eigenvalues,
-    proxy_indices,
+    SampleStats,
+    assemble_estimate,
+    gradient_path,
 )
 
 __all__ = ["estimate_network_constants"]
 
-_QUANTILES = (0.5, 0.9, 0.99, 1.0)
 _CHUNK = 128
 
 
@@ -82,7 +82,7 @@ class _Flat:
 
 def _sample_stats(
     flat: _Flat, x: Tensor, y: Tensor, theta: Tensor, *, clip: float, norm: Norm, wd: float,
-) -> tuple[float, float, Tensor, Tensor, float]:
+) -> SampleStats:
     """Mean ``||s g + wd theta||^2``, Lambda^2, l1/l2 norms, clipped fraction."""
     g = flat.per_sample_grads(x, y, theta).double()
     l1, l2 = g.abs().sum(dim=1), g.norm(dim=1)
@@ -174,44 +174,26 @@ def estimate_network_constants(
 
     curv = curvature(theta0)
     lam_max = max(c[1] for c in curv)
-    theta = theta0.clone()
-    g2_rows, lam2 = [], np.zeros(n)
-    quant: dict[str, list[np.ndarray]] = {"l1": [], "l2": []}
-    clipped: list[float] = []
-    for step in range(gd_steps + 1):
-        stats = [_sample_stats(flat, x, y, theta, clip=clip, norm=norm, wd=wd) for x, y in data]
-        g2_rows.append([s[0] for s in stats])
-        lam2 = np.maximum(lam2, [s[1] for s in stats])
-        if step in (0, gd_steps):
-            for key, norms in (("l1", [s[2] for s in stats]), ("l2", [s[3] for s in stats])):
-                quant[key].append(np.quantile(torch.cat(norms).numpy(), _QUANTILES))
-            clipped.append(float(np.average([s[4] for s in stats], weights=w)))
-        if step < gd_steps:
-            t = theta.clone().requires_grad_(True)
-            total = torch.stack([float(wi) * flat.loss(x, y, wd)(t)
-                                 for wi, (x, y) in zip(w, data, strict=True)]).sum()
-            (g,) = torch.autograd.grad(total, t)
-            theta = theta - g / lam_max
-    curv += curvature(theta)
+
+    def descent(theta: Tensor) -> Tensor:  # one full-batch GD step of size 1 / lambda
+        t = theta.clone().requires_grad_(True)
+        total = torch.stack([float(wi) * flat.loss(x, y, wd)(t)
+                             for wi, (x, y) in zip(w, data, strict=True)]).sum()
+        (g,) = torch.autograd.grad(total, t)
+        return theta - g / lam_max
+
+    path = gradient_path(
+        theta=theta0.clone(), steps=gd_steps, weights=w, descent=descent,
+        client_stats=lambda t: [_sample_stats(flat, x, y, t, clip=clip, norm=norm, wd=wd)
+                                for x, y in data])
+    curv += curvature(path.theta)
     mu_i = tuple(min(curv[i][0], curv[n + i][0]) for i in range(n))
     lambda_i = tuple(max(curv[i][1], curv[n + i][1]) for i in range(n))
     local = [_local_model(flat, x, y, theta0, wd=wd, steps=local_steps, lr=local_lr)
              for x, y in data]
-    f_star = np.array([f for f, _ in local])
-    y0_i = np.array([float((t - theta0).double().pow(2).sum()) for _, t in local])
-    eps_i = tuple(eps) if isinstance(eps, Sequence) else (float(eps),) * n
-    delta_i = tuple(delta) if isinstance(delta, Sequence) else (float(delta),) * n
-    g2 = np.asarray(g2_rows, dtype=np.float64)
-    mu = min(mu_i) if min(mu_i) > 0 else wd
-    constants = ProblemConstants(
-        N=n, d_i=sizes, p=int(theta0.numel()), mu=mu, lam=max(lambda_i),
-        G=float(np.sqrt(g2.max())), Gamma=float(f_star.max() - w @ f_star), Y0=float(w @ y0_i),
-        xi=float(clip), eps_i=eps_i, delta_i=delta_i, q=sample_rate,
-        Lambda2_i=tuple(float(v) for v in lam2),
-    )
-    return EstimatedConstants(
-        constants=constants, reads_private_data=True, mu_i=mu_i, lambda_i=lambda_i,
-        G2_trajectory=g2, norm_quantiles={k: np.asarray(v) for k, v in quant.items()},
-        clipped_fraction=(clipped[0], clipped[-1]), F_i_star=tuple(float(v) for v in f_star),
-        Y0_i=tuple(float(v) for v in y0_i),
-    )
+    return assemble_estimate(
+        path=path, mu=min(mu_i) if min(mu_i) > 0 else wd, mu_i=mu_i, lambda_i=lambda_i,
+        f_star=np.array([f for f, _ in local]),
+        y0_i=np.array([float((t - theta0).double().pow(2).sum()) for _, t in local]),
+        sizes=sizes, p=int(theta0.numel()), clip=clip, eps=eps, delta=delta,
+        sample_rate=sample_rate, reads_private_data=True)

@@ -20,7 +20,6 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -30,19 +29,26 @@ from torch import Tensor
 
 from fedqr.data import Dataset, Partition
 from fedqr.models.logreg import Norm
-from fedqr.theory.constants import ProblemConstants
+from fedqr.theory.estimate_parts import (
+    EstimatedConstants,
+    GradientPath,
+    SampleStats,
+    assemble_estimate,
+    gradient_path,
+)
 
 __all__ = [
     "EstimatedConstants",
+    "GradientPath",
+    "SampleStats",
+    "assemble_estimate",
     "estimate_constants",
     "estimate_constants_from_arrays",
+    "gradient_path",
     "hessian_extreme_eigenvalues",
     "proxy_indices",
     "regularised_optimum",
 ]
-
-_QUANTILES = (0.5, 0.9, 0.99, 1.0)
-
 
 def hessian_extreme_eigenvalues(
     *, loss: Callable[[Tensor], Tensor], theta: Tensor, steps: int = 40, seed: int = 0
@@ -92,40 +98,6 @@ def hessian_extreme_eigenvalues(
     return float(ev[0]), float(ev[-1])
 
 
-@dataclass(frozen=True, eq=False)
-class EstimatedConstants:
-    """:class:`ProblemConstants` plus the diagnostics behind them.
-
-    Attributes
-    ----------
-    constants
-        The estimates (``eps_i``, ``delta_i``, ``q`` as given).
-    reads_private_data
-        True: the estimate read client data without any privacy protection.
-    mu_i, lambda_i
-        Per-client extreme Hessian eigenvalues.
-    G2_trajectory
-        Per GD step (rows) and client (columns): mean squared per-sample gradient norm.
-    norm_quantiles
-        ``{"l1": ..., "l2": ...}``: quantiles ``(0.5, 0.9, 0.99, max)`` of unclipped
-        per-sample gradient norms at ``theta_0`` and at the end of the run (rows).
-    clipped_fraction
-        Fraction of per-sample gradients clipped at ``theta_0`` and at the end.
-    F_i_star, Y0_i
-        Local optima values and ``||theta_0 - theta_i*||^2``.
-    """
-
-    constants: ProblemConstants
-    reads_private_data: bool
-    mu_i: tuple[float, ...]
-    lambda_i: tuple[float, ...]
-    G2_trajectory: NDArray[np.float64]
-    norm_quantiles: dict[str, NDArray[np.float64]]
-    clipped_fraction: tuple[float, float]
-    F_i_star: tuple[float, ...]
-    Y0_i: tuple[float, ...]
-
-
 def _loss(x: Tensor, y: Tensor, wd: float) -> Callable[[Tensor], Tensor]:
     def f(theta: Tensor) -> Tensor:
         ce = torch.nn.functional.cross_entropy(x @ theta, y)
@@ -136,7 +108,7 @@ def _loss(x: Tensor, y: Tensor, wd: float) -> Callable[[Tensor], Tensor]:
 
 def _sample_stats(
     x: Tensor, y: Tensor, theta: Tensor, *, clip: float, norm: Norm, wd: float
-) -> tuple[float, float, Tensor, Tensor, float]:
+) -> SampleStats:
     """Mean squared per-sample gradient norm, Lambda^2, l1/l2 norms, clipped fraction."""
     logits = x @ theta
     r = torch.softmax(logits, dim=1)
@@ -230,45 +202,29 @@ def estimate_constants_from_arrays(
     data = list(zip(xs, ys, strict=True))
     curv = [hessian_extreme_eigenvalues(loss=_loss(x, y, wd), theta=theta) for x, y in data]
     lam_max = max(c[1] for c in curv)
-    g2_rows, lam2 = [], np.zeros(n)
-    quant: dict[str, list[NDArray[np.float64]]] = {"l1": [], "l2": []}
-    clipped: list[float] = []
-    for step in range(gd_steps + 1):
-        stats = [_sample_stats(x, y, theta, clip=clip, norm=norm, wd=wd) for x, y in data]
-        g2_rows.append([s[0] for s in stats])
-        lam2 = np.maximum(lam2, [s[1] for s in stats])
-        if step in (0, gd_steps):
-            for key, idx in (("l1", 2), ("l2", 3)):
-                allv = torch.cat([torch.as_tensor(s[idx]) for s in stats]).numpy()
-                quant[key].append(np.quantile(allv, _QUANTILES))
-            clipped.append(float(np.average([s[4] for s in stats], weights=w)))
-        if step < gd_steps:
-            grad = torch.zeros_like(theta)
-            for wi, x, y in zip(w, xs, ys, strict=True):
-                t = theta.clone().requires_grad_(True)
-                grad += float(wi) * torch.autograd.grad(_loss(x, y, wd)(t), t)[0]
-            theta = theta - grad / lam_max
-    curv += [hessian_extreme_eigenvalues(loss=_loss(x, y, wd), theta=theta) for x, y in data]
+
+    def descent(t: Tensor) -> Tensor:  # one full-batch GD step of size 1 / lambda
+        grad = torch.zeros_like(t)
+        for wi, x, y in zip(w, xs, ys, strict=True):
+            tg = t.clone().requires_grad_(True)
+            grad += float(wi) * torch.autograd.grad(_loss(x, y, wd)(tg), tg)[0]
+        return t - grad / lam_max
+
+    path = gradient_path(
+        theta=theta, steps=gd_steps, weights=w, descent=descent,
+        client_stats=lambda t: [_sample_stats(x, y, t, clip=clip, norm=norm, wd=wd)
+                                for x, y in data])
+    curv += [hessian_extreme_eigenvalues(loss=_loss(x, y, wd), theta=path.theta)
+             for x, y in data]
     mu_i = tuple(min(curv[i][0], curv[n + i][0]) for i in range(n))
     lambda_i = tuple(max(curv[i][1], curv[n + i][1]) for i in range(n))
     local = [_local_optimum(x, y, num_classes, wd) for x, y in data]
-    f_star = np.array([f for f, _ in local])
-    y0_i = np.array([float(np.sum(t**2)) for _, t in local])  # theta_0 = 0
-    eps_i = tuple(eps) if isinstance(eps, Sequence) else (float(eps),) * n
-    delta_i = tuple(delta) if isinstance(delta, Sequence) else (float(delta),) * n
-    g2 = np.asarray(g2_rows, dtype=np.float64)
-    constants = ProblemConstants(
-        N=n, d_i=sizes, p=feats * num_classes, mu=min(mu_i), lam=max(lambda_i),
-        G=float(np.sqrt(g2.max())), Gamma=float(f_star.max() - w @ f_star), Y0=float(w @ y0_i),
-        xi=float(clip), eps_i=eps_i, delta_i=delta_i, q=sample_rate,
-        Lambda2_i=tuple(float(v) for v in lam2),
-    )  # fmt: skip
-    return EstimatedConstants(
-        constants=constants, reads_private_data=reads_private_data, mu_i=mu_i, lambda_i=lambda_i,
-        G2_trajectory=g2, norm_quantiles={k: np.asarray(v) for k, v in quant.items()},
-        clipped_fraction=(clipped[0], clipped[-1]), F_i_star=tuple(float(v) for v in f_star),
-        Y0_i=tuple(float(v) for v in y0_i),
-    )  # fmt: skip
+    return assemble_estimate(
+        path=path, mu=min(mu_i), mu_i=mu_i, lambda_i=lambda_i,
+        f_star=np.array([f for f, _ in local]),
+        y0_i=np.array([float(np.sum(t**2)) for _, t in local]),  # theta_0 = 0
+        sizes=sizes, p=feats * num_classes, clip=clip, eps=eps, delta=delta,
+        sample_rate=sample_rate, reads_private_data=reads_private_data)
 
 
 def proxy_indices(partition: Partition, *, proxy_fraction: float | None,

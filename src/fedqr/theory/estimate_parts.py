@@ -1,0 +1,139 @@
+"""What an estimate of the bounds' constants returns, and the steps every estimator shares.
+
+An estimator (softmax regression: :func:`fedqr.theory.estimate.estimate_constants`; any torch
+model: :func:`fedqr.sim.network_constants.estimate_network_constants`) measures curvature,
+follows a non-private GD run with :func:`gradient_path` (its own per-sample statistics and
+descent step as callables), finds local optima, and hands everything to
+:func:`assemble_estimate`.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from torch import Tensor
+
+from fedqr.theory.constants import ProblemConstants
+
+__all__ = ["EstimatedConstants", "GradientPath", "SampleStats", "assemble_estimate",
+           "gradient_path"]
+
+_QUANTILES = (0.5, 0.9, 0.99, 1.0)
+SampleStats = tuple[float, float, Tensor, Tensor, float]
+"""One client's per-sample gradient statistics at one point: mean squared clipped norm (plus
+weight decay), Lambda_i^2, the unclipped l1 and l2 norms, and the clipped fraction."""
+
+
+
+@dataclass(frozen=True, eq=False)
+class EstimatedConstants:
+    """:class:`ProblemConstants` plus the diagnostics behind them.
+
+    Attributes
+    ----------
+    constants
+        The estimates (``eps_i``, ``delta_i``, ``q`` as given).
+    reads_private_data
+        True: the estimate read client data without any privacy protection.
+    mu_i, lambda_i
+        Per-client extreme Hessian eigenvalues.
+    G2_trajectory
+        Per GD step (rows) and client (columns): mean squared per-sample gradient norm.
+    norm_quantiles
+        ``{"l1": ..., "l2": ...}``: quantiles ``(0.5, 0.9, 0.99, max)`` of unclipped
+        per-sample gradient norms at ``theta_0`` and at the end of the run (rows).
+    clipped_fraction
+        Fraction of per-sample gradients clipped at ``theta_0`` and at the end.
+    F_i_star, Y0_i
+        Local optima values and ``||theta_0 - theta_i*||^2``.
+    """
+
+    constants: ProblemConstants
+    reads_private_data: bool
+    mu_i: tuple[float, ...]
+    lambda_i: tuple[float, ...]
+    G2_trajectory: NDArray[np.float64]
+    norm_quantiles: dict[str, NDArray[np.float64]]
+    clipped_fraction: tuple[float, float]
+    F_i_star: tuple[float, ...]
+    Y0_i: tuple[float, ...]
+
+
+@dataclass(frozen=True)
+class GradientPath:
+    """Per-sample gradient statistics along a non-private full-batch GD run.
+
+    Attributes
+    ----------
+    theta
+        The end point of the run.
+    g2
+        Mean squared per-sample gradient norm per step (rows) and client (columns).
+    lambda2
+        Each client's largest Lambda_i^2 along the run.
+    norm_quantiles
+        ``{"l1": ..., "l2": ...}``: quantiles of the unclipped norms at the start and the end.
+    clipped_fraction
+        Weighted share of clipped per-sample gradients at the start and the end.
+    """
+
+    theta: Tensor
+    g2: NDArray[np.float64]
+    lambda2: NDArray[np.float64]
+    norm_quantiles: dict[str, NDArray[np.float64]]
+    clipped_fraction: tuple[float, float]
+
+
+def gradient_path(*, theta: Tensor, steps: int, weights: NDArray[np.float64],
+                  client_stats: Callable[[Tensor], list[SampleStats]],
+                  descent: Callable[[Tensor], Tensor]) -> GradientPath:
+    """Run ``steps`` steps ``theta <- descent(theta)``, recording ``client_stats`` at every point
+    (G: Assumption 6; Lambda: Assumption 8) and the norm quantiles at both ends."""
+    g2_rows: list[list[float]] = []
+    lam2 = np.zeros(len(weights))
+    quant: dict[str, list[NDArray[np.float64]]] = {"l1": [], "l2": []}
+    clipped: list[float] = []
+    for step in range(steps + 1):
+        stats = client_stats(theta)
+        g2_rows.append([st[0] for st in stats])
+        lam2 = np.maximum(lam2, [st[1] for st in stats])
+        if step in (0, steps):
+            for key, idx in (("l1", 2), ("l2", 3)):
+                norms = torch.cat([torch.as_tensor(st[idx]) for st in stats]).numpy()
+                quant[key].append(np.quantile(norms, _QUANTILES))
+            clipped.append(float(np.average([st[4] for st in stats], weights=weights)))
+        if step < steps:
+            theta = descent(theta)
+    return GradientPath(theta=theta, g2=np.asarray(g2_rows, dtype=np.float64), lambda2=lam2,
+                        norm_quantiles={k: np.asarray(v) for k, v in quant.items()},
+                        clipped_fraction=(clipped[0], clipped[-1]))
+
+
+def assemble_estimate(
+    *, path: GradientPath, mu: float, mu_i: tuple[float, ...], lambda_i: tuple[float, ...],
+    f_star: NDArray[np.float64], y0_i: NDArray[np.float64], sizes: tuple[int, ...], p: int,
+    clip: float, eps: float | Sequence[float], delta: float | Sequence[float],
+    sample_rate: float, reads_private_data: bool,
+) -> EstimatedConstants:
+    """The :class:`EstimatedConstants` of measured curvature, gradient path and local optima:
+    ``G = sqrt(max g2)``, ``Gamma = max F_i* - sum_i w_i F_i*``, ``Y0 = sum_i w_i Y0_i``."""
+    n = len(sizes)
+    w = np.asarray(sizes, dtype=np.float64) / sum(sizes)
+    constants = ProblemConstants(
+        N=n, d_i=sizes, p=p, mu=mu, lam=max(lambda_i),
+        G=float(np.sqrt(path.g2.max())), Gamma=float(f_star.max() - w @ f_star),
+        Y0=float(w @ y0_i), xi=float(clip),
+        eps_i=tuple(eps) if isinstance(eps, Sequence) else (float(eps),) * n,
+        delta_i=tuple(delta) if isinstance(delta, Sequence) else (float(delta),) * n,
+        q=sample_rate, Lambda2_i=tuple(float(v) for v in path.lambda2),
+    )  # fmt: skip
+    return EstimatedConstants(
+        constants=constants, reads_private_data=reads_private_data, mu_i=mu_i,
+        lambda_i=lambda_i, G2_trajectory=path.g2, norm_quantiles=path.norm_quantiles,
+        clipped_fraction=path.clipped_fraction, F_i_star=tuple(float(v) for v in f_star),
+        Y0_i=tuple(float(v) for v in y0_i),
+    )  # fmt: skip
