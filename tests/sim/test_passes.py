@@ -60,3 +60,18 @@ def test_split_pass_equals_dense_pass(norm: Norm, with_train_loss: bool) -> None
         torch.testing.assert_close(a.loss_sum, b.loss_sum)
     else:
         assert a.loss_sum is None
+
+
+def test_a_one_row_client_is_all_bias() -> None:
+    x, y, _ = _rows(4)
+    x, y = x[:41], y[:41]  # client 1 keeps a single row: every column is constant over it
+    off = np.array([0, 40, 41])
+    split = client_layout(x, y, offsets=off, num_classes=3, norm=Norm.L2)
+    assert split.blocks is not None and split.blocks[1] is not None
+    assert split.blocks[1].x.shape == (1, 0)
+    dense = ClientLayout(x=x, y=y, x_norm=row_norms(x, Norm.L2), offsets=off, num_classes=3)
+    theta = torch.randn(2, 3, 7, generator=torch.Generator().manual_seed(5))
+    sel = np.array([[0, 1], [0, 1]])
+    a, b = (full_batch_sums(layout, theta, sel, clip=0.5, norm=Norm.L2, chunk_rows=16,
+                            with_train_loss=True) for layout in (split, dense))
+    torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-5)

@@ -35,8 +35,8 @@ __all__ = ["RunSpec", "RunStore", "execute", "prepare_data", "simulate_spec"]
 
 STORE_VERSION = 2
 """Bumped whenever the same configuration and seed would give other numbers (2: the Laplace
-sampler draws from float64 uniforms), so a stored run is never mixed with runs of a newer
-engine."""
+sampler draws from float64 uniforms, and constant columns leave the GEMMs), so a stored run
+is never mixed with runs of a newer engine."""
 
 
 @dataclass(frozen=True)

@@ -57,8 +57,8 @@ class ClientLayout:
     """Training rows sorted by client on the compute device.
 
     Client i owns rows ``offsets[i]:offsets[i + 1]`` of ``x`` and ``y``; ``blocks[i]`` (when
-    present) holds the same rows without their constant columns (:class:`ClientBlock`).
-    Build it with :func:`client_layout`.
+    present) holds the same rows without their constant columns (:class:`ClientBlock`; a copy,
+    so the layout holds up to twice the training data). Build it with :func:`client_layout`.
     """
 
     x: Tensor  # (n, p) float32
