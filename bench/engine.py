@@ -1,8 +1,10 @@
 """Benchmark: ms per FedSGD-DPC round on MNIST logistic regression (Laplace, b = 10, T = 100).
 
-Prints fedqr's engine (1 and 10 batched repeats), a naive per-client autograd loop, and this
+Prints fedqr's engine (1 and 10 batched repeats), a naive per-client autograd loop, this
 machine's floor: max(FLOPs / measured float32 GEMM throughput, one pass over the training data
-/ measured memory bandwidth). Every round includes a test evaluation (10,000 samples).
+/ measured memory bandwidth), and one training pass (10 clients x 10 repeats) on the dense
+layout, with each client's constant columns split off, and with the loss and argmax added.
+Every engine round includes a test evaluation (10,000 samples).
 
     FEDQR_DATA=../shared/data python bench/engine.py [--threads 2] [--rounds 100] [--device cpu]
 """
@@ -10,6 +12,7 @@ machine's floor: max(FLOPs / measured float32 GEMM throughput, one pass over the
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import time
 
 import numpy as np
@@ -18,9 +21,11 @@ from _timing import best_seconds  # bench/ is on sys.path when run as a script
 from torch.func import grad, vmap
 
 from fedqr.data import load_dataset, make_partition
+from fedqr.models.logreg import Norm
 from fedqr.privacy import Mechanism
 from fedqr.sim.config import PrivacyConfig, SimConfig
 from fedqr.sim.engine import simulate
+from fedqr.sim.passes import client_layout, full_batch_sums
 
 
 def machine_floor(n_train: int, n_test: int, p: int, k: int) -> dict[str, float]:
@@ -43,6 +48,23 @@ def engine_ms(ds, part, *, rounds: int, repeats: int, device: str) -> float:
     marks: list[float] = []
     simulate(ds, part, cfg, device=device, on_round=lambda t: marks.append(time.perf_counter()))
     return (marks[-1] - marks[0]) / (len(marks) - 1) * 1e3  # steady state, setup excluded
+
+
+def pass_ms(ds, part, *, repeats: int, split: bool, metrics: bool, device: str) -> float:
+    """One Laplace pass of all 10 clients (``full_batch_sums``) on the dense layout or with
+    each client's constant columns split off, with or without the loss and argmax."""
+    order = np.concatenate(part.indices)
+    x = torch.as_tensor(ds.x_train[order], dtype=torch.float32, device=device)
+    y = torch.as_tensor(ds.y_train[order], dtype=torch.int64, device=device)
+    offsets = np.concatenate([[0], np.cumsum(part.sizes)]).astype(np.int64)
+    layout = client_layout(x, y, offsets=offsets, num_classes=10, norm=Norm.L1)
+    if not split:
+        layout = dataclasses.replace(layout, blocks=None)
+    theta = 0.01 * torch.randn(repeats, 10, x.shape[1], generator=torch.Generator().manual_seed(0))
+    sel = np.tile(np.arange(10), (repeats, 1))
+    return 1e3 * best_seconds(lambda: full_batch_sums(
+        layout, theta.to(device), sel, clip=300.0, norm=Norm.L1, chunk_rows=2048,
+        with_train_loss=metrics), 5)
 
 
 def naive_ms(ds, part, *, rounds: int) -> float:
@@ -87,6 +109,9 @@ def main() -> None:
     fl = machine_floor(len(ds.y_train), len(ds.y_test), ds.x_train.shape[1], 10)
     one = engine_ms(ds, part, rounds=args.rounds, repeats=1, device=args.device)
     ten = engine_ms(ds, part, rounds=args.rounds, repeats=10, device=args.device)
+    passes = {(split, metrics): pass_ms(ds, part, repeats=10, split=split, metrics=metrics,
+                                        device=args.device)
+              for split in (False, True) for metrics in (False, True)}
     naive = naive_ms(ds, part, rounds=args.naive_rounds)
     print(f"threads={args.threads} device={args.device}")
     print(f"measured: GEMM {fl['gemm_gflops']:.0f} GFLOP/s, memory {fl['mem_gbps']:.1f} GB/s")
@@ -94,6 +119,10 @@ def main() -> None:
     print(f"fedqr engine, 1 repeat : {one:8.2f} ms/round  ({one / fl['floor_ms']:.2f}x floor)")
     print(f"fedqr engine, 10 repeats: {ten:8.2f} ms/round  ({ten / one:.2f}x one repeat)")
     print(f"naive per-client loop  : {naive:8.2f} ms/round  ({naive / one:.1f}x fedqr)")
+    dense, split = passes[(False, False)], passes[(True, False)]
+    print(f"pass, 10 clients x 10 repeats: dense {dense:.1f} ms, constant columns split off "
+          f"{split:.1f} ms ({1 - split / dense:.0%} less); with loss and argmax "
+          f"{passes[(True, True)]:.1f} ms ({passes[(True, True)] / split - 1:.0%} more)")
 
 
 if __name__ == "__main__":
