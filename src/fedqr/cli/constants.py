@@ -15,14 +15,16 @@ from typing import Any
 
 import numpy as np
 
-from fedqr.data import DatasetName, PartitionKind, load_dataset, make_partition
+from fedqr.data import DatasetName, DataSpec, PartitionKind
 from fedqr.models.logreg import Norm
 from fedqr.privacy import Mechanism
 from fedqr.sim.result import write_json_atomic
 from fedqr.theory import ProblemConstants, constants_from_json, constants_to_json
 from fedqr.theory.estimate import EstimatedConstants, estimate_constants
 
-ESTIMATE_VERSION = 1  # bump when the estimators change: invalidates cached estimates
+# bump when the estimators change: invalidates cached estimates (2: the proxy draw has its
+# own stream, default_rng([seed, 2]), since the data recipe became fedqr.data.DataSpec)
+ESTIMATE_VERSION = 2
 
 
 @dataclass(frozen=True)
@@ -104,13 +106,11 @@ def estimate_for(spec: EstimateSpec, *, data_dir: Path | None, eps: float, delta
     if use_cache and path.is_file():
         doc: dict[str, Any] = json.loads(path.read_text())
     else:
-        ds = load_dataset(spec.dataset, data_dir=data_dir)
-        if spec.num_clients > len(ds.y_train):
-            raise ValueError(f"num_clients must be <= {len(ds.y_train)} (training samples), "
-                             f"got num_clients={spec.num_clients}")
-        rng = np.random.default_rng(spec.seed)
-        part = make_partition(spec.partition, labels=ds.y_train, num_clients=spec.num_clients,
-                              rng=rng, alpha=spec.alpha, writers=ds.writer_train)
+        data = DataSpec(dataset=spec.dataset, partition=spec.partition, alpha=spec.alpha,
+                        num_clients=spec.num_clients, seed=spec.seed,
+                        data_dir=data_dir).build()
+        ds, part = data.dataset, data.partition
+        rng = np.random.default_rng([spec.seed, 2])  # the proxy draw
         common: dict[str, Any] = dict(
             dataset=ds, partition=part, clip=spec.clip, norm=spec.norm, eps=eps,
             delta=delta, sample_rate=spec.sample_rate, weight_decay=spec.weight_decay,

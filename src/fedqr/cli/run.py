@@ -7,20 +7,12 @@ import time
 from pathlib import Path
 from typing import Annotated
 
-import numpy as np
 import typer
 from rich.table import Table
 
 from fedqr.cli._common import device as _device
 from fedqr.cli._common import fail, floats, out, progress, staged
-from fedqr.data import (
-    DataNotFoundError,
-    DatasetName,
-    PartitionKind,
-    load_dataset,
-    make_partition,
-    restrict_test_to_train_writers,
-)
+from fedqr.data import DataNotFoundError, DatasetName, DataSpec, PartitionKind
 from fedqr.privacy import Accountant, Mechanism, PrivacyBudgetExceeded
 from fedqr.sim.config import (
     Aggregation,
@@ -46,11 +38,6 @@ def default_clip(dataset: DatasetName, mechanism: Mechanism) -> float:
 def default_eval_every(dataset: DatasetName, rounds: int) -> int:
     """Every round, except for femnist (about 20 evaluations: each costs seconds on a CPU)."""
     return max(1, rounds // 20) if dataset is DatasetName.FEMNIST else 1
-
-
-def default_partition(dataset: DatasetName) -> PartitionKind:
-    """The paper's partition: whole writers per client (FEMNIST) or two digits per client."""
-    return PartitionKind.BY_WRITER if dataset is DatasetName.FEMNIST else PartitionKind.TWO_DIGITS
 
 
 def run(
@@ -133,25 +120,14 @@ def run(
         dev = _device(device)
     except ValueError as e:
         raise fail(str(e)) from None
-    kind = partition if partition is not None else default_partition(dataset)
     try:
-        ds = load_dataset(dataset, data_dir=data_dir, fraction=fraction,
-                          rng=np.random.default_rng([seed, 1]))
-        if num_clients > len(ds.y_train):
-            raise ValueError(f"num_clients must be <= {len(ds.y_train)} (training samples), "
-                             f"got num_clients={num_clients}")
-        if kind is PartitionKind.BY_WRITER:
-            if ds.writer_train is None:
-                raise ValueError(f"partition by-writer needs a data set with writers "
-                                 f"(femnist), got dataset={dataset.value}")
-            ds = restrict_test_to_train_writers(ds)
-        part = make_partition(kind, labels=ds.y_train, num_clients=num_clients,
-                              rng=np.random.default_rng(seed), alpha=alpha,
-                              writers=ds.writer_train)
+        data = DataSpec(dataset=dataset, fraction=fraction, partition=partition, alpha=alpha,
+                        num_clients=num_clients, seed=seed, data_dir=data_dir).build()
     except DataNotFoundError as e:
         raise fail(str(e), code=1) from None
     except ValueError as e:
         raise fail(str(e)) from None
+    ds, part = data.dataset, data.partition
     from fedqr.experiments.plots import plot_training
     from fedqr.sim.engine import simulate
 

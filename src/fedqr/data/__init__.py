@@ -31,12 +31,15 @@ from fedqr.data.partition import (
     partition_two_digits,
 )
 from fedqr.data.raw import RawData
+from fedqr.data.spec import ClientData, DataSpec, default_partition
 from fedqr.data.writers import partition_by_writer, restrict_test_to_train_writers
 
 __all__ = [
     "MNIST_MIRRORS",
     "ChecksumError",
+    "ClientData",
     "DataNotFoundError",
+    "DataSpec",
     "Dataset",
     "DatasetName",
     "FemnistFormatError",
@@ -44,6 +47,7 @@ __all__ = [
     "Partition",
     "PartitionKind",
     "RawData",
+    "default_partition",
     "load_dataset",
     "load_digits_arrays",
     "load_femnist_arrays",

@@ -21,11 +21,9 @@ import torch
 from fedqr.data import (
     Dataset,
     DatasetName,
+    DataSpec,
     Partition,
     PartitionKind,
-    load_dataset,
-    make_partition,
-    restrict_test_to_train_writers,
 )
 from fedqr.sim.config import SimConfig
 from fedqr.sim.engine import simulate
@@ -33,10 +31,11 @@ from fedqr.sim.result import SimResult, jsonable, write_json_atomic
 
 __all__ = ["RunSpec", "RunStore", "execute", "prepare_data", "simulate_spec"]
 
-STORE_VERSION = 2
+STORE_VERSION = 3
 """Bumped whenever the same configuration and seed would give other numbers (2: the Laplace
-sampler draws from float64 uniforms, and constant columns leave the GEMMs), so a stored run
-is never mixed with runs of a newer engine."""
+sampler draws from float64 uniforms, and constant columns leave the GEMMs; 3: the data recipe
+:class:`fedqr.data.DataSpec` draws a training share from its own stream), so a stored run is
+never mixed with runs of a newer engine."""
 
 
 @dataclass(frozen=True)
@@ -114,22 +113,13 @@ DataCache = dict[tuple[DatasetName, float, PartitionKind, int, int], tuple[Datas
 
 def prepare_data(
     dataset: DatasetName, *, fraction: float, partition: PartitionKind, seed: int,
-    num_clients: int, data_dir: Path | None = None,
+    num_clients: int, data_dir: Path | None = None, alpha: float = 0.5,
 ) -> tuple[Dataset, Partition]:
-    """Load ``dataset`` (a ``fraction`` of its training split) and partition it, all from
-    ``numpy.random.default_rng(seed)``.
-
-    A ``by-writer`` partition (FEMNIST) keeps only the test samples of writers that have
-    training samples (LEAF's convention; see
-    :func:`fedqr.data.restrict_test_to_train_writers`).
-    """
-    rng = np.random.default_rng(seed)
-    ds = load_dataset(dataset, data_dir=data_dir, fraction=fraction, rng=rng)
-    if partition is PartitionKind.BY_WRITER:
-        ds = restrict_test_to_train_writers(ds)
-    part = make_partition(partition, labels=ds.y_train, num_clients=num_clients, rng=rng,
-                          writers=ds.writer_train)
-    return ds, part
+    """Load ``dataset`` (a ``fraction`` of its training split) and partition it with the one
+    data recipe, :class:`fedqr.data.DataSpec`."""
+    data = DataSpec(dataset=dataset, fraction=fraction, partition=partition, alpha=alpha,
+                    num_clients=num_clients, seed=seed, data_dir=data_dir).build()
+    return data.dataset, data.partition
 
 
 def simulate_spec(

@@ -17,9 +17,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any, TypeVar
 
-import numpy as np
-
-from fedqr.data import Dataset, DatasetName, Partition, PartitionKind, load_dataset, make_partition
+from fedqr.data import Dataset, DatasetName, DataSpec, Partition, PartitionKind
 from fedqr.privacy import Accountant, Mechanism
 from fedqr.sim.config import (
     Aggregation,
@@ -165,14 +163,16 @@ class FlowerRunConfig:
             kwargs[name] = _parse(key, value, default)
         return cls(**kwargs)
 
+    def data_spec(self) -> DataSpec:
+        """The run's data recipe (the same as ``fedqr run`` with these options)."""
+        return DataSpec(dataset=self.dataset, fraction=self.fraction, partition=self.partition,
+                        alpha=self.alpha, num_clients=self.num_clients, seed=self.seed,
+                        data_dir=Path(self.data_dir) if self.data_dir else None)
+
     def load_data(self) -> tuple[Dataset, Partition]:
         """The data set and its partition, exactly as every client and the server see them."""
-        rng = np.random.default_rng(self.seed) if self.fraction < 1 else None
-        ds = load_dataset(self.dataset, data_dir=Path(self.data_dir) if self.data_dir else None,
-                          fraction=self.fraction, rng=rng)
-        part = make_partition(self.partition, labels=ds.y_train, num_clients=self.num_clients,
-                              rng=np.random.default_rng(self.seed), alpha=self.alpha)
-        return ds, part
+        data = self.data_spec().build()
+        return data.dataset, data.partition
 
 
 def _parse(key: str, value: object, default: object) -> object:

@@ -1,0 +1,134 @@
+"""The one data recipe: which data set, which share of it, and how it is split into clients.
+
+Every entry point (``fedqr run``, ``fedqr plan``/``estimate``, ``fedqr reproduce``, both Flower
+modes and the planner's twin) builds its client data from a :class:`DataSpec`, so the same
+options always give the same client data.
+
+The draws (see CHANGELOG.md): the training share is drawn from
+``numpy.random.default_rng([seed, 1])`` and the partition from ``numpy.random.default_rng(seed)``;
+the two streams are independent, so the partition of the full data set does not depend on
+whether a share was drawn. A ``by-writer`` partition keeps only the test samples of the
+training writers (LEAF's convention).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedqr.data.datasets import Dataset, DatasetName, load_dataset
+from fedqr.data.partition import Partition, PartitionKind, make_partition
+
+__all__ = ["ClientData", "DataSpec", "default_partition"]
+
+SEED_MAX = 2**63 - 1
+"""Largest seed (NumPy and torch seeds are unsigned 64-bit; fedqr keeps them int64-safe)."""
+
+
+def default_partition(dataset: DatasetName) -> PartitionKind:
+    """The paper's partition: whole writers per client (FEMNIST) or two digits per client."""
+    return PartitionKind.BY_WRITER if dataset is DatasetName.FEMNIST else PartitionKind.TWO_DIGITS
+
+
+@dataclass(frozen=True)
+class ClientData:
+    """A data set and its split into clients, as every party of a run sees them."""
+
+    dataset: Dataset
+    partition: Partition
+
+
+@dataclass(frozen=True, kw_only=True)
+class DataSpec:
+    """The data recipe of a run.
+
+    Attributes
+    ----------
+    dataset:
+        ``mnist``, ``digits`` or ``femnist``.
+    fraction:
+        Share of the training set used, in ``(0, 1]`` (class-stratified).
+    partition:
+        How the training set is split (``None``: the paper's, see :func:`default_partition`).
+    alpha:
+        Dirichlet concentration (``dirichlet`` only).
+    num_clients:
+        N.
+    seed:
+        Seed of the share and of the partition.
+    data_dir:
+        Folder searched first for the data files; not part of :meth:`identity` (the same
+        files anywhere give the same data).
+    """
+
+    dataset: DatasetName = DatasetName.MNIST
+    fraction: float = 1.0
+    partition: PartitionKind | None = None
+    alpha: float = 0.5
+    num_clients: int = 10
+    seed: int = 0
+    data_dir: Path | None = None
+
+    def __post_init__(self) -> None:
+        if not 0.0 < self.fraction <= 1.0 or math.isnan(self.fraction):
+            raise ValueError(f"fraction must be in (0, 1], got fraction={self.fraction}")
+        if not (self.alpha > 0 and math.isfinite(self.alpha)):
+            raise ValueError(f"alpha must be > 0 and finite, got alpha={self.alpha}")
+        if isinstance(self.num_clients, bool) or self.num_clients < 1:
+            raise ValueError(f"num_clients must be >= 1, got num_clients={self.num_clients}")
+        if not 0 <= self.seed <= SEED_MAX:
+            raise ValueError(f"seed must be in [0, {SEED_MAX}], got seed={self.seed}")
+
+    @property
+    def partition_kind(self) -> PartitionKind:
+        """The partition, with the data set's default resolved."""
+        return default_partition(self.dataset) if self.partition is None else self.partition
+
+    def identity(self) -> dict[str, Any]:
+        """Everything the client data depend on, as JSON-ready data (``data_dir`` excluded)."""
+        kind = self.partition_kind
+        return {"dataset": self.dataset.value, "fraction": self.fraction,
+                "partition": kind.value,
+                "alpha": self.alpha if kind is PartitionKind.DIRICHLET else None,
+                "num_clients": self.num_clients, "seed": self.seed}
+
+    def load(self) -> Dataset:
+        """The (fractional, normalised) data set, before partitioning."""
+        ds = load_dataset(self.dataset, data_dir=self.data_dir, fraction=self.fraction,
+                          rng=np.random.default_rng([self.seed, 1]))
+        if self.partition_kind is PartitionKind.BY_WRITER:
+            if ds.writer_train is None:
+                raise ValueError(f"partition by-writer needs a data set with writers "
+                                 f"(femnist), got dataset={self.dataset.value}")
+            from fedqr.data.writers import restrict_test_to_train_writers
+
+            ds = restrict_test_to_train_writers(ds)
+        return ds
+
+    def split(self, ds: Dataset) -> Partition:
+        """Partition ``ds`` (as returned by :meth:`load`) into the N clients."""
+        if self.num_clients > ds.num_train:
+            raise ValueError(f"num_clients must be <= {ds.num_train} (training samples), "
+                             f"got num_clients={self.num_clients}")
+        return make_partition(self.partition_kind, labels=ds.y_train,
+                              num_clients=self.num_clients,
+                              rng=np.random.default_rng(self.seed), alpha=self.alpha,
+                              writers=ds.writer_train)
+
+    def build(self) -> ClientData:
+        """Load the data and split it: the client data of every entry point.
+
+        Raises
+        ------
+        ValueError
+            If the partition does not fit the data set (too many clients, by-writer without
+            writers, ...).
+        fedqr.data.DataNotFoundError
+            If the data files are missing and cannot be downloaded.
+        """
+        ds = self.load()
+        return ClientData(dataset=ds, partition=self.split(ds))
