@@ -13,7 +13,9 @@ from fedqr.cli._common import check_out_file, err, fail, out, write_file_atomic
 from fedqr.cli.constants import EstimateSpec, estimate_for, read_constants
 from fedqr.cli.tables import print_gaussian, print_laplace
 from fedqr.data import DataNotFoundError, DatasetName, PartitionKind
+from fedqr.planner import DataUse, Method
 from fedqr.privacy import Accountant, Mechanism
+from fedqr.sim.config import Aggregation, LrSchedule
 from fedqr.sim.result import write_json_atomic
 from fedqr.theory import ProblemConstants, Rounding, constants_from_json
 from fedqr.theory.tables import gaussian_rows, laplace_rows
@@ -109,42 +111,16 @@ def estimate(
     out.print(f"wrote {out_path}")
 
 
-def plan(
-    ctx: typer.Context,
-    eps: Annotated[float, typer.Option(
-        help="Budget(s) per client: --eps 1 5 10 plans each (same budget for every client).")],
-    mechanism: MechOpt = Mechanism.LAPLACE,
-    constants: Annotated[Path | None, typer.Option(help="Constants JSON (see estimate).")]
-        = None,
-    dataset: Annotated[DatasetName | None, typer.Option(
-        help="Estimate the constants on this data set first (instead of --constants).")]
-        = None,
-    rounding: Annotated[Rounding, typer.Option(
-        help="best: the better neighbouring integer; paper: floor T*, ceil b*.")]
-        = Rounding.BEST,
-    t_max: Annotated[int, typer.Option("--t-max", help="Gaussian: largest T searched.")]
-        = 1000,
-    accountant: Annotated[Accountant, typer.Option(help="Gaussian: rdp or pld.")]
-        = Accountant.RDP,
-    delta: DeltaOpt = 1e-5,
-    partition: PartitionOpt = None,
-    alpha: AlphaOpt = 0.5,
-    num_clients: ClientsOpt = 10,
-    clip: ClipOpt = None,
-    sample_rate: QOpt = None,
-    weight_decay: WdOpt = 0.01,
-    proxy_fraction: ProxyOpt = None,
-    seed: SeedOpt = 0,
-    data_dir: DataDirOpt = None,
-    cache: CacheOpt = True,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
-        = False,
-    plot: Annotated[Path | None, typer.Option(help="Write U over (T, b) as a PNG here.")]
-        = None,
+def _plan_bound(
+    *, eps_list: list[float], mechanism: Mechanism, constants: Path | None,
+    dataset: DatasetName | None, rounding: Rounding, t_max: int, accountant: Accountant,
+    delta: float, partition: PartitionKind | None, alpha: float, num_clients: int,
+    clip: float | None, sample_rate: float | None, weight_decay: float,
+    proxy_fraction: float | None, seed: int, data_dir: Path | None, cache: bool,
+    as_json: bool, plot: Path | None,
 ) -> None:
-    """Optimal numbers of queries T and replies per round b for each budget eps."""
+    """The paper's bound: optimal T and b for each budget eps (``--method bound|paper``)."""
     try:
-        eps_list = [eps, *(_extra_eps(a) for a in ctx.args)]
         for e in eps_list:
             _check_budget(e, delta, mechanism)
         check_out_file("plot", plot)
@@ -224,3 +200,139 @@ def doc_constants(c: ProblemConstants) -> dict[str, Any]:
     out_doc: dict[str, Any] = json.loads(constants_to_json(c))
     out_doc.pop("eps_i", None)
     return out_doc
+
+
+def plan(
+    ctx: typer.Context,
+    eps: Annotated[str, typer.Option(
+        help="Budget per client: one value or N comma-separated (twin); --method bound also "
+             "plans several budgets: --eps 1 5 10.")] = "1.0",
+    method: Annotated[Method | None, typer.Option(
+        help="twin (default): simulate every schedule on a proxy with the deployment's exact "
+             "noise; bound: minimise the paper's bound U(T, b); paper: the bound with the "
+             "authors' rounding. Default: twin, or bound with --constants.")] = None,
+    mechanism: Annotated[Mechanism, typer.Option(help="Client-side DP mechanism.")]
+        = Mechanism.GAUSSIAN,
+    dataset: Annotated[DatasetName | None, typer.Option(
+        help="Data set of the deployment (default mnist).")] = None,
+    partition: PartitionOpt = None,
+    alpha: AlphaOpt = 0.5,
+    fraction: Annotated[float, typer.Option(help="Share of the training set used.")] = 1.0,
+    num_clients: ClientsOpt = 10,
+    delta: Annotated[str, typer.Option(help="Delta per client (gaussian): one or N values.")]
+        = "1e-5",
+    clip: ClipOpt = None,
+    sample_rate: Annotated[str | None, typer.Option(
+        help="q (gaussian, default 0.01), or 'auto': the planner chooses q too.")] = None,
+    accountant: Annotated[Accountant, typer.Option(help="Gaussian: rdp or pld.")]
+        = Accountant.RDP,
+    lr: Annotated[float, typer.Option(help="Initial learning rate eta0.")] = 0.05,
+    lr_decay: Annotated[float, typer.Option(help="eta_t = lr / (1 + lr_decay t).")] = 0.01,
+    lr_schedule: Annotated[LrSchedule, typer.Option(help="inverse-time or constant.")]
+        = LrSchedule.INVERSE_TIME,
+    weight_decay: WdOpt = 0.01,
+    aggregation: Annotated[Aggregation, typer.Option(help="Server aggregation rule.")]
+        = Aggregation.PAPER,
+    rounds: Annotated[str | None, typer.Option(help="Fix T (default: auto, planned).")] = None,
+    clients_per_round: Annotated[str | None, typer.Option(
+        help="Fix b (default: auto, planned).")] = None,
+    data_use: Annotated[DataUse, typer.Option(
+        help="clear-proxy: a share of the clients' data read WITHOUT privacy (simulation "
+             "only); public-proxy: --proxy-dataset, no cost; private-pilot: public proxy plus "
+             "a pilot run charged to the clients' budgets (--pilot-share).")]
+        = DataUse.CLEAR_PROXY,
+    proxy_share: Annotated[float | None, typer.Option(
+        help="Share of each client's (or the public set's) rows the twin trains on "
+             "(default: about 4000 rows in all).")] = None,
+    proxy_dataset: Annotated[DatasetName | None, typer.Option(
+        help="Public proxy data set (public-proxy, private-pilot).")] = None,
+    pilot_share: Annotated[float | None, typer.Option(
+        help="private-pilot: share of each budget the pilot spends, in (0, 1).")] = None,
+    twin_repeats: Annotated[int, typer.Option(help="Twin repeats per schedule (>= 2).")] = 3,
+    seed: SeedOpt = 0,
+    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    data_dir: DataDirOpt = None,
+    cache: CacheOpt = True,
+    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+        = False,
+    plot: Annotated[Path | None, typer.Option(
+        help="Write the predicted loss over (T, b) (twin) or U (bound) as a PNG here.")]
+        = None,
+    constants: Annotated[Path | None, typer.Option(
+        help="Constants JSON for --method bound|paper (see estimate).")] = None,
+    rounding: Annotated[Rounding, typer.Option(
+        help="bound: best neighbouring integer; paper: floor T*, ceil b*.")] = Rounding.BEST,
+    t_max: Annotated[int, typer.Option("--t-max", help="bound, gaussian: largest T searched.")]
+        = 1000,
+    proxy_fraction: ProxyOpt = None,
+) -> None:
+    """Plan the numbers of rounds T and replies per round b (and q) for the clients' budgets."""
+    chosen = method or (Method.BOUND if constants is not None else Method.TWIN)
+    if chosen is not Method.TWIN:
+        try:
+            eps_list = [_extra_eps(e) for e in eps.split(",")] + [_extra_eps(a)
+                                                                 for a in ctx.args]
+            delta_f = float(delta)
+        except ValueError as e:
+            raise fail(str(e)) from None
+        q = None if sample_rate is None else _float_opt("sample_rate", sample_rate)
+        _plan_bound(eps_list=eps_list, mechanism=mechanism, constants=constants,
+                    dataset=dataset, rounding=Rounding.PAPER if chosen is Method.PAPER
+                    else rounding, t_max=t_max, accountant=accountant, delta=delta_f,
+                    partition=partition, alpha=alpha, num_clients=num_clients, clip=clip,
+                    sample_rate=q, weight_decay=weight_decay, proxy_fraction=proxy_fraction,
+                    seed=seed, data_dir=data_dir, cache=cache, as_json=as_json, plot=plot)
+        return
+    from fedqr.cli._common import device as _device
+    from fedqr.cli.scenario import (
+        int_or_auto,
+        plan_document,
+        print_plan,
+        proxy_choice,
+        rate_or_auto,
+        run_planner,
+        scenario_from_options,
+    )
+
+    try:
+        if ctx.args:
+            raise ValueError(f"unexpected argument {ctx.args[0]!r}: the twin plans one "
+                             "scenario; give per-client budgets as --eps 1,2,... (several "
+                             "budgets: run plan once per budget)")
+        if constants is not None:
+            raise ValueError("constants is for --method bound|paper, got method=twin")
+        check_out_file("plot", plot)
+        scenario = scenario_from_options(
+            dataset=dataset or DatasetName.MNIST, partition=partition, alpha=alpha,
+            fraction=fraction, num_clients=num_clients, mechanism=mechanism, eps=eps,
+            delta=delta, clip=clip, sample_rate=rate_or_auto(sample_rate, default=0.01),
+            accountant=accountant, lr=lr, lr_decay=lr_decay, lr_schedule=lr_schedule,
+            weight_decay=weight_decay, aggregation=aggregation, seed=seed, data_dir=data_dir,
+            rounds=int_or_auto("rounds", rounds, low=1),
+            clients_per_round=int_or_auto("clients_per_round", clients_per_round, low=1))
+        choice = proxy_choice(data_use=data_use, proxy_share=proxy_share,
+                              proxy_dataset=proxy_dataset, scenario=scenario,
+                              pilot_share=pilot_share)
+        result = run_planner(scenario, choice, twin_repeats=twin_repeats,
+                             device=_device(device), use_cache=cache, pilot_share=pilot_share)
+    except DataNotFoundError as e:
+        raise fail(str(e), code=1) from None
+    except ValueError as e:
+        raise fail(str(e)) from None
+    if plot is not None:
+        from fedqr.experiments.plots import plot_predicted_loss
+
+        write_file_atomic(plot, lambda p: plot_predicted_loss(result.predictions, p))
+    if as_json:
+        typer.echo(json.dumps(plan_document(result, scenario), indent=2))
+    else:
+        print_plan(result, scenario)
+        if plot is not None:
+            out.print(f"wrote {plot}")
+
+
+def _float_opt(name: str, text: str) -> float:
+    try:
+        return float(text)
+    except ValueError:
+        raise fail(f"{name} must be a number, got {name}={text!r}") from None

@@ -69,3 +69,34 @@ def plot_bound_grid(panels: list[dict[str, Any]], path: Path) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
     plt.close(fig)
+
+
+def plot_predicted_loss(predictions: list[Any], path: Path) -> None:
+    """The twin's predicted test loss against T, one curve per (b, q), to ``path``.
+
+    ``predictions`` are :class:`fedqr.planner.Prediction` (best first); the best is marked.
+    """
+    fig, ax = plt.subplots(figsize=(7, 4.2))
+    keys = sorted({(p.clients_per_round, p.sample_rate) for p in predictions})
+    cmap = plt.get_cmap("viridis")
+    for i, (b, q) in enumerate(keys):
+        pts = sorted((p.rounds, p.mean, p.stderr) for p in predictions
+                     if (p.clients_per_round, p.sample_rate) == (b, q) and np.isfinite(p.mean))
+        if not pts:
+            continue
+        t, m, s = (np.array(v, dtype=float) for v in zip(*pts, strict=True))
+        label = f"b={b}" + ("" if q == 1 else f", q={q:g}")
+        colour = cmap(i / max(1, len(keys) - 1))
+        ax.plot(np.maximum(t, 0.8), m, marker=".", lw=1.2, color=colour, label=label)
+        ax.fill_between(np.maximum(t, 0.8), m - s, m + s, color=colour, alpha=0.2)
+    best = predictions[0]
+    ax.plot([max(best.rounds, 0.8)], [best.mean], marker="*", ms=14, color="red",
+            label=f"plan: T={best.rounds}, b={best.clients_per_round}")
+    ax.set_xscale("log")
+    ax.set_xlabel("rounds T (T = 0 drawn at 0.8)")
+    ax.set_ylabel("predicted final test loss")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(path, dpi=120)
+    plt.close(fig)

@@ -1,0 +1,162 @@
+"""The scenario options shared by ``fedqr run`` and ``fedqr plan``, and the planner's CLI."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from fedqr.cli._common import err, floats, progress
+from fedqr.data import DatasetName, DataSpec, PartitionKind
+from fedqr.planner import DataUse, Plan, ProxyChoice, Scenario, SearchSettings, make_plan
+from fedqr.privacy import Accountant, Mechanism
+from fedqr.sim.config import Aggregation, LearningRate, LrSchedule
+
+AUTO = "auto"
+
+
+def int_or_auto(name: str, text: str | None, *, low: int) -> int | None:
+    """``None`` for ``auto`` (the planner chooses), else an integer ``>= low``."""
+    if text is None or text.strip().lower() == AUTO:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer >= {low} or 'auto', "
+                         f"got {name}={text!r}") from None
+    if value < low:
+        raise ValueError(f"{name} must be an integer >= {low} or 'auto', got {name}={value}")
+    return value
+
+
+def rate_or_auto(text: str | None, *, default: float | None) -> float | None:
+    """The sample rate: ``None`` for ``auto``, else a number in (0, 1]."""
+    if text is None:
+        return default
+    if text.strip().lower() == AUTO:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"sample_rate must be a number in (0, 1] or 'auto', "
+                         f"got sample_rate={text!r}") from None
+    if not 0 < value <= 1:
+        raise ValueError(f"sample_rate must be in (0, 1] or 'auto', got sample_rate={value}")
+    return value
+
+
+def scenario_from_options(
+    *, dataset: DatasetName, partition: PartitionKind | None, alpha: float, fraction: float,
+    num_clients: int, mechanism: Mechanism, eps: str, delta: str, clip: float | None,
+    sample_rate: float | None, accountant: Accountant, lr: float, lr_decay: float,
+    lr_schedule: LrSchedule, weight_decay: float, aggregation: Aggregation, seed: int,
+    data_dir: Path | None, rounds: int | None, clients_per_round: int | None,
+) -> Scenario:
+    """The :class:`~fedqr.planner.Scenario` of ``fedqr run``/``fedqr plan`` options."""
+    from fedqr.cli.run import default_clip
+
+    if lr_schedule is LrSchedule.THEORY:
+        raise ValueError("lr_schedule must be inverse-time or constant for planning, "
+                         "got lr_schedule='theory'")
+    if data_dir is not None and not data_dir.is_dir():
+        raise ValueError(f"data_dir must be an existing folder, got data_dir={str(data_dir)!r}")
+    spec = DataSpec(dataset=dataset, fraction=fraction, partition=partition, alpha=alpha,
+                    num_clients=num_clients, seed=seed, data_dir=data_dir)
+    return Scenario(
+        data=spec, mechanism=mechanism, eps=floats("eps", eps), delta=floats("delta", delta),
+        clip=clip if clip is not None else default_clip(dataset, mechanism),
+        sample_rate=sample_rate if mechanism is Mechanism.GAUSSIAN else 1.0,
+        accountant=accountant, rounds=rounds, clients_per_round=clients_per_round,
+        lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay),
+        weight_decay=weight_decay, aggregation=aggregation)
+
+
+def proxy_choice(*, data_use: DataUse, proxy_share: float | None,
+                 proxy_dataset: DatasetName | None, scenario: Scenario,
+                 pilot_share: float | None) -> ProxyChoice:
+    """The twin's data from the CLI options (checked before any work)."""
+    if pilot_share is not None and data_use is not DataUse.PRIVATE_PILOT:
+        raise ValueError("pilot_share needs --data-use private-pilot, got "
+                         f"data_use={data_use.value}")
+    if data_use is DataUse.PRIVATE_PILOT:
+        if pilot_share is None or not 0 < pilot_share < 1:
+            raise ValueError(f"pilot_share must be in (0, 1) for private-pilot, "
+                             f"got pilot_share={pilot_share}")
+    if data_use is DataUse.CLEAR_PROXY:
+        if proxy_dataset is not None:
+            raise ValueError("proxy_dataset needs --data-use public-proxy or private-pilot, "
+                             "got data_use=clear-proxy")
+        return ProxyChoice(use=data_use, share=proxy_share)
+    if proxy_dataset is None:
+        raise ValueError(f"data use {data_use.value} needs --proxy-dataset NAME (a public data "
+                         "set with the deployment's features), got none")
+    d = scenario.data
+    public = DataSpec(dataset=proxy_dataset, partition=d.partition_kind
+                      if proxy_dataset is DatasetName.FEMNIST or d.partition_kind
+                      is not PartitionKind.BY_WRITER else PartitionKind.IID,
+                      alpha=d.alpha, num_clients=d.num_clients, seed=d.seed + 1,
+                      data_dir=d.data_dir)
+    return ProxyChoice(use=DataUse.PUBLIC_PROXY, share=proxy_share, public=public,
+                       public_label=proxy_dataset.value)
+
+
+def run_planner(scenario: Scenario, choice: ProxyChoice, *, twin_repeats: int,
+                device: torch.device, use_cache: bool, pilot_share: float | None) -> Plan:
+    """Plan with a progress bar; a private pilot plans for the budget left after it."""
+    if twin_repeats < 2:
+        raise ValueError(f"twin_repeats must be >= 2, got twin_repeats={twin_repeats}")
+    settings = SearchSettings(repeats=twin_repeats, seed=scenario.data.seed)
+    with progress("planning") as bar:
+        task = bar.add_task("twin", total=None)
+
+        def tick(label: str, rounds: int) -> None:
+            bar.update(task, description=label, completed=rounds)
+
+        if pilot_share is None:
+            return make_plan(scenario, proxy=choice, settings=settings, device=device,
+                             use_cache=use_cache, progress=tick)
+        from fedqr.planner.pilot import plan_with_pilot
+
+        return plan_with_pilot(scenario, proxy=choice, settings=settings, device=device,
+                               use_cache=use_cache, progress=tick, pilot_share=pilot_share)
+
+
+def plan_document(plan: Plan, scenario: Scenario) -> dict[str, Any]:
+    """``fedqr plan --json``: the recommended schedule and every prediction."""
+    return {"recommended": plan.recommended_dict(mechanism=scenario.mechanism),
+            "untrained_test_loss": plan.untrained_loss,
+            "scenario": {"data": scenario.data.identity(), "mechanism": scenario.mechanism.value,
+                         "eps": list(scenario.eps), "delta": list(scenario.delta),
+                         "clip": scenario.clip},
+            "simulated_rounds": plan.simulated_rounds, "wall_time_s": plan.wall_time_s,
+            "from_cache": plan.from_cache,
+            "predictions": [p.as_dict() for p in plan.predictions if math.isfinite(p.mean)]}
+
+
+def print_plan(plan: Plan, scenario: Scenario) -> None:
+    """The plan for a person: the recommendation, runner-ups and what was read."""
+    from rich.table import Table
+
+    from fedqr.cli._common import out
+
+    r = plan.recommended
+    if plan.data_used.get("reads_private_data"):
+        err.print(f"[yellow]warning:[/] {plan.data_used['warning']}")
+    colour = "green" if plan.useful else "red"
+    out.print(f"[bold {colour}]{'plan' if plan.useful else 'no useful plan'}:[/] T={r.rounds}, "
+              f"b={r.clients_per_round}"
+              + (f", q={r.sample_rate:g}" if scenario.mechanism is Mechanism.GAUSSIAN else "")
+              + f"  ({plan.message})")
+    table = Table(title="best schedules (twin prediction)")
+    for col in ("rank", "T", "b", "q", "test loss", "+-"):
+        table.add_column(col, justify="right")
+    for i, p in enumerate(plan.predictions[:6]):
+        table.add_row(str(i + 1), str(p.rounds), str(p.clients_per_round), f"{p.sample_rate:g}",
+                      f"{p.mean:.4f}", f"{p.stderr:.4f}")
+    out.print(table)
+    out.print(f"untrained model: {plan.untrained_loss:.4f}; data used: {plan.data_used['kind']} "
+              f"({plan.data_used['rows']} rows); privacy cost of planning: "
+              f"{plan.privacy_cost['note']}; {plan.simulated_rounds} twin rounds in "
+              f"{plan.wall_time_s:.1f} s{' (cached)' if plan.from_cache else ''}")

@@ -1,0 +1,89 @@
+"""Private pilot: plan on a public proxy, then check the twin on the clients' data with DP.
+
+The clients' budgets are split: a declared share ``s`` pays for one pilot run on their own
+data, the rest ``1 - s`` is what the plan (and the real run) may spend (basic composition of
+the two runs). The twin plans for the rest on a public proxy; the pilot then runs the plan's
+b and q for ``max(1, round(s T))`` rounds at the pilot budget -- the same reply count per
+unit of budget, so the same per-reply noise for Laplace -- with every reply charged to the
+clients' ledgers, and compares its test loss with the twin's prediction for that pilot. A
+pilot much worse than predicted means the proxy does not represent the clients' data.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedqr.planner.plan import Plan, ProxyChoice, make_plan
+from fedqr.planner.scenario import DataUse, Scenario
+from fedqr.planner.search import Searcher, SearchSettings
+from fedqr.privacy import Mechanism
+from fedqr.sim.engine import simulate
+
+__all__ = ["plan_with_pilot", "split_budget"]
+
+PILOT_SEED_OFFSET = 7919
+
+
+def split_budget(scenario: Scenario, share: float) -> tuple[Scenario, Scenario]:
+    """(pilot scenario with ``share`` of every budget, plan scenario with the rest)."""
+    if not 0 < share < 1:
+        raise ValueError(f"pilot_share must be in (0, 1), got pilot_share={share}")
+    eps, delta = scenario.client_eps(), scenario.client_delta()
+    pure = scenario.mechanism is Mechanism.LAPLACE
+
+    def part(f: float) -> Scenario:
+        return dataclasses.replace(scenario, eps=tuple(f * e for e in eps),
+                                   delta=scenario.delta if pure else tuple(f * d for d in delta))
+
+    return part(share), part(1 - share)
+
+
+def plan_with_pilot(scenario: Scenario, *, proxy: ProxyChoice, settings: SearchSettings,
+                    device: torch.device, use_cache: bool, progress: Any,
+                    pilot_share: float) -> Plan:
+    """Plan for the budget left after a private pilot, then run and check the pilot."""
+    if proxy.use is not DataUse.PUBLIC_PROXY:
+        raise ValueError("a private pilot plans on a public proxy (--proxy-dataset)")
+    pilot_sc, rest = split_budget(scenario, pilot_share)
+    plan = make_plan(rest, proxy=proxy, settings=settings, device=device,
+                     use_cache=use_cache, progress=progress)
+    r = plan.recommended
+    t_pilot = max(1, round(pilot_share * r.rounds))
+    # the twin's prediction for the pilot schedule at the pilot budget
+    from fedqr.models.logreg import Norm
+    from fedqr.planner.plan import _proxy  # the same proxy as the plan's
+
+    real = scenario.data.build()
+    norm = Norm.L1 if scenario.mechanism is Mechanism.LAPLACE else Norm.L2
+    twin, _ = _proxy(pilot_sc, proxy, real, norm, device)
+    searcher = Searcher(scenario=pilot_sc, proxy=twin, settings=settings, device=device)
+    searcher.evaluate(r.clients_per_round, r.sample_rate, [t_pilot])
+    predicted = searcher.predictions()[0]
+    config = pilot_sc.sim_config(rounds=t_pilot, clients_per_round=r.clients_per_round,
+                                 sample_rate=r.sample_rate, repeats=1,
+                                 seed=scenario.data.seed + PILOT_SEED_OFFSET,
+                                 eval_every=max(1, t_pilot))
+    result = simulate(real.dataset, real.partition, config, device=device)
+    achieved = float(result.runs[0]["rounds"][-1]["test_loss"])
+    spent = [c["epsilon_spent"] for c in result.clients]
+    tolerance = 3 * predicted.stderr + 0.1 * predicted.mean
+    ok = bool(np.isfinite(achieved)) and achieved <= predicted.mean + tolerance
+    pilot = {"rounds": t_pilot, "clients_per_round": r.clients_per_round,
+             "sample_rate": r.sample_rate, "achieved_test_loss": achieved,
+             "predicted_test_loss": {"mean": predicted.mean, "stderr": predicted.stderr},
+             "proxy_represents_clients": ok}
+    message = plan.message + ("" if ok else (
+        f"; WARNING: the private pilot's test loss {achieved:.4f} is worse than the twin "
+        f"predicted ({predicted.mean:.4f} +- {predicted.stderr:.4f}): the public proxy may "
+        f"not represent the clients' data"))
+    data_used = {**plan.data_used, "kind": DataUse.PRIVATE_PILOT.value, "pilot": pilot}
+    cost = {"epsilon": spent, "delta": list(pilot_sc.client_delta()),
+            "note": f"one pilot run charged on the clients' ledgers ({pilot_share:.0%} of each "
+                    f"budget); the recommended run may spend the rest",
+            "budget_left_for_run": {"eps": list(rest.client_eps()),
+                                    "delta": list(rest.client_delta())}}
+    return dataclasses.replace(plan, data_used=data_used, privacy_cost=cost, message=message)

@@ -1,0 +1,119 @@
+"""What the planner plans for: a deployment scenario, and how the plan may use data.
+
+A :class:`Scenario` holds every setting of ``fedqr run`` except the three the planner chooses:
+the number of rounds T, the replies per round b and (Gaussian, ``sample_rate=None``) the
+Poisson sampling rate q. :meth:`Scenario.sim_config` turns a chosen ``(T, b, q)`` into the
+:class:`~fedqr.sim.config.SimConfig` that ``fedqr run`` executes.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from enum import StrEnum
+
+from fedqr.data import DataSpec
+from fedqr.privacy import Accountant, Mechanism
+from fedqr.sim.config import Aggregation, LearningRate, PrivacyConfig, SimConfig
+
+__all__ = ["DataUse", "Method", "Scenario"]
+
+
+class Method(StrEnum):
+    """How a plan is made."""
+
+    TWIN = "twin"  # simulate every schedule on a proxy with the deployment's exact noise
+    BOUND = "bound"  # minimise the paper's convergence bound U(T, b) (estimated constants)
+    PAPER = "paper"  # the bound with the authors' rounding (reproduces Table I)
+
+
+class DataUse(StrEnum):
+    """What data a plan reads, and what privacy that costs."""
+
+    PUBLIC_PROXY = "public-proxy"  # a data set the user names: no privacy cost
+    CLEAR_PROXY = "clear-proxy"  # a share of the clients' own data read WITHOUT privacy
+    PRIVATE_PILOT = "private-pilot"  # pilot runs charged on the clients' ledgers
+
+
+@dataclass(frozen=True, kw_only=True)
+class Scenario:
+    """A deployment to plan: data, clients, budgets, clipping and learning rate.
+
+    Attributes
+    ----------
+    data:
+        The data recipe (data set, share, partition, N, seed).
+    mechanism, eps, delta, clip, accountant:
+        Client-side privacy as in ``fedqr run``; ``eps``/``delta`` hold one value or N.
+    sample_rate:
+        Gaussian Poisson rate q; ``None`` lets the planner choose it (``--sample-rate auto``).
+        Laplace uses each client's full data (q = 1).
+    rounds, clients_per_round:
+        Fix T or b (``None``: the planner chooses it).
+    lr, weight_decay, aggregation:
+        Learning-rate schedule, L2 regularisation and the server's combination rule.
+    """
+
+    data: DataSpec = field(default_factory=DataSpec)
+    mechanism: Mechanism = Mechanism.GAUSSIAN
+    eps: tuple[float, ...] = (1.0,)
+    delta: tuple[float, ...] = (1e-5,)
+    clip: float = 10.0
+    sample_rate: float | None = 0.01
+    accountant: Accountant = Accountant.RDP
+    rounds: int | None = None
+    clients_per_round: int | None = None
+    lr: LearningRate = field(default_factory=LearningRate)
+    weight_decay: float = 0.01
+    aggregation: Aggregation = Aggregation.PAPER
+
+    def __post_init__(self) -> None:
+        n = self.data.num_clients
+        if self.mechanism is Mechanism.NONE:
+            raise ValueError("mechanism must be a private mechanism to plan for, got "
+                             "mechanism='none' (without noise, more rounds never hurt)")
+        if self.rounds is not None and self.rounds < 1:
+            raise ValueError(f"rounds must be >= 1, got rounds={self.rounds}")
+        if self.clients_per_round is not None and not 1 <= self.clients_per_round <= n:
+            raise ValueError(f"clients_per_round must be in [1, num_clients={n}], "
+                             f"got clients_per_round={self.clients_per_round}")
+        if self.sample_rate is not None and not 0 < self.sample_rate <= 1:
+            raise ValueError(f"sample_rate must be in (0, 1], got sample_rate={self.sample_rate}")
+        if not (self.clip > 0 and math.isfinite(self.clip)):
+            raise ValueError(f"clip must be > 0 and finite, got clip={self.clip}")
+        # the privacy settings are checked by PrivacyConfig, as for fedqr run
+        self.privacy(sample_rate=self.sample_rate or 0.01).client_eps(n)
+        self.privacy(sample_rate=self.sample_rate or 0.01).client_delta(n)
+
+    @property
+    def num_clients(self) -> int:
+        """N."""
+        return self.data.num_clients
+
+    @property
+    def poisson(self) -> bool:
+        """Whether clients sample their local batch (Gaussian) rather than use all rows."""
+        return self.mechanism is Mechanism.GAUSSIAN
+
+    def client_eps(self) -> tuple[float, ...]:
+        """eps_i of every client."""
+        return self.privacy(sample_rate=self.sample_rate or 0.01).client_eps(self.num_clients)
+
+    def client_delta(self) -> tuple[float, ...]:
+        """delta_i of every client (0 for pure-DP mechanisms)."""
+        return self.privacy(sample_rate=self.sample_rate or 0.01).client_delta(self.num_clients)
+
+    def privacy(self, *, sample_rate: float) -> PrivacyConfig:
+        """The privacy configuration of a run with Poisson rate ``sample_rate``."""
+        return PrivacyConfig(mechanism=self.mechanism, eps=self.eps, delta=self.delta,
+                             clip=self.clip, sample_rate=sample_rate if self.poisson else 1.0,
+                             accountant=self.accountant)
+
+    def sim_config(self, *, rounds: int, clients_per_round: int, sample_rate: float,
+                   repeats: int = 1, seed: int = 0, eval_every: int = 1) -> SimConfig:
+        """The ``fedqr run`` configuration of schedule ``(T, b, q)``."""
+        return SimConfig(num_clients=self.num_clients, clients_per_round=clients_per_round,
+                         rounds=rounds, aggregation=self.aggregation, lr=self.lr,
+                         weight_decay=self.weight_decay,
+                         privacy=self.privacy(sample_rate=sample_rate), repeats=repeats,
+                         seed=seed, eval_every=eval_every)

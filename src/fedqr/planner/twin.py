@@ -1,0 +1,231 @@
+"""The digital twin: many schedules of one deployment simulated as one batch on a proxy.
+
+The twin trains on a *proxy* of each client's data (a share of it, or a public data set
+split the same way) but adds the noise of the *real* deployment: each client's noise std
+comes from its real size ``d_i``, budget and exact reply count (:mod:`fedqr.planner.noise`),
+the server weighs replies by the real ``d_i``, and a Gaussian client's Poisson rate is raised
+to ``q d_i / m_i`` on its ``m_i`` proxy rows, so the expected batch (and so the sampling
+noise) is the real one. The noise-to-signal ratio of every reply is then the deployment's.
+
+For one b, all horizons T of a grid and K repeats run as ``C K`` columns of one batch:
+round t is computed once for the columns still running (those with ``T > t``), and a
+column's test loss is recorded when it reaches its T. Columns of the same repeat share
+their noise draws and Poisson batches (common random numbers, scaled by each column's own
+std), so the loss differences between horizons are not blurred by independent noise.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import torch
+from numpy.typing import NDArray
+from torch import Tensor
+
+from fedqr.data import ClientData, Dataset, Partition
+from fedqr.models.logreg import Norm
+from fedqr.privacy import Mechanism
+from fedqr.sim.config import Aggregation, LearningRate, Selection
+from fedqr.sim.engine import draw_noise
+from fedqr.sim.passes import (
+    ClientLayout,
+    client_layout,
+    evaluate,
+    full_batch_sums,
+    poisson_positions,
+)
+from fedqr.sim.schedule import make_schedule
+
+__all__ = ["Proxy", "TwinRun", "make_proxy", "simulate_columns"]
+
+MIN_PROXY_ROWS = 16
+"""Fewest proxy rows of a client (all of them if it has fewer)."""
+
+
+@dataclass(frozen=True)
+class Proxy:
+    """Client-sorted proxy rows on the device, and the deployment's real client sizes."""
+
+    layout: ClientLayout
+    x_test: Tensor
+    y_test: Tensor
+    proxy_sizes: NDArray[np.int64]  # m_i
+    real_sizes: NDArray[np.int64]  # d_i
+    norm: Norm
+
+    @property
+    def num_params(self) -> int:
+        """k p of the logistic regression."""
+        return int(self.layout.num_classes * self.layout.x.shape[1])
+
+
+def proxy_rows(partition: Partition, *, share: float,
+               rng: np.random.Generator) -> tuple[NDArray[np.int64], ...]:
+    """A random ``share`` of every client's rows (at least :data:`MIN_PROXY_ROWS`)."""
+    rows = []
+    for idx in partition.indices:
+        m = min(len(idx), max(MIN_PROXY_ROWS, math.ceil(share * len(idx))))
+        rows.append(np.sort(rng.choice(idx, size=m, replace=False)).astype(np.int64))
+    return tuple(rows)
+
+
+def make_proxy(train: ClientData, *, rows: tuple[NDArray[np.int64], ...], test: Dataset,
+               real_sizes: NDArray[np.int64], norm: Norm, device: torch.device) -> Proxy:
+    """The twin's data: client i trains on ``train`` rows ``rows[i]``; evaluation on ``test``."""
+    ds = train.dataset
+    order = np.concatenate(rows)
+    sizes = np.array([len(r) for r in rows], dtype=np.int64)
+    x = torch.as_tensor(ds.x_train[order], dtype=torch.float32, device=device)
+    y = torch.as_tensor(ds.y_train[order], dtype=torch.int64, device=device)
+    layout = client_layout(x, y, offsets=np.concatenate([[0], np.cumsum(sizes)]),
+                           num_classes=ds.num_classes, norm=norm)
+    return Proxy(layout=layout,
+                 x_test=torch.as_tensor(test.x_test, dtype=torch.float32, device=device),
+                 y_test=torch.as_tensor(test.y_test, dtype=torch.int64, device=device),
+                 proxy_sizes=sizes, real_sizes=np.asarray(real_sizes, dtype=np.int64),
+                 norm=norm)
+
+
+@dataclass(frozen=True)
+class TwinRun:
+    """What the columns of one batch share: the schedule's b and q, and the training rule."""
+
+    mechanism: Mechanism
+    clients_per_round: int
+    sample_rate: float  # the real q (1 for full batches)
+    clip: float
+    lr: LearningRate
+    weight_decay: float
+    aggregation: Aggregation
+    repeats: int
+    chunk_rows: int = 2048
+
+
+def _weights(run: TwinRun, real: NDArray[np.int64], sel: NDArray[np.int64]) -> NDArray[Any]:
+    d_sel = real[sel].astype(np.float64)
+    if run.aggregation is Aggregation.PAPER:
+        scale = len(real) / run.clients_per_round / float(real.sum())
+    else:
+        scale = 1.0 / float(d_sel.sum())
+    return np.asarray(d_sel * scale, dtype=np.float64)
+
+
+def _sub_layout(proxy: Proxy, sel: NDArray[np.int64], *, q: float,
+                generator: torch.Generator) -> ClientLayout:
+    """The Poisson batches of the selected clients as a layout of b 'clients'."""
+    lay = proxy.layout
+    dev = lay.x.device
+    sizes = torch.as_tensor(proxy.proxy_sizes[sel], device=dev)
+    pos, valid = poisson_positions(sizes, sample_rate=q, generator=generator)
+    starts = torch.as_tensor(lay.offsets[:-1][sel], device=dev)
+    rows = (starts[:, None] + pos)[valid]
+    counts = valid.sum(dim=1).cpu().numpy()
+    return ClientLayout(x=lay.x.index_select(0, rows), y=lay.y.index_select(0, rows),
+                        x_norm=lay.x_norm.index_select(0, rows),
+                        offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
+                        num_classes=lay.num_classes, blocks=None)
+
+
+def simulate_columns(proxy: Proxy, run: TwinRun, *, horizons: NDArray[np.int64],
+                     std: NDArray[np.float64], generator: torch.Generator,
+                     on_round: Callable[[int], None] | None = None) -> NDArray[np.float64]:
+    """Final test loss of every horizon and repeat, shape ``(len(horizons), repeats)``.
+
+    Parameters
+    ----------
+    proxy:
+        The twin's data.
+    run:
+        b, q, clip, learning rate and aggregation shared by every column.
+    horizons:
+        T of each column (``>= 0``).
+    std:
+        Per-coordinate noise std of each client for each horizon, shape ``(C, N)``.
+    generator:
+        Source of all draws (noise and Poisson batches).
+    on_round:
+        Called with the number of finished rounds.
+
+    Returns
+    -------
+    numpy.ndarray
+        Test cross-entropy; ``inf`` where a run diverged.
+    """
+    k_rep, b = run.repeats, run.clients_per_round
+    lay = proxy.layout
+    dev = lay.x.device
+    order = np.argsort(-np.asarray(horizons), kind="stable")  # running columns form a prefix
+    hs = np.asarray(horizons)[order]
+    std_sorted = torch.as_tensor(std[order], dtype=torch.float32, device=dev)  # (C, N)
+    n_cls, p = lay.num_classes, lay.x.shape[1]
+    n = len(proxy.real_sizes)
+    q_twin = 1.0 if not run.sample_rate < 1 else min(
+        1.0, run.sample_rate * float(proxy.real_sizes.sum()) / float(proxy.proxy_sizes.sum()))
+    t_max = int(hs.max()) if len(hs) else 0
+    sched = make_schedule(num_clients=n, clients_per_round=b, rounds=t_max,
+                          selection=Selection.ROUND_ROBIN, repeats=1,
+                          rng=np.random.default_rng(0))[0]
+    theta = torch.zeros(len(hs) * k_rep, n_cls, p, dtype=torch.float32, device=dev)
+    losses = np.full((len(hs), k_rep), np.nan)
+
+    def record(cols: slice) -> None:
+        th = theta[cols.start * k_rep:cols.stop * k_rep]
+        loss, _ = evaluate(proxy.x_test, proxy.y_test, th, chunk_rows=run.chunk_rows)
+        values = (loss / len(proxy.y_test)).double().cpu().numpy().reshape(-1, k_rep)
+        finite = torch.isfinite(th).flatten(1).all(dim=1).cpu().numpy().reshape(-1, k_rep)
+        losses[cols] = np.where(finite & np.isfinite(values), values, np.inf)
+
+    n_done = int((hs == 0).sum())
+    if n_done:
+        record(slice(len(hs) - n_done, len(hs)))
+    for t in range(t_max):
+        c_act = int((hs > t).sum())
+        a = c_act * k_rep
+        sel = sched[t]
+        th = theta[:a]
+        c = torch.as_tensor(_weights(run, proxy.real_sizes, sel), dtype=torch.float32,
+                            device=dev)
+        g_sum = _gradient_term(proxy, run, th, sel, c, q_twin=q_twin, generator=generator)
+        unit = draw_noise(run.mechanism, torch.ones(k_rep, b, device=dev), n_cls * p, generator)
+        w = (c[None, :] * std_sorted[:c_act][:, sel]).view(c_act, 1, b)  # (C, 1, b)
+        noise = torch.einsum("cb,kbp->ckp", w[:, 0], unit).reshape(a, n_cls, p)
+        theta = torch.cat([
+            float(c.sum()) * th - run.lr.at(t) * (g_sum + noise), theta[a:]])
+        stop = int((hs > t + 1).sum())
+        if stop < c_act:
+            record(slice(stop, c_act))
+        if on_round is not None:
+            on_round(t + 1)
+    return losses[np.argsort(order, kind="stable")]
+
+
+def _gradient_term(proxy: Proxy, run: TwinRun, theta: Tensor, sel: NDArray[np.int64],
+                   c: Tensor, *, q_twin: float, generator: torch.Generator) -> Tensor:
+    """``sum_i c_i (clipped mean gradient_i + w theta)`` of every running column."""
+    a, n_cls, p = theta.shape
+    b = len(sel)
+    if q_twin >= 1:  # every client uses all its proxy rows
+        sums = full_batch_sums(proxy.layout, theta, np.broadcast_to(sel, (a, b)),
+                               clip=run.clip, norm=proxy.norm, chunk_rows=run.chunk_rows,
+                               with_train_loss=False)
+        denom = torch.as_tensor(proxy.proxy_sizes[sel], dtype=torch.float32,
+                                device=theta.device)
+        grad = sums.grad
+    else:  # Poisson batches, shared by the columns of one repeat
+        k_rep = run.repeats
+        grad = torch.empty(a, b, n_cls * p, dtype=theta.dtype, device=theta.device)
+        for k in range(k_rep):
+            sub = _sub_layout(proxy, sel, q=q_twin, generator=generator)
+            th_k = theta[k::k_rep]
+            sums = full_batch_sums(sub, th_k, np.broadcast_to(np.arange(b), (len(th_k), b)),
+                                   clip=run.clip, norm=proxy.norm, chunk_rows=run.chunk_rows,
+                                   with_train_loss=False)
+            grad[k::k_rep] = sums.grad
+        denom = torch.as_tensor(q_twin * proxy.proxy_sizes[sel], dtype=torch.float32,
+                                device=theta.device)
+    g = torch.einsum("b,abp->ap", c / denom, grad).view(a, n_cls, p)
+    return g + float(c.sum()) * run.weight_decay * theta
