@@ -16,9 +16,11 @@ $(STAMP): pyproject.toml constraints.txt
 	$(BIN)/python -m pip install -q --disable-pip-version-check -c constraints.txt -e '.[dev,flower]'
 	touch $(STAMP)
 
+# the main job end to end: plan (T, b) for the budget on the bundled digits, run the plan,
+# print the predicted against the achieved test loss
 demo: install
 	$(BIN)/fedqr run --dataset digits --partition two-digits --num-clients 10 \
-		--clients-per-round 10 --rounds 40 --mechanism gaussian --eps 2 --delta 1e-5 \
+		--clients-per-round auto --rounds auto --mechanism gaussian --eps 2 --delta 1e-5 \
 		--clip 5 --sample-rate 0.1 --lr 0.5 --repeats 5 --seed 0 --out $(OUT)
 
 lint: install

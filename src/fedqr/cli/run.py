@@ -12,7 +12,15 @@ from rich.table import Table
 
 from fedqr.cli._common import device as _device
 from fedqr.cli._common import fail, floats, out, progress, staged
+from fedqr.cli.scenario import (
+    int_or_auto,
+    proxy_choice,
+    rate_or_auto,
+    run_planner,
+    scenario_from_options,
+)
 from fedqr.data import DataNotFoundError, DatasetName, DataSpec, PartitionKind
+from fedqr.planner import DataUse
 from fedqr.privacy import Accountant, Mechanism, PrivacyBudgetExceeded
 from fedqr.sim.config import (
     Aggregation,
@@ -53,8 +61,11 @@ def run(
         help="Share of the training set used, in (0, 1]: a class-stratified subset drawn "
              "from --seed (the test set stays whole).")] = 1.0,
     num_clients: Annotated[int, typer.Option(help="N, the number of clients.")] = 10,
-    clients_per_round: Annotated[int, typer.Option(help="b, replies per round (1..N).")] = 10,
-    rounds: Annotated[int, typer.Option(help="T, the number of queries (rounds).")] = 100,
+    clients_per_round: Annotated[str, typer.Option(
+        help="b, replies per round (1..N), or 'auto': planned (see fedqr plan).")] = "10",
+    rounds: Annotated[str, typer.Option(
+        help="T, the number of queries (rounds), or 'auto': planned (see fedqr plan).")]
+        = "100",
     mechanism: Annotated[Mechanism, typer.Option(help="Client-side DP mechanism.")]
         = Mechanism.GAUSSIAN,
     eps: Annotated[str, typer.Option(help="Epsilon per client: one value or N comma-separated.")]
@@ -65,8 +76,9 @@ def run(
         help="Per-sample clip xi (l1 for laplace, l2 for gaussian). Default: the paper's, "
              "laplace 300 (femnist 200), gaussian 10; none without noise.")]
         = None,
-    sample_rate: Annotated[float | None, typer.Option(
-        help="q, Poisson sampling rate of the local batch (gaussian default 0.01; laplace 1).")]
+    sample_rate: Annotated[str | None, typer.Option(
+        help="q, Poisson sampling rate of the local batch (gaussian default 0.01; laplace 1), "
+             "or 'auto' (gaussian): planned.")]
         = None,
     accountant: Annotated[Accountant, typer.Option(help="Accountant for gaussian: rdp or pld.")]
         = Accountant.RDP,
@@ -96,28 +108,68 @@ def run(
         = Path("runs/latest"),
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     data_dir: Annotated[Path | None, typer.Option(help="Folder with the data files.")] = None,
+    data_use: Annotated[DataUse, typer.Option(
+        help="With auto: what the planner's twin trains on (see fedqr plan).")]
+        = DataUse.CLEAR_PROXY,
+    proxy_dataset: Annotated[DatasetName | None, typer.Option(
+        help="With auto: the public proxy (public-proxy, private-pilot).")] = None,
+    pilot_share: Annotated[float | None, typer.Option(
+        help="With auto and private-pilot: share of each budget the pilot spends.")] = None,
 ) -> None:
     """Simulate FedSGD-DPC and write result.json and a loss/accuracy plot."""
+    plan_doc: dict[str, object] | None = None
     try:
+        rounds_n = int_or_auto("rounds", rounds, low=0)
+        b_n = int_or_auto("clients_per_round", clients_per_round, low=1)
+        q_opt = rate_or_auto(sample_rate, default=0.01 if mechanism is Mechanism.GAUSSIAN
+                             else 1.0)
+        if rounds_n is None or b_n is None or q_opt is None:
+            scenario = scenario_from_options(
+                dataset=dataset, partition=partition, alpha=alpha, fraction=fraction,
+                num_clients=num_clients, mechanism=mechanism, eps=eps, delta=delta, clip=clip,
+                sample_rate=q_opt, accountant=accountant, lr=lr, lr_decay=lr_decay,
+                lr_schedule=lr_schedule, weight_decay=weight_decay, aggregation=aggregation,
+                seed=seed, data_dir=data_dir, rounds=rounds_n, clients_per_round=b_n)
+            choice = proxy_choice(data_use=data_use, proxy_share=None,
+                                  proxy_dataset=proxy_dataset, scenario=scenario,
+                                  pilot_share=pilot_share)
+            the_plan = run_planner(scenario, choice, twin_repeats=3, device=_device(device),
+                                   use_cache=True, pilot_share=pilot_share)
+            if not the_plan.useful:
+                raise PlanNotUseful(the_plan.message)
+            rec = the_plan.recommended
+            rounds_n, b_n, q_opt = rec.rounds, rec.clients_per_round, rec.sample_rate
+            plan_doc = the_plan.recommended_dict(mechanism=mechanism)
+            left = the_plan.privacy_cost.get("budget_left_for_run")
+            if isinstance(left, dict):  # a private pilot spent part of the budget
+                eps = ",".join(repr(e) for e in left["eps"])
+                delta = ",".join(repr(d) for d in left["delta"]) if mechanism is \
+                    Mechanism.GAUSSIAN else delta
+            out.print(f"plan: T={rounds_n}, b={b_n}"
+                      + (f", q={q_opt:g}" if mechanism is Mechanism.GAUSSIAN else "")
+                      + f" ({the_plan.message})")
+        t_run, b_run, q_final = rounds_n, b_n, q_opt
         if out_dir.exists() and not out_dir.is_dir():
             raise ValueError(f"out must be a folder, got out={str(out_dir)!r} (a file)")
         if not alpha > 0:
             raise ValueError(f"alpha must be > 0, got alpha={alpha}")
-        q = sample_rate if sample_rate is not None else (
-            0.01 if mechanism is Mechanism.GAUSSIAN else 1.0)
         config = SimConfig(
-            num_clients=num_clients, clients_per_round=clients_per_round, rounds=rounds,
+            num_clients=num_clients, clients_per_round=b_run, rounds=t_run,
             selection=selection, aggregation=aggregation,
             lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay, mu=mu, gamma=gamma),
             weight_decay=weight_decay,
             privacy=PrivacyConfig(
                 mechanism=mechanism, eps=floats("eps", eps), delta=floats("delta", delta),
                 clip=clip if clip is not None else default_clip(dataset, mechanism),
-                sample_rate=q, accountant=accountant),
+                sample_rate=q_final, accountant=accountant),
             repeats=repeats, seed=seed,
-            eval_every=eval_every if eval_every is not None else default_eval_every(dataset,
-                                                                                    rounds))
+            eval_every=eval_every if eval_every is not None
+            else default_eval_every(dataset, t_run))
         dev = _device(device)
+    except PlanNotUseful as e:
+        raise fail(f"{e}; nothing was run", code=1) from None
+    except DataNotFoundError as e:
+        raise fail(str(e), code=1) from None
     except ValueError as e:
         raise fail(str(e)) from None
     try:
@@ -136,7 +188,7 @@ def run(
 
     started = time.perf_counter()
     with progress("FedSGD-DPC") as bar:
-        task = bar.add_task(f"{mechanism.value} b={clients_per_round} x{repeats}", total=rounds)
+        task = bar.add_task(f"{mechanism.value} b={b_run} x{repeats}", total=t_run)
         try:
             result = simulate(ds, part, config, device=dev,
                               on_round=lambda t: bar.update(task, completed=t))
@@ -147,6 +199,9 @@ def run(
     elapsed = time.perf_counter() - started
     doc = result.to_json()
     doc["wall_time_s"] = elapsed
+    if plan_doc is not None:
+        achieved = doc["summary"]["final_test_loss_mean"]  # type: ignore[index]
+        doc["plan"] = {**plan_doc, "achieved_test_loss": achieved}
     # write both files to a staging folder first: a failure leaves no partial output behind
     from fedqr.sim.result import write_json_atomic
 
@@ -154,6 +209,15 @@ def run(
         write_json_atomic(stage / "result.json", doc)
         plot_training(doc, stage / "training.png")
     _summary(doc, elapsed, out_dir)
+    if plan_doc is not None:
+        pred = plan_doc["predicted_test_loss"]
+        assert isinstance(pred, dict)
+        out.print(f"planned test loss {pred['mean']:.4f} +- {pred['stderr']:.4f}, achieved "
+                  f"{doc['plan']['achieved_test_loss']:.4f}")  # type: ignore[index]
+
+
+class PlanNotUseful(Exception):
+    """The planner found no schedule that beats the untrained model."""
 
 
 def _summary(doc: dict[str, object], elapsed: float, out_dir: Path) -> None:
