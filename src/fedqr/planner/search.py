@@ -102,10 +102,12 @@ class Searcher:
     def __post_init__(self) -> None:
         self._noise = NoiseBook(scenario=self.scenario, sizes=self.proxy.real_sizes)
         self._gen = torch.Generator(device=self.device).manual_seed(self.settings.seed)
+        self._coarse_keys: set[tuple[int, float, int]] = set()  # what steps 1-2 asked for
 
     # -- simulation ---------------------------------------------------------------------
     def evaluate(self, b: int, q: float, rounds: list[int]) -> None:
         """Simulate the horizons of ``rounds`` not yet in the memo (one batch)."""
+        self._coarse_keys.update((b, q, int(t)) for t in rounds)
         todo = sorted({t for t in rounds if (b, q, t) not in self.memo})
         if not todo:
             return
@@ -128,10 +130,12 @@ class Searcher:
         for t, row in zip(todo, losses, strict=True):
             self.memo[(b, q, t)] = tuple(float(v) for v in row)
 
-    def predictions(self) -> list[Prediction]:
-        """Every simulated schedule, best first."""
+    def predictions(self, keys: set[tuple[int, float, int]] | None = None) -> list[Prediction]:
+        """Every simulated schedule (or those of ``keys``), best first."""
         out = []
         for (b, q, t), losses in self.memo.items():
+            if keys is not None and (b, q, t) not in keys:
+                continue
             arr = np.asarray(losses)
             finite = np.isfinite(arr).all()
             mean = float(arr.mean()) if finite else float("inf")
@@ -140,8 +144,9 @@ class Searcher:
                                   stderr=se))
         return sorted(out, key=lambda p: (p.mean, p.rounds, p.clients_per_round))
 
-    def _best(self, b: int, q: float) -> Prediction:
-        return min((p for p in self.predictions()
+    def _best(self, b: int, q: float,
+              keys: set[tuple[int, float, int]] | None = None) -> Prediction:
+        return min((p for p in self.predictions(keys)
                     if p.clients_per_round == b and p.sample_rate == q),
                    key=lambda p: (p.mean, p.rounds))
 
@@ -175,14 +180,14 @@ class Searcher:
         st = self.settings
         self.evaluate(b, q, grid)
         hi = max(grid)
-        while self._best(b, q).rounds >= hi and hi < st.t_limit:  # still falling: extend
+        while self._best(b, q, self._coarse_keys).rounds >= hi and hi < st.t_limit:  # still falling: extend
             new_hi = min(st.t_limit, 4 * hi)
             self.evaluate(b, q, [int(t) for t in log_grid(hi, new_hi, ratio=st.coarse_ratio)])
             hi = new_hi
 
     def _refine_b_q(self, bs: list[int], qs: list[float], *, fixed_t: int | None) -> None:
         s, st = self.scenario, self.settings
-        best = self.predictions()[0]
+        best = self.predictions(self._coarse_keys)[0]
         grid = [0, fixed_t] if fixed_t else [0, *[int(t) for t in log_grid(
             1, st.t_first, ratio=st.coarse_ratio)]]
         if s.clients_per_round is None:
@@ -192,7 +197,7 @@ class Searcher:
                 else:
                     self._coarse(b, best.sample_rate, grid)
         if s.poisson and s.sample_rate is None:
-            best = self.predictions()[0]
+            best = self.predictions(self._coarse_keys)[0]
             for q in refine_q(best.sample_rate, np.asarray(qs)):
                 if fixed_t:
                     self.evaluate(best.clients_per_round, q, grid)
@@ -201,15 +206,16 @@ class Searcher:
 
     def _fine(self) -> None:
         st = self.settings
+        coarse = set(self._coarse_keys)  # a re-plan from a full memo takes the same path
         firsts: list[tuple[int, float]] = []
-        for p in self.predictions():
+        for p in self.predictions(coarse):
             key = (p.clients_per_round, p.sample_rate)
             if key not in firsts:
                 firsts.append(key)
             if len(firsts) == st.finalists:
                 break
         for b, q in firsts:
-            t_best = max(1, self._best(b, q).rounds)
+            t_best = max(1, self._best(b, q, coarse).rounds)
             lo, hi = max(1, t_best // 2), min(st.t_limit, 2 * t_best)
             self.evaluate(b, q, [int(t) for t in log_grid(lo, max(lo, hi),
                                                           ratio=st.fine_ratio)])

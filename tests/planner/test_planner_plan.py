@@ -1,0 +1,90 @@
+"""make_plan: the recommendation is the predicted minimum, cached, honest about data and cost."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedqr.data import DatasetName, DataSpec, PartitionKind
+from fedqr.planner import DataUse, ProxyChoice, Scenario, SearchSettings, make_plan
+from fedqr.planner.pilot import plan_with_pilot
+from fedqr.privacy import Mechanism
+from fedqr.sim.config import LearningRate
+
+SPEC = DataSpec(dataset=DatasetName.DIGITS, partition=PartitionKind.TWO_DIGITS, num_clients=4)
+FAST = SearchSettings(repeats=2, t_first=16, t_limit=64)
+
+
+def _scenario(**kw: object) -> Scenario:
+    base: dict[str, object] = dict(data=SPEC, mechanism=Mechanism.LAPLACE, eps=(4.0,),
+                                   clip=20.0, sample_rate=1.0, lr=LearningRate(eta0=0.3))
+    base.update(kw)
+    return Scenario(**base)  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEDQR_CACHE", str(tmp_path / "cache"))
+
+
+def test_plan_is_the_predicted_minimum_and_replans_from_cache() -> None:
+    plan = make_plan(_scenario(), settings=FAST)
+    means = [p.mean for p in plan.predictions]
+    assert plan.recommended.mean == min(means) and means == sorted(means)
+    assert plan.useful and plan.recommended.rounds > 0
+    assert {p.clients_per_round for p in plan.predictions} == {1, 2, 3, 4}
+    assert plan.data_used["kind"] == "clear-proxy" and plan.data_used["reads_private_data"]
+    again = make_plan(_scenario(), settings=FAST)
+    assert again.from_cache and again.simulated_rounds == 0
+    assert again.recommended == plan.recommended
+
+
+def test_fixed_b_and_auto_q() -> None:
+    sc = _scenario(mechanism=Mechanism.GAUSSIAN, eps=(2.0,), clip=3.0, sample_rate=None,
+                   clients_per_round=2)
+    plan = make_plan(sc, settings=FAST)
+    assert {p.clients_per_round for p in plan.predictions} == {2}
+    assert len({p.sample_rate for p in plan.predictions}) >= 3
+
+
+def test_a_budget_too_small_is_said_in_words() -> None:
+    plan = make_plan(_scenario(eps=(1e-4,)), settings=FAST)
+    assert not plan.useful
+    assert "no schedule is predicted to help" in plan.message
+
+
+def test_public_proxy_costs_nothing_and_pilot_charges_its_share() -> None:
+    public = DataSpec(dataset=DatasetName.DIGITS, partition=PartitionKind.IID, num_clients=4,
+                      seed=9)
+    choice = ProxyChoice(use=DataUse.PUBLIC_PROXY, public=public, public_label="digits")
+    plan = make_plan(_scenario(), proxy=choice, settings=FAST)
+    assert plan.privacy_cost["epsilon"] == 0.0 and not plan.data_used["reads_private_data"]
+    import torch
+
+    piloted = plan_with_pilot(_scenario(), proxy=choice, settings=FAST,
+                              device=torch.device("cpu"), use_cache=True, progress=None,
+                              pilot_share=0.25)
+    assert piloted.data_used["kind"] == "private-pilot"
+    spent = np.asarray(piloted.privacy_cost["epsilon"], dtype=float)
+    assert np.all(spent <= 0.25 * 4.0 + 1e-12) and np.any(spent > 0)
+    left = piloted.privacy_cost["budget_left_for_run"]["eps"]
+    np.testing.assert_allclose(np.asarray(left) + 0.25 * 4.0, 4.0)
+
+
+@pytest.mark.parametrize(("kwargs", "name"), [
+    ({"clients_per_round": 5}, "clients_per_round"), ({"rounds": 0}, "rounds"),
+    ({"eps": (-1.0,)}, "eps"), ({"mechanism": Mechanism.NONE}, "mechanism"),
+    ({"sample_rate": 1.5}, "sample_rate"),
+])
+def test_bad_scenario_names_the_parameter(kwargs: dict[str, object], name: str) -> None:
+    with pytest.raises(ValueError, match=name):
+        _scenario(**kwargs)
+
+
+def test_bad_proxy_choice() -> None:
+    with pytest.raises(ValueError, match="proxy_share"):
+        ProxyChoice(share=0.0)
+    with pytest.raises(ValueError, match="public proxy"):
+        ProxyChoice(use=DataUse.PUBLIC_PROXY)

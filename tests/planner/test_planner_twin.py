@@ -1,0 +1,101 @@
+"""The twin: exact where it must be (no noise), the deployment's distribution where it has noise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+from scipy import stats
+
+from fedqr.data import DatasetName, DataSpec, PartitionKind
+from fedqr.models.logreg import Norm
+from fedqr.planner import Scenario
+from fedqr.planner.grids import b_grid, log_grid, q_grid, refine_b
+from fedqr.planner.noise import NoiseBook
+from fedqr.planner.twin import TwinRun, make_proxy, simulate_columns
+from fedqr.privacy import Mechanism
+from fedqr.sim.budget import client_noise
+from fedqr.sim.config import Aggregation, LearningRate, PrivacyConfig, SimConfig
+from fedqr.sim.engine import simulate
+
+DATA = DataSpec(dataset=DatasetName.DIGITS, partition=PartitionKind.DIRICHLET, alpha=0.5,
+                num_clients=4, seed=2)
+
+
+def _full_proxy(norm: Norm):  # the twin on all of the clients' rows
+    data = DATA.build()
+    rows = tuple(np.asarray(i) for i in data.partition.indices)
+    return data, make_proxy(data, rows=rows, test=data.dataset, real_sizes=data.partition.sizes,
+                            norm=norm, device=torch.device("cpu"))
+
+
+@pytest.mark.parametrize("aggregation", list(Aggregation))
+def test_without_noise_the_twin_is_the_engine(aggregation: Aggregation) -> None:
+    data, proxy = _full_proxy(Norm.L2)
+    lr = LearningRate(eta0=0.3)
+    run = TwinRun(mechanism=Mechanism.NONE, clients_per_round=3, sample_rate=1.0, clip=2.0,
+                  lr=lr, weight_decay=0.01, aggregation=aggregation, repeats=2)
+    horizons = np.array([0, 5, 2, 9])
+    losses = simulate_columns(proxy, run, horizons=horizons, std=np.zeros((4, 4)),
+                              generator=torch.Generator().manual_seed(0))
+    for t, row in zip(horizons, losses, strict=True):
+        cfg = SimConfig(num_clients=4, clients_per_round=3, rounds=int(t), lr=lr,
+                        aggregation=aggregation, eval_every=max(1, int(t)),
+                        privacy=PrivacyConfig(mechanism=Mechanism.NONE, clip=2.0, sample_rate=1))
+        want = simulate(data.dataset, data.partition, cfg).runs[0]["rounds"][-1]["test_loss"]
+        np.testing.assert_allclose(row, want, rtol=2e-5)
+
+
+@pytest.mark.parametrize("mechanism", [Mechanism.LAPLACE, Mechanism.GAUSSIAN])
+def test_with_noise_the_twin_has_the_engines_loss_distribution(mechanism: Mechanism) -> None:
+    """On the clients' full data the twin's final loss and the engine's have one distribution
+    (Welch t-test and a two-sample Kolmogorov-Smirnov test over 24 repeats each)."""
+    norm = Norm.L1 if mechanism is Mechanism.LAPLACE else Norm.L2
+    data, proxy = _full_proxy(norm)
+    q = 1.0 if mechanism is Mechanism.LAPLACE else 0.3
+    clip = 20.0 if mechanism is Mechanism.LAPLACE else 3.0
+    sc = Scenario(data=DATA, mechanism=mechanism, eps=(3.0,), clip=clip, sample_rate=q,
+                  lr=LearningRate(eta0=0.3))
+    t, b, reps = 8, 2, 24
+    std = NoiseBook(scenario=sc, sizes=data.partition.sizes).std(b=b, rounds=[t], sample_rate=q)
+    run = TwinRun(mechanism=mechanism, clients_per_round=b, sample_rate=q, clip=clip,
+                  lr=sc.lr, weight_decay=0.01, aggregation=Aggregation.PAPER, repeats=reps)
+    twin = simulate_columns(proxy, run, horizons=np.array([t]), std=std,
+                            generator=torch.Generator().manual_seed(11))[0]
+    cfg = sc.sim_config(rounds=t, clients_per_round=b, sample_rate=q, repeats=reps, seed=5,
+                        eval_every=t)
+    engine = [r["rounds"][-1]["test_loss"] for r in simulate(data.dataset, data.partition,
+                                                             cfg).runs]
+    assert stats.ttest_ind(twin, engine, equal_var=False).pvalue > 1e-3
+    assert stats.ks_2samp(twin, engine).pvalue > 1e-3
+
+
+def test_noise_book_matches_the_engines_calibration() -> None:
+    data = DATA.build()
+    sizes = data.partition.sizes
+    for mech, clip, q in ((Mechanism.LAPLACE, 20.0, 1.0), (Mechanism.GAUSSIAN, 3.0, 0.2)):
+        sc = Scenario(data=DATA, mechanism=mech, eps=(1.0, 2.0, 3.0, 4.0), clip=clip,
+                      sample_rate=q)
+        got = NoiseBook(scenario=sc, sizes=sizes).std(b=3, rounds=[5, 40], sample_rate=q)
+        for row, t in zip(got, (5, 40), strict=True):
+            cfg = sc.sim_config(rounds=t, clients_per_round=3, sample_rate=q)
+            from fedqr.theory.calibration import round_robin_replies
+
+            reps = round_robin_replies(N=4, b=3, T=t)
+            want = [client_noise(cfg, replies=int(reps[i]), size=int(sizes[i]),
+                                 eps=sc.client_eps()[i], delta=1e-5)[1] for i in range(4)]
+            np.testing.assert_allclose(row, want, rtol=1e-12 if mech is Mechanism.LAPLACE else 0.01)
+
+
+def test_grids() -> None:
+    g = log_grid(1, 1000, ratio=1.25)
+    assert g[0] == 1 and g[-1] == 1000 and np.all(np.diff(g) >= 1)
+    assert np.all(g[1:] / g[:-1] <= np.maximum(1.25, (g[:-1] + 1) / g[:-1]))
+    assert list(b_grid(4)) == [1, 2, 3, 4]
+    big = b_grid(100)
+    assert big[0] == 1 and big[-1] == 100 and np.all(big[1:] / big[:-1] <= 2.0)
+    assert refine_b(6, {1, 2, 3, 4, 6, 9, 13}, 100) == [5, 7, 8]
+    q = q_grid(600)
+    assert q[-1] == 1.0 and q[0] == pytest.approx(2 / 600, rel=1e-3)
+    with pytest.raises(ValueError, match="ratio must be > 1"):
+        log_grid(1, 5, ratio=1.0)
