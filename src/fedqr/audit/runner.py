@@ -77,7 +77,7 @@ class AuditReport:
             "threat_model": c.threat_model.value,
             "mechanism": c.mechanism.value,
             "scenario": {"num_clients": c.num_clients, "clients_per_round": c.clients_per_round,
-                         "rounds": c.rounds, "eps": float(c.eps), "delta": float(c.delta),
+                         "rounds": c.rounds, "eps": float(c.eps), "delta": c.delta_claimed,
                          "clip": float(c.clip), "sample_rate": float(c.sample_rate),
                          "accountant": c.accountant.value, "selection": "round-robin",
                          "seed": c.seed},
