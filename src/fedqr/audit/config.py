@@ -5,9 +5,13 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
+from fedqr.audit import _noise
 from fedqr.privacy import Accountant, Mechanism
-from fedqr.sim.config import PrivacyConfig, Selection, SimConfig
+
+if TYPE_CHECKING:
+    from fedqr.sim.config import SimConfig
 
 __all__ = ["MAX_SEED", "MAX_TRIALS", "NUM_SAMPLES", "AuditConfig", "ThreatModel"]
 
@@ -85,13 +89,11 @@ class AuditConfig:
 
     def sim_config(self) -> SimConfig:
         """The ``fedqr run`` configuration of this scenario (round robin, one repeat)."""
-        return SimConfig(
-            num_clients=self.num_clients, clients_per_round=self.clients_per_round,
-            rounds=self.rounds, selection=Selection.ROUND_ROBIN, seed=self.seed,
-            privacy=PrivacyConfig(mechanism=self.mechanism, eps=float(self.eps),
-                                  delta=float(self.delta), clip=float(self.clip),
-                                  sample_rate=float(self.sample_rate),
-                                  accountant=self.accountant))
+        return _noise.scenario(
+            mechanism=self.mechanism, eps=float(self.eps), delta=float(self.delta),
+            clip=float(self.clip), sample_rate=float(self.sample_rate),
+            accountant=self.accountant, num_clients=self.num_clients,
+            clients_per_round=self.clients_per_round, rounds=self.rounds, seed=self.seed)
 
     @property
     def delta_claimed(self) -> float:

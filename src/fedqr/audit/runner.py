@@ -6,15 +6,13 @@ import time
 from dataclasses import asdict, dataclass
 from typing import Any
 
-import numpy as np
 import torch
 
-from fedqr.audit._noise import noise_parameter
+from fedqr.audit._noise import noise_parameter, round_robin_replies
 from fedqr.audit.config import NUM_SAMPLES, AuditConfig, ThreatModel
 from fedqr.audit.stats import Evaluation, evaluate, select_threshold
 from fedqr.audit.trials import final_model_scores, reply_scores
 from fedqr.privacy import Mechanism
-from fedqr.sim.schedule import make_schedule, reply_counts
 
 __all__ = ["AuditReport", "ThreatResult", "run_audit"]
 
@@ -111,13 +109,12 @@ def run_audit(config: AuditConfig, *, _noise_scale_factor: float = 1.0) -> Audit
     client's noise after calibration, so a factor below 1 breaks the mechanism on purpose
     and the audit must then report a bound above the claim.
     """
+    if not 0 < _noise_scale_factor < float("inf"):
+        raise ValueError(f"_noise_scale_factor must be > 0, got {_noise_scale_factor}")
     started = time.perf_counter()
     sim = config.sim_config()
     n = config.num_clients
-    schedule = make_schedule(num_clients=n, clients_per_round=config.clients_per_round,
-                             rounds=config.rounds, selection=sim.selection, repeats=1,
-                             rng=np.random.default_rng(config.seed))
-    counts = [int(r) for r in reply_counts(schedule, n)[0]]
+    counts = round_robin_replies(sim)
     client = min((i for i in range(n) if counts[i] > 0), key=lambda i: (counts[i], i))
     scales = [noise_parameter(sim, client=i, replies=counts[i], num_samples=NUM_SAMPLES)
               * _noise_scale_factor if counts[i] > 0 else 0.0 for i in range(n)]
