@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from fedqr.cli import audit as _audit
 from fedqr.cli import plan as _plan
 from fedqr.cli import reproduce as _reproduce
 from fedqr.cli import run as _run
@@ -23,6 +24,7 @@ app.command("estimate")(_plan.estimate)
 app.command("plan", context_settings={"allow_extra_args": True})(_plan.plan)
 app.command("reproduce")(_reproduce.reproduce)
 app.command("plot")(_reproduce.plot)
+app.command("audit")(_audit.audit)
 app.add_typer(flower_app, name="flower")
 
 __all__ = ["app"]

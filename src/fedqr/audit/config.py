@@ -1,0 +1,101 @@
+"""What an audit attacks: a ``fedqr run`` scenario, the number of trials and the threat model."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from enum import StrEnum
+from typing import TYPE_CHECKING
+
+from fedqr.audit import _noise
+from fedqr.privacy import Accountant, Mechanism
+
+if TYPE_CHECKING:
+    from fedqr.sim.config import SimConfig
+
+__all__ = ["MAX_SEED", "MAX_TRIALS", "NUM_SAMPLES", "AuditConfig", "ThreatModel"]
+
+NUM_SAMPLES = 100
+"""``d_i`` of every simulated client. The canary's effect and the noise both scale as
+``clip / d_i`` (and ``clip / (q d_i)``), so no audit figure depends on it (nor on ``clip``)."""
+MAX_TRIALS = 10_000_000
+MAX_SEED = 2**63 - 1
+
+
+class ThreatModel(StrEnum):
+    """What the adversary observes."""
+
+    REPLIES = "replies"
+    """Every noisy reply of the audited client (the server, or an eavesdropper)."""
+    FINAL_MODEL = "final-model"
+    """Only the final model theta_T (another client, or anyone the model is published to)."""
+    BOTH = "both"
+    """Both audits, with independent trials; the reported bound is the larger one."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class AuditConfig:
+    """One audit: a FedSGD-DPC scenario (round robin) plus the audit's own settings.
+
+    Attributes
+    ----------
+    mechanism, eps, delta, clip, sample_rate, accountant
+        The privacy claim, as for ``fedqr run`` (one budget for every client; ``delta`` is
+        ignored by Laplace, which claims ``delta = 0``).
+    num_clients, clients_per_round, rounds
+        N, b and T; the schedule is Algorithm 1's round robin (exact reply counts).
+    seed
+        Seed of every draw of the audit.
+    trials
+        Trials per world (with and without the canary); half choose the test, half evaluate it.
+    confidence
+        Probability that the reported lower bound holds, in (0, 1).
+    threat_model
+        What the adversary observes.
+    """
+
+    mechanism: Mechanism = Mechanism.GAUSSIAN
+    eps: float = 1.0
+    delta: float = 1e-5
+    clip: float = 10.0
+    sample_rate: float = 0.01
+    accountant: Accountant = Accountant.RDP
+    num_clients: int = 10
+    clients_per_round: int = 10
+    rounds: int = 100
+    seed: int = 0
+    trials: int = 5000
+    confidence: float = 0.95
+    threat_model: ThreatModel = ThreatModel.BOTH
+
+    def __post_init__(self) -> None:
+        if self.mechanism is Mechanism.NONE:
+            raise ValueError("mechanism must be laplace or gaussian (none claims no privacy), "
+                             "got mechanism=none")
+        if not (isinstance(self.eps, int | float) and 0 < self.eps < math.inf):
+            raise ValueError(f"eps must be > 0 and finite, got eps={self.eps}")
+        if not (isinstance(self.delta, int | float) and 0 <= self.delta < 1):
+            raise ValueError(f"delta must be in [0, 1), got delta={self.delta}")
+        if not (isinstance(self.trials, int) and 10 <= self.trials <= MAX_TRIALS):
+            raise ValueError(f"trials must be an integer in [10, {MAX_TRIALS}], "
+                             f"got trials={self.trials}")
+        if not (isinstance(self.confidence, int | float) and 0 < self.confidence < 1):
+            raise ValueError(f"confidence must be in (0, 1), got confidence={self.confidence}")
+        if not 1 <= self.rounds:
+            raise ValueError(f"rounds must be >= 1, got rounds={self.rounds}")
+        if not 0 <= self.seed <= MAX_SEED:
+            raise ValueError(f"seed must be in [0, {MAX_SEED}], got seed={self.seed}")
+        self.sim_config()  # validates the scenario (N, b, clip, q, delta for gaussian, ...)
+
+    def sim_config(self) -> SimConfig:
+        """The ``fedqr run`` configuration of this scenario (round robin, one repeat)."""
+        return _noise.scenario(
+            mechanism=self.mechanism, eps=float(self.eps), delta=float(self.delta),
+            clip=float(self.clip), sample_rate=float(self.sample_rate),
+            accountant=self.accountant, num_clients=self.num_clients,
+            clients_per_round=self.clients_per_round, rounds=self.rounds, seed=self.seed)
+
+    @property
+    def delta_claimed(self) -> float:
+        """The claimed delta: ``0`` for Laplace (pure DP), ``delta`` for Gaussian."""
+        return 0.0 if self.mechanism is Mechanism.LAPLACE else float(self.delta)
