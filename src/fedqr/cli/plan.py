@@ -200,6 +200,8 @@ def plan(
 
 
 def _extra_eps(text: str) -> float:
+    if text.startswith("--"):
+        raise ValueError(f"no such option: {text}")
     try:
         return float(text)
     except ValueError:

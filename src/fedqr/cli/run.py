@@ -11,8 +11,8 @@ import numpy as np
 import typer
 from rich.table import Table
 
+from fedqr.cli._common import check_out_dir, fail, floats, out, progress, staged, warn_diverged
 from fedqr.cli._common import device as _device
-from fedqr.cli._common import fail, floats, out, progress, staged
 from fedqr.data import (
     DataNotFoundError,
     DatasetName,
@@ -112,8 +112,7 @@ def run(
 ) -> None:
     """Simulate FedSGD-DPC and write result.json and a loss/accuracy plot."""
     try:
-        if out_dir.exists() and not out_dir.is_dir():
-            raise ValueError(f"out must be a folder, got out={str(out_dir)!r} (a file)")
+        check_out_dir("out", out_dir)
         if not alpha > 0:
             raise ValueError(f"alpha must be > 0, got alpha={alpha}")
         q = sample_rate if sample_rate is not None else (
@@ -172,8 +171,9 @@ def run(
     doc = result.to_json()
     doc["wall_time_s"] = elapsed
     # write both files to a staging folder first: a failure leaves no partial output behind
-    from fedqr.sim.result import write_json_atomic
+    from fedqr.cli._common import write_json_atomic
 
+    warn_diverged(doc)
     with staged(out_dir) as stage:
         write_json_atomic(stage / "result.json", doc)
         plot_training(doc, stage / "training.png")
@@ -193,9 +193,9 @@ def _summary(doc: dict[str, object], elapsed: float, out_dir: Path) -> None:
                       _fmt(c["epsilon_spent"]), _fmt(c["noise_std"]),
                       f"{c['clipped_fraction']:.1%}", _fmt(c["snr"]))
     out.print(table)
-    out.print(f"final test accuracy {summary['final_test_accuracy_mean']:.4f} "
-              f"+- {summary['final_test_accuracy_std']:.4f}, test loss "
-              f"{summary['final_test_loss_mean']:.4f}  ({elapsed:.1f} s)")
+    out.print(f"final test accuracy {_fmt(summary['final_test_accuracy_mean'])} "
+              f"+- {_fmt(summary['final_test_accuracy_std'])}, test loss "
+              f"{_fmt(summary['final_test_loss_mean'])}  ({elapsed:.1f} s)")
     out.print(f"wrote {out_dir / 'result.json'} and {out_dir / 'training.png'}")
 
 
