@@ -10,6 +10,7 @@ from typing import Annotated
 
 import typer
 
+from fedqr._validate import check_in_range
 from fedqr.cli._common import check_out_dir, err, fail, out, progress
 from fedqr.cli._common import device as _device
 from fedqr.data import DataNotFoundError
@@ -41,8 +42,7 @@ def reproduce(
     from fedqr.experiments.sweep import TARGETS, build_manifest, run_manifest, settings_for
 
     try:
-        if not 0 < fraction <= 1:
-            raise ValueError(f"fraction must be in (0, 1], got fraction={fraction}")
+        check_in_range("fraction", fraction, 0, 1, low_open=True)
         dev = _device(device)
         folder = out_dir or Path(f"runs/reproduce-{target.value}{'-quick' if quick else ''}")
         check_out_dir("out", folder)

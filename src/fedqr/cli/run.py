@@ -11,6 +11,7 @@ import numpy as np
 import typer
 from rich.table import Table
 
+from fedqr._validate import check_positive
 from fedqr.cli._common import check_out_dir, fail, floats, out, progress, staged, warn_diverged
 from fedqr.cli._common import device as _device
 from fedqr.data import (
@@ -113,8 +114,7 @@ def run(
     """Simulate FedSGD-DPC and write result.json and a loss/accuracy plot."""
     try:
         check_out_dir("out", out_dir)
-        if not alpha > 0:
-            raise ValueError(f"alpha must be > 0, got alpha={alpha}")
+        check_positive("alpha", alpha)
         q = sample_rate if sample_rate is not None else (
             0.01 if mechanism is Mechanism.GAUSSIAN else 1.0)
         config = SimConfig(

@@ -24,6 +24,7 @@ import typer
 from rich.console import Console
 
 from fedqr._atomic import check_writable_dir
+from fedqr._validate import check_positive
 from fedqr.data import DataNotFoundError, DatasetName, PartitionKind
 from fedqr.flower.config import FlowerRunConfig, parse_floats
 from fedqr.privacy import Accountant, Mechanism
@@ -106,8 +107,7 @@ def _command(mode: str, summary: str) -> Callable[..., None]:
     ) -> None:
         try:
             check_writable_dir("out", out_dir)
-            if not timeout > 0 or math.isinf(timeout):
-                raise ValueError(f"timeout must be > 0 and finite, got timeout={timeout}")
+            check_positive("timeout", timeout)
             q = sample_rate if sample_rate is not None else (
                 0.01 if mechanism is Mechanism.GAUSSIAN else 1.0)
             cfg = FlowerRunConfig(
