@@ -150,7 +150,8 @@ def staged_dir(out_dir: str | os.PathLike[str]) -> Iterator[Path]:
     out = Path(out_dir)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(dir=out, prefix=".stage-"))
+    _remove_stale_stages(out)
+    stage = Path(tempfile.mkdtemp(dir=out, prefix=f".stage-{os.getpid()}-"))
     ok = False
     try:
         yield stage
@@ -163,6 +164,24 @@ def staged_dir(out_dir: str | os.PathLike[str]) -> Iterator[Path]:
         if created and not ok:
             with contextlib.suppress(OSError):
                 out.rmdir()
+
+
+def _remove_stale_stages(out: Path) -> None:
+    """Remove staging folders left in ``out`` by processes that no longer exist (killed)."""
+    for stage in out.glob(".stage-*-*"):
+        pid = stage.name.split("-")[1]
+        if pid.isdigit() and not _alive(int(pid)):
+            shutil.rmtree(stage, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # exists, owned by someone else
+    return True
 
 
 def _existing_ancestor(path: Path) -> Path:
