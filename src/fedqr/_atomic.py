@@ -84,8 +84,11 @@ def write_file_atomic(path: str | os.PathLike[str], write: Callable[[Path], obje
         os.close(fd)
         fd = -1
         write(tmp)
-        with open(tmp, "rb+") as fh:
-            os.fsync(fh.fileno())
+        rd = os.open(tmp, os.O_RDONLY)
+        try:
+            os.fsync(rd)
+        finally:
+            os.close(rd)
         os.replace(tmp, path)
     except BaseException:
         if fd >= 0:
