@@ -37,8 +37,8 @@ from fedqr.experiments.sweep import read_manifest
 FEDQR = [sys.executable, "-c", "from fedqr.cli import app; app()"]
 REPRODUCE = ["reproduce", "mnist", "--quick", "--fraction", "0.02", "--device", "cpu"]
 RUN = ["run", "--dataset", "mnist", "--fraction", "0.05", "--num-clients", "10",
-       "--clients-per-round", "5", "--rounds", "40", "--mechanism", "laplace", "--eps", "5",
-       "--repeats", "2", "--device", "cpu"]
+       "--clients-per-round", "5", "--rounds", "20", "--mechanism", "laplace", "--eps", "5",
+       "--device", "cpu"]
 
 
 def group_alive(pgid: int) -> bool:
