@@ -147,6 +147,7 @@ def test_offline_error_names_places_urls_and_fix(
     monkeypatch.setattr(urllib.request, "urlopen", _fake_urlopen({}, seen))
     mirrors = ["https://m1.example/mnist/", "https://m2.example/mnist/"]
     explicit = tmp_path / "explicit"
+    explicit.mkdir()  # an explicit folder that does not exist is an error of its own
     with pytest.raises(DataNotFoundError) as info:
         load_mnist_arrays(data_dir=explicit, download=True, mirrors=mirrors)
     assert isinstance(info.value, FileNotFoundError)

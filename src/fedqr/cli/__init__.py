@@ -11,6 +11,7 @@ from fedqr.cli import run as _run
 from fedqr.flower.cli import flower_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
+                  pretty_exceptions_show_locals=False,
                   help="fedqr: federated learning with client-side differential privacy.")
 
 
@@ -21,7 +22,9 @@ def _main() -> None:
 
 app.command("run")(_run.run)
 app.command("estimate")(_plan.estimate)
-app.command("plan", context_settings={"allow_extra_args": True})(_plan.plan)
+# ignore_unknown_options: a negative budget (--eps 1 -5) reaches plan's check of eps > 0
+app.command("plan", context_settings={"allow_extra_args": True,
+                                      "ignore_unknown_options": True})(_plan.plan)
 app.command("reproduce")(_reproduce.reproduce)
 app.command("plot")(_reproduce.plot)
 app.command("audit")(_audit.audit)

@@ -2,17 +2,21 @@
 
 from __future__ import annotations
 
-import os
-import shutil
-import tempfile
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import torch
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from fedqr._atomic import (
+    check_writable_dir,
+    check_writable_file,
+    staged_dir,
+    write_file_atomic,
+    write_json_atomic,
+)
 
 err = Console(stderr=True)
 out = Console()
@@ -47,40 +51,31 @@ def device(name: str) -> torch.device:
 
 
 def check_out_file(name: str, path: Path | None) -> None:
-    """Reject an output path that is an existing folder."""
-    if path is not None and path.is_dir():
-        raise ValueError(f"{name} must be a file path, got {name}={str(path)!r} (a folder)")
+    """Reject, before any work, an output file path that is a folder or cannot be written."""
+    if path is not None:
+        check_writable_file(name, path)
 
 
-@contextmanager
-def staged(out_dir: Path) -> Iterator[Path]:
-    """A staging folder beside ``out_dir``; its files move into ``out_dir`` only on success.
-
-    A failure (an exception in the body) leaves no partial output behind.
-    """
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
-    try:
-        yield stage
-        out_dir.mkdir(exist_ok=True)
-        for f in sorted(stage.iterdir()):
-            os.replace(f, out_dir / f.name)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+def check_out_dir(name: str, path: Path) -> None:
+    """Reject, before any work, an output folder that is a file, under a file or not
+    writable (the message names option ``name``)."""
+    check_writable_dir(name, path)
 
 
-def write_file_atomic(path: Path, write: Callable[[Path], None]) -> None:
-    """Call ``write(tmp)`` and rename ``tmp`` to ``path`` (no partial file on failure)."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.",
-                                    suffix=path.suffix)
-    os.close(fd)
-    tmp = Path(tmp_name)
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        tmp.unlink(missing_ok=True)
+staged = staged_dir
+"""Stage output files inside the output folder; they appear there only on success."""
+
+
+__all__ = ["check_out_dir", "check_out_file", "device", "err", "fail", "floats", "out",
+           "progress", "staged", "warn_diverged", "write_file_atomic", "write_json_atomic"]
+
+
+def warn_diverged(doc: dict[str, Any]) -> None:
+    """One line on stderr when a run's metrics became non-finite (saved as null)."""
+    if doc.get("diverged"):
+        err.print(f"[yellow]warning:[/] the run diverged: non-finite loss from round "
+                  f"{doc['diverged_round']} on (saved as null in result.json); try a smaller "
+                  "--lr, a smaller --clip or more noise budget")
 
 
 def progress(label: str) -> Progress:

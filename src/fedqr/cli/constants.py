@@ -15,10 +15,11 @@ from typing import Any
 
 import numpy as np
 
+from fedqr._atomic import DamagedFileError, read_json, write_json_atomic
+from fedqr.cli._common import err
 from fedqr.data import DatasetName, DataSpec, PartitionKind
 from fedqr.models.logreg import Norm
 from fedqr.privacy import Mechanism
-from fedqr.sim.result import write_json_atomic
 from fedqr.theory import ProblemConstants, constants_from_json, constants_to_json
 from fedqr.theory.estimate import EstimatedConstants, estimate_constants
 
@@ -103,9 +104,8 @@ def estimate_for(spec: EstimateSpec, *, data_dir: Path | None, eps: float, delta
                  use_cache: bool) -> dict[str, Any]:
     """The estimate document for ``spec`` (from the cache when present), budgets filled in."""
     path = cache_dir() / f"{spec.key()}.json"
-    if use_cache and path.is_file():
-        doc: dict[str, Any] = json.loads(path.read_text())
-    else:
+    doc: dict[str, Any] | None = _cached(path) if use_cache else None
+    if doc is None:
         data = DataSpec(dataset=spec.dataset, partition=spec.partition, alpha=spec.alpha,
                         num_clients=spec.num_clients, seed=spec.seed,
                         data_dir=data_dir).build()
@@ -129,13 +129,31 @@ def estimate_for(spec: EstimateSpec, *, data_dir: Path | None, eps: float, delta
     return doc
 
 
+def _cached(path: Path) -> dict[str, Any] | None:
+    """The cached estimate in ``path``; ``None`` (a miss) when absent or damaged."""
+    try:
+        doc = read_json(path)
+        constants_from_json(json.dumps(doc))
+        if not isinstance(doc["estimate"], dict):
+            raise TypeError("'estimate' must be an object")
+    except FileNotFoundError:
+        return None
+    except (DamagedFileError, TypeError, KeyError, ValueError, AttributeError) as e:
+        reason = str(e) if isinstance(e, DamagedFileError) else f"{path}: {e!r}"
+        err.print(f"[yellow]warning:[/] damaged cached estimate, recomputing it ({reason}; "
+                  "--no-cache skips the cache)")
+        return None
+    return doc if isinstance(doc, dict) else None
+
+
 def read_constants(path: Path) -> tuple[ProblemConstants, dict[str, Any]]:
     """Parse a constants JSON file (``eps`` defaults to 1 when the file has no budget)."""
     if not path.is_file():
         raise ValueError(f"constants must be an existing JSON file, got constants={str(path)!r}")
-    text = path.read_text()
     try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ValueError(f"constants must be valid JSON, got {str(path)!r}: {e}") from None
-    return constants_from_json(text, eps=1.0), doc
+        doc = read_json(path)
+        return constants_from_json(json.dumps(doc), eps=1.0), doc
+    except (DamagedFileError, TypeError, KeyError, ValueError, AttributeError) as e:
+        reason = str(e) if isinstance(e, DamagedFileError | ValueError) else repr(e)
+        raise ValueError(f"constants must be a constants JSON file (see fedqr estimate), "
+                         f"got constants={str(path)!r}: {reason}") from None

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
-import math
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
+from fedqr._validate import check_in_range, check_positive, check_seed
 from fedqr.cli._common import check_out_file, err, fail, out, write_file_atomic
 from fedqr.cli.constants import EstimateSpec, estimate_for, read_constants
 from fedqr.cli.tables import print_gaussian, print_laplace
@@ -47,8 +47,8 @@ def _spec(dataset: DatasetName, partition: PartitionKind | None, num_clients: in
         raise ValueError("mechanism must be laplace or gaussian, got mechanism='none'")
     if not num_clients >= 2:
         raise ValueError(f"num_clients must be >= 2, got num_clients={num_clients}")
-    if not alpha > 0:
-        raise ValueError(f"alpha must be > 0, got alpha={alpha}")
+    check_positive("alpha", alpha)
+    check_seed("seed", seed)
     q = DEFAULT_Q[mechanism] if sample_rate is None else sample_rate
     if not 0 < q <= 1:
         raise ValueError(f"sample_rate must be in (0, 1], got sample_rate={q}")
@@ -63,10 +63,9 @@ def _spec(dataset: DatasetName, partition: PartitionKind | None, num_clients: in
 
 
 def _check_budget(eps: float, delta: float, mechanism: Mechanism) -> None:
-    if not (eps > 0 and math.isfinite(eps)):
-        raise ValueError(f"eps must be > 0 and finite, got eps={eps}")
-    if mechanism is Mechanism.GAUSSIAN and not 0 < delta < 1:
-        raise ValueError(f"delta must be in (0, 1) for gaussian, got delta={delta}")
+    check_positive("eps", eps)
+    check_in_range("delta", delta, 0, 1, low_open=mechanism is Mechanism.GAUSSIAN,
+                   high_open=True)
 
 
 def estimate(
@@ -177,6 +176,8 @@ def _plan_bound(
 
 
 def _extra_eps(text: str) -> float:
+    if text.startswith("--"):
+        raise ValueError(f"no such option: {text}")
     try:
         return float(text)
     except ValueError:

@@ -3,14 +3,16 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
 from typing import Annotated
 
 import typer
 
+from fedqr._validate import check_in_range
+from fedqr.cli._common import check_out_dir, err, fail, out, progress
 from fedqr.cli._common import device as _device
-from fedqr.cli._common import err, fail, out, progress
 from fedqr.data import DataNotFoundError
 from fedqr.experiments.runs import RunSpec
 
@@ -40,12 +42,10 @@ def reproduce(
     from fedqr.experiments.sweep import TARGETS, build_manifest, run_manifest, settings_for
 
     try:
-        if not 0 < fraction <= 1:
-            raise ValueError(f"fraction must be in (0, 1], got fraction={fraction}")
+        check_in_range("fraction", fraction, 0, 1, low_open=True)
         dev = _device(device)
         folder = out_dir or Path(f"runs/reproduce-{target.value}{'-quick' if quick else ''}")
-        if folder.exists() and not folder.is_dir():
-            raise ValueError(f"out must be a folder, got out={str(folder)!r} (a file)")
+        check_out_dir("out", folder)
     except ValueError as e:
         raise fail(str(e)) from None
     folder.mkdir(parents=True, exist_ok=True)
@@ -57,6 +57,8 @@ def reproduce(
                                   status=lambda m: err.print(f"[dim]{m}[/]"))
     except DataNotFoundError as e:
         raise fail(str(e), code=1) from None
+    except ValueError as e:
+        raise fail(str(e)) from None
     counts = {"computed": 0, "reused": 0}
     keys = [e["key"] for e in manifest["entries"]]
     with progress("reproduce") as bar:
@@ -76,8 +78,8 @@ def reproduce(
                                    f"b={c.clients_per_round} T={c.rounds}")
 
         run_manifest(manifest, folder, data_dir=data_dir, device=dev, on_run=on_run,
-                     on_round=on_round)
-    files = redraw(folder)
+                     on_round=on_round, warn=lambda m: err.print(f"[yellow]warning:[/] {m}"))
+    files = _redraw(redraw, folder)
     elapsed = time.perf_counter() - started
     out.print(f"{len(manifest['entries'])} runs ({len(set(keys))} distinct): "
               f"{counts['computed']} computed now, {counts['reused']} already stored")
@@ -94,5 +96,15 @@ def plot(
     if not (result_dir / "manifest.json").is_file():
         raise fail(f"result_dir must be a reproduce output folder holding manifest.json, "
                    f"got result_dir={str(result_dir)!r}")
-    files = redraw(result_dir)
+    files = _redraw(redraw, result_dir)
     out.print(f"wrote {len(files)} files under {result_dir}")
+
+
+def _redraw(redraw: Callable[[Path], list[Path]], folder: Path) -> list[Path]:
+    """``redraw(folder)``; a damaged stored file ends the command naming it (exit 1)."""
+    from fedqr._atomic import DamagedFileError
+
+    try:
+        return redraw(folder)
+    except DamagedFileError as e:
+        raise fail(f"{e}; rerun fedqr reproduce to recompute it", code=1) from None

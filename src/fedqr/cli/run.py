@@ -10,8 +10,9 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
+from fedqr._validate import check_positive
+from fedqr.cli._common import check_out_dir, fail, floats, out, progress, staged, warn_diverged
 from fedqr.cli._common import device as _device
-from fedqr.cli._common import fail, floats, out, progress, staged
 from fedqr.cli.scenario import (
     int_or_auto,
     proxy_choice,
@@ -119,6 +120,8 @@ def run(
     """Simulate FedSGD-DPC and write result.json and a loss/accuracy plot."""
     plan_doc: dict[str, object] | None = None
     try:
+        check_out_dir("out", out_dir)
+        check_positive("alpha", alpha)
         rounds_n = int_or_auto("rounds", rounds, low=0)
         b_n = int_or_auto("clients_per_round", clients_per_round, low=1)
         q_opt = rate_or_auto(sample_rate, default=0.01 if mechanism is Mechanism.GAUSSIAN
@@ -149,10 +152,6 @@ def run(
                       + (f", q={q_opt:g}" if mechanism is Mechanism.GAUSSIAN else "")
                       + f" ({the_plan.message})")
         t_run, b_run, q_final = rounds_n, b_n, q_opt
-        if out_dir.exists() and not out_dir.is_dir():
-            raise ValueError(f"out must be a folder, got out={str(out_dir)!r} (a file)")
-        if not alpha > 0:
-            raise ValueError(f"alpha must be > 0, got alpha={alpha}")
         config = SimConfig(
             num_clients=num_clients, clients_per_round=b_run, rounds=t_run,
             selection=selection, aggregation=aggregation,
@@ -203,8 +202,9 @@ def run(
         achieved = doc["summary"]["final_test_loss_mean"]  # type: ignore[index]
         doc["plan"] = {**plan_doc, "achieved_test_loss": achieved}
     # write both files to a staging folder first: a failure leaves no partial output behind
-    from fedqr.sim.result import write_json_atomic
+    from fedqr.cli._common import write_json_atomic
 
+    warn_diverged(doc)
     with staged(out_dir) as stage:
         write_json_atomic(stage / "result.json", doc)
         plot_training(doc, stage / "training.png")
@@ -233,9 +233,9 @@ def _summary(doc: dict[str, object], elapsed: float, out_dir: Path) -> None:
                       _fmt(c["epsilon_spent"]), _fmt(c["noise_std"]),
                       f"{c['clipped_fraction']:.1%}", _fmt(c["snr"]))
     out.print(table)
-    out.print(f"final test accuracy {summary['final_test_accuracy_mean']:.4f} "
-              f"+- {summary['final_test_accuracy_std']:.4f}, test loss "
-              f"{summary['final_test_loss_mean']:.4f}  ({elapsed:.1f} s)")
+    out.print(f"final test accuracy {_fmt(summary['final_test_accuracy_mean'])} "
+              f"+- {_fmt(summary['final_test_accuracy_std'])}, test loss "
+              f"{_fmt(summary['final_test_loss_mean'])}  ({elapsed:.1f} s)")
     out.print(f"wrote {out_dir / 'result.json'} and {out_dir / 'training.png'}")
 
 

@@ -3,21 +3,21 @@
 A file is looked for in a list of folders; a found file must match its md5 (the
 digest is computed once per process per ``(path, size, mtime)``). A missing file
 is downloaded from a list of mirrors into a cache folder, written atomically
-(temporary file in the same folder, then :func:`os.replace`), and kept only when
+(:func:`fedqr._atomic.write_file_atomic`), and kept only when
 its md5 matches.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import os
-import tempfile
 import threading
 import urllib.request
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+
+from fedqr._atomic import write_file_atomic
 
 #: Seconds to wait for a mirror before giving up on it.
 DOWNLOAD_TIMEOUT_S = 30.0
@@ -100,6 +100,14 @@ def verify_md5(path: Path, expected: str) -> None:
         )
 
 
+def check_data_dir(data_dir: Path | str | None) -> None:
+    """``ValueError`` when an explicit ``data_dir`` does not exist (no silent fallback to
+    ``$FEDQR_DATA`` or the cache)."""
+    if data_dir is not None and not Path(data_dir).expanduser().exists():
+        raise ValueError(f"data_dir must be an existing folder or file, got "
+                         f"data_dir={str(data_dir)!r} (no such file or folder)")
+
+
 def cache_root() -> Path:
     """``$XDG_CACHE_HOME/fedqr`` when that variable is set, else ``~/.cache/fedqr``."""
     xdg = os.environ.get("XDG_CACHE_HOME")
@@ -121,23 +129,19 @@ def unique_dirs(dirs: Iterable[Path]) -> tuple[Path, ...]:
 
 def _download_one(url: str, dest: Path, expected_md5: str, timeout: float) -> None:
     """Fetch ``url`` into ``dest`` atomically; nothing is left behind on failure."""
-    fd, tmp_name = tempfile.mkstemp(dir=dest.parent, prefix=f".{dest.name}.", suffix=".part")
-    tmp = Path(tmp_name)
-    try:
+
+    def fetch(tmp: Path) -> None:
         digest = hashlib.md5(usedforsecurity=False)
         request = urllib.request.Request(url, headers={"User-Agent": _USER_AGENT})
-        with os.fdopen(fd, "wb") as out, urllib.request.urlopen(request, timeout=timeout) as resp:
+        with tmp.open("wb") as out, urllib.request.urlopen(request, timeout=timeout) as resp:
             while chunk := resp.read(_CHUNK):
                 digest.update(chunk)
                 out.write(chunk)
         actual = digest.hexdigest()
         if actual != expected_md5.lower():
             raise ChecksumError(f"md5 mismatch: expected {expected_md5.lower()}, got {actual}")
-        tmp.chmod(0o644)
-        os.replace(tmp, dest)
-    finally:
-        with contextlib.suppress(FileNotFoundError):
-            tmp.unlink()
+
+    write_file_atomic(dest, fetch)
 
 
 def download(

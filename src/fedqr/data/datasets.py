@@ -19,6 +19,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fedqr.data._files import check_data_dir
 from fedqr.data._validate import check_rng, check_writers, parse_enum
 from fedqr.data.digits import DIGITS_MAX_VALUE, DIGITS_NUM_CLASSES, load_digits_arrays
 from fedqr.data.femnist import FEMNIST_NUM_CLASSES, load_femnist_arrays
@@ -263,6 +264,7 @@ def load_dataset(
         If FEMNIST files are found but are not in a known layout.
     """
     kind = parse_enum(DatasetName, "name", name)
+    check_data_dir(data_dir)  # an explicit folder that does not exist is an error
     frac = _check_fraction(fraction)
     subset_rng: np.random.Generator | None = None
     if frac < 1.0:

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 import json
 import os
+import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -38,7 +40,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
-from fedqr.data._files import DataNotFoundError, cache_root, unique_dirs
+from fedqr.data._files import DataNotFoundError, cache_root, check_data_dir, unique_dirs
 from fedqr.data.raw import RawData
 
 FEMNIST_NUM_CLASSES = 62
@@ -155,9 +157,17 @@ def read_femnist_npz(path: Path, *, complete_only: bool = False) -> RawData:
         writers.
     """
     try:
-        z = np.load(path, allow_pickle=False)
-    except (OSError, ValueError) as exc:
-        raise FemnistFormatError(f"{path}: not a readable npz file ({exc})") from None
+        return _read_npz(path, complete_only=complete_only)
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
+        if isinstance(exc, FemnistFormatError):
+            raise
+        raise FemnistFormatError(f"{path}: not a readable npz file, truncated or damaged "
+                                 f"({type(exc).__name__}: {exc}); replace it with a good "
+                                 "copy") from None
+
+
+def _read_npz(path: Path, *, complete_only: bool) -> RawData:
+    z = np.load(path, allow_pickle=False)
     with z:
         missing = [k for k in _NPZ_KEYS if k not in z.files]
         if missing:
@@ -269,6 +279,7 @@ def load_femnist_arrays(*, data_dir: Path | None = None, complete_only: bool = F
     FemnistFormatError
         If the data found are not in a known layout.
     """
+    check_data_dir(data_dir)
     source = locate_femnist(data_dir=data_dir)
     if source.kind == "npz":
         return read_femnist_npz(source.path, complete_only=complete_only)

@@ -20,7 +20,14 @@ from pathlib import Path
 
 import numpy as np
 
-from fedqr.data._files import DOWNLOAD_TIMEOUT_S, RemoteFile, cache_root, locate, unique_dirs
+from fedqr.data._files import (
+    DOWNLOAD_TIMEOUT_S,
+    RemoteFile,
+    cache_root,
+    check_data_dir,
+    locate,
+    unique_dirs,
+)
 from fedqr.data.idx import IDX_IMAGES_MAGIC, IDX_LABELS_MAGIC, IdxFormatError, read_idx
 from fedqr.data.raw import RawData
 
@@ -114,6 +121,7 @@ def locate_mnist_files(
     ChecksumError
         If a file on disk has the wrong md5.
     """
+    check_data_dir(data_dir)
     cache_dir = mnist_cache_dir()
     search = mnist_search_dirs(data_dir=data_dir)
     return {

@@ -7,14 +7,14 @@ are over the repeats; ``*_se`` are standard errors (sample std / sqrt(R)).
 from __future__ import annotations
 
 import csv
-import json
 import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fedqr.experiments.runs import RunStore
+from fedqr._atomic import write_file_atomic
+from fedqr.experiments.runs import RunStore, read_run
 
 Row = dict[str, Any]
 
@@ -31,7 +31,7 @@ def load_runs(out: Path, manifest: dict[str, Any]) -> dict[str, dict[str, Any]]:
     for entry in manifest["entries"]:
         path = RunStore(out).dir / f"{entry['key']}.json"
         if path.is_file():
-            docs[entry["key"]] = json.loads(path.read_text())
+            docs[entry["key"]] = read_run(path)  # DamagedFileError names a damaged file
     return docs
 
 
@@ -115,10 +115,13 @@ def write_csv(path: Path, rows: list[Row]) -> None:
     cols: list[str] = []
     for r in rows:
         cols += [k for k in r if k not in cols]
-    with path.open("w", newline="") as fh:
-        w = csv.DictWriter(fh, fieldnames=cols)
-        w.writeheader()
-        w.writerows(rows)
+    def write(tmp: Path) -> None:
+        with tmp.open("w", newline="") as fh:
+            w = csv.DictWriter(fh, fieldnames=cols)
+            w.writeheader()
+            w.writerows(rows)
+
+    write_file_atomic(path, write)
 
 
 def read_csv(path: Path) -> list[Row]:

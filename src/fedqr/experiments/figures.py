@@ -12,6 +12,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt
 import numpy as np
 
+from fedqr._atomic import write_file_atomic
+
 Row = dict[str, Any]
 Headline = Callable[[str, float, int], int | None]
 MECHS = ("laplace", "gaussian")
@@ -19,8 +21,7 @@ MECHS = ("laplace", "gaussian")
 
 def _save(fig: Any, path: Path) -> None:
     fig.tight_layout()
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
+    write_file_atomic(path, lambda p: fig.savefig(p, dpi=100))
     plt.close(fig)
 
 

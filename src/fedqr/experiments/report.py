@@ -12,6 +12,7 @@ from functools import partial
 from pathlib import Path
 from typing import Any
 
+from fedqr._atomic import write_bytes_atomic
 from fedqr.experiments import figures
 from fedqr.experiments.analysis import (
     curve_rows,
@@ -20,7 +21,7 @@ from fedqr.experiments.analysis import (
     validation_rows,
     write_csv,
 )
-from fedqr.experiments.sweep import headline_T, target_of
+from fedqr.experiments.sweep import headline_T, read_manifest, target_of
 from fedqr.theory import Rounding, constants_from_json
 from fedqr.theory.tables import laplace_rows
 
@@ -54,7 +55,7 @@ def _table(manifest: dict[str, Any]) -> Table:
 
 def redraw(out: Path) -> list[Path]:
     """Write all CSVs, figures and ``summary.md`` of ``out``; return the files written."""
-    manifest = json.loads((out / "manifest.json").read_text())
+    manifest = read_manifest(out / "manifest.json")  # DamagedFileError names a damaged file
     docs = load_runs(out, manifest)
     finals = final_rows(manifest, docs)
     grid = [r for r in finals if r["experiment"] == "grid"]
@@ -90,7 +91,7 @@ def redraw(out: Path) -> list[Path]:
         fn(fig / name)
         written.append(fig / name)
     summary = out / "summary.md"
-    summary.write_text(_summary(manifest, tables, len(docs)))
+    write_bytes_atomic(summary, _summary(manifest, tables, len(docs)).encode("utf-8"))
     written.append(summary)
     return written
 

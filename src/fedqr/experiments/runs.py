@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import torch
 
+from fedqr._atomic import DamagedFileError, read_json, write_json_atomic
 from fedqr.data import (
     Dataset,
     DatasetName,
@@ -27,7 +28,7 @@ from fedqr.data import (
 )
 from fedqr.sim.config import SimConfig
 from fedqr.sim.engine import simulate
-from fedqr.sim.result import SimResult, jsonable, write_json_atomic
+from fedqr.sim.result import SimResult, jsonable
 
 __all__ = ["RunSpec", "RunStore", "execute", "prepare_data", "simulate_spec"]
 
@@ -86,26 +87,42 @@ class RunSpec:
 class RunStore:
     """Finished runs under ``root/runs``, one JSON file per :meth:`RunSpec.key`."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, *, warn: Callable[[str], None] | None = None) -> None:
         self.root = Path(root)
         self.dir = self.root / "runs"
+        self.warn = warn
 
     def path(self, spec: RunSpec) -> Path:
         """Where the run of ``spec`` is (or will be) stored."""
         return self.dir / f"{spec.key()}.json"
 
     def get(self, spec: RunSpec) -> dict[str, Any] | None:
-        """The stored run document, or ``None`` (a corrupt file counts as missing)."""
+        """The stored run document, or ``None``: a damaged file counts as missing (it is
+        recomputed) and is named through ``warn``."""
         path = self.path(spec)
         try:
-            doc: dict[str, Any] = json.loads(path.read_text())
-        except (FileNotFoundError, json.JSONDecodeError):
+            doc = read_run(path)
+        except FileNotFoundError:
+            return None
+        except DamagedFileError as e:
+            if self.warn is not None:
+                self.warn(f"{e}; recomputing it")
             return None
         return doc if doc.get("identity") == json.loads(json.dumps(spec.identity())) else None
 
     def put(self, spec: RunSpec, doc: dict[str, Any]) -> None:
         """Store ``doc`` for ``spec`` atomically."""
         write_json_atomic(self.path(spec), {**doc, "identity": spec.identity()})
+
+
+def read_run(path: Path) -> dict[str, Any]:
+    """A stored run document; :class:`DamagedFileError` naming ``path`` if it is not one."""
+    doc = read_json(path)
+    if not (isinstance(doc, dict) and isinstance(doc.get("runs"), list)
+            and isinstance(doc.get("clients"), list) and isinstance(doc.get("summary"), dict)):
+        raise DamagedFileError(f"{path} is damaged: not a run document (an object with "
+                               "'runs', 'clients' and 'summary')")
+    return doc
 
 
 DataCache = dict[tuple[DatasetName, float, PartitionKind, int, int], tuple[Dataset, Partition]]

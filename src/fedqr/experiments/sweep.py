@@ -24,12 +24,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from fedqr._atomic import DamagedFileError, read_json, write_file_atomic, write_json_atomic
 from fedqr.data import Dataset, DatasetName, Partition, PartitionKind
 from fedqr.experiments.runs import RunSpec, RunStore, execute, prepare_data
 from fedqr.models.logreg import Norm
 from fedqr.privacy import Mechanism
 from fedqr.sim.config import PrivacyConfig, SimConfig
-from fedqr.sim.result import write_json_atomic
 from fedqr.theory import ProblemConstants, plan_gaussian
 from fedqr.theory.bounds import laplace_bound
 from fedqr.theory.estimate import estimate_constants, regularised_optimum
@@ -251,12 +251,35 @@ def _rekeyed(doc: dict[str, Any], target: Target, s: Settings, path: Path) -> di
     return doc
 
 
+def read_manifest(path: Path) -> dict[str, Any]:
+    """The manifest in ``path``; :class:`DamagedFileError` naming it if it is not one."""
+    doc = read_json(path)
+    ok = isinstance(doc, dict) and isinstance(doc.get("entries"), list) and all(
+        isinstance(e, dict) and isinstance(e.get("key"), str) for e in doc["entries"])
+    if not (ok and all(isinstance(doc.get(k), dict) for k in ("constants", "plans", "settings"))
+            and isinstance(doc.get("base_fraction"), int | float)):
+        raise DamagedFileError(f"{path} is damaged: not a reproduce manifest (an object with "
+                               "'entries', 'constants', 'plans', 'settings', 'base_fraction')")
+    out: dict[str, Any] = doc
+    return out
+
+
+def _stored_manifest(path: Path, status: Callable[[str], None]) -> dict[str, Any] | None:
+    try:
+        return read_manifest(path)
+    except FileNotFoundError:
+        return None
+    except DamagedFileError as e:
+        status(f"{e}; rebuilding it")
+        return None
+
+
 def build_manifest(out: Path, target: Target, s: Settings, *, base: float,
                    data_dir: Path | None, status: Callable[[str], None]) -> dict[str, Any]:
     """Estimate the constants, plan, and list every run (reused from ``out`` if present)."""
     path = out / "manifest.json"
-    if path.is_file():
-        doc: dict[str, Any] = json.loads(path.read_text())
+    doc = _stored_manifest(path, status)
+    if doc is not None:
         if (_stored_settings(doc) == s and doc.get("base_fraction") == base
                 and target_of(doc) == target):
             return _rekeyed(doc, target, s, path)
@@ -277,7 +300,7 @@ def build_manifest(out: Path, target: Target, s: Settings, *, base: float,
         status("computing the non-private optimum theta* (for ||theta_T - theta*||^2)")
         theta = regularised_optimum(ds.x_train, ds.y_train, num_classes=ds.num_classes,
                                     weight_decay=0.01)
-        np.save(out / "theta_star.npy", theta)
+        write_file_atomic(out / "theta_star.npy", lambda p: np.save(p, theta))
     for e in entries:
         e["key"] = spec_of(target, e, s, base=base).key()
     doc = {"dataset": target.dataset.value, "settings": asdict(s), "base_fraction": base,
@@ -288,8 +311,10 @@ def build_manifest(out: Path, target: Target, s: Settings, *, base: float,
 
 def run_manifest(doc: dict[str, Any], out: Path, *, data_dir: Path | None,
                  device: str | torch.device, on_run: Callable[[RunSpec, bool], None],
-                 on_round: Callable[[RunSpec, int], None] | None = None) -> None:
-    """Run every entry not yet stored (each stored as it finishes)."""
+                 on_round: Callable[[RunSpec, int], None] | None = None,
+                 warn: Callable[[str], None] | None = None) -> None:
+    """Run every entry not yet stored (each stored as it finishes; a damaged stored run is
+    recomputed and named through ``warn``)."""
     target = target_of(doc)
     s = settings_from(doc["settings"])
     base = doc["base_fraction"]
@@ -304,5 +329,5 @@ def run_manifest(doc: dict[str, Any], out: Path, *, data_dir: Path | None,
             return {"dist2_to_opt": diff.pow(2).sum(dim=(1, 2)).tolist()}
 
     specs = [spec_of(target, e, s, base=base) for e in doc["entries"]]
-    execute(specs, store=RunStore(out), data_dir=data_dir, device=device, extra=dist2,
+    execute(specs, store=RunStore(out, warn=warn), data_dir=data_dir, device=device, extra=dist2,
             on_run=on_run, on_round=on_round)

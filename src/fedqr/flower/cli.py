@@ -11,7 +11,6 @@ from __future__ import annotations
 import contextlib
 import importlib.util
 import math
-import os
 import shutil
 import signal
 import tempfile
@@ -24,12 +23,15 @@ from typing import Annotated, Any
 import typer
 from rich.console import Console
 
+from fedqr._atomic import check_writable_dir
+from fedqr._validate import check_positive
 from fedqr.data import DataNotFoundError, DatasetName, PartitionKind
 from fedqr.flower.config import FlowerRunConfig, parse_floats
 from fedqr.privacy import Accountant, Mechanism
 from fedqr.sim.config import Aggregation
 
 flower_app = typer.Typer(add_completion=False, no_args_is_help=True,
+                         pretty_exceptions_show_locals=False,
                          help="Run FedSGD-DPC on Flower: simulation or a local deployment.")
 err = Console(stderr=True)
 out = Console()
@@ -104,10 +106,8 @@ def _command(mode: str, summary: str) -> Callable[..., None]:
             = Path("runs/flower"),
     ) -> None:
         try:
-            if out_dir.exists() and not out_dir.is_dir():
-                raise ValueError(f"out must be a folder, got out={str(out_dir)!r} (a file)")
-            if not timeout > 0 or math.isinf(timeout):
-                raise ValueError(f"timeout must be > 0 and finite, got timeout={timeout}")
+            check_writable_dir("out", out_dir)
+            check_positive("timeout", timeout)
             q = sample_rate if sample_rate is not None else (
                 0.01 if mechanism is Mechanism.GAUSSIAN else 1.0)
             cfg = FlowerRunConfig(
@@ -187,20 +187,14 @@ def _write(out_dir: Path, doc: dict[str, Any], theta: Any) -> None:
     """result.json, training.png and model.npz, staged so that no partial output remains."""
     import numpy as np
 
+    from fedqr._atomic import staged_dir, write_file_atomic, write_json_atomic
     from fedqr.experiments.plots import plot_training
-    from fedqr.sim.result import write_json_atomic
+    from fedqr.sim.result import finite_json
 
-    out_dir.parent.mkdir(parents=True, exist_ok=True)
-    stage = Path(tempfile.mkdtemp(dir=out_dir.parent, prefix=f".{out_dir.name}."))
-    try:
-        write_json_atomic(stage / "result.json", doc)
+    with staged_dir(out_dir) as stage:  # inside out_dir: no rename across file systems
+        write_file_atomic(stage / "model.npz", lambda p: np.savez(p, theta=theta))
         plot_training(doc, stage / "training.png")
-        np.savez(stage / "model.npz", theta=theta)
-        out_dir.mkdir(exist_ok=True)
-        for name in ("model.npz", "training.png", "result.json"):
-            os.replace(stage / name, out_dir / name)
-    finally:
-        shutil.rmtree(stage, ignore_errors=True)
+        write_json_atomic(stage / "result.json", finite_json(doc))
 
 
 flower_app.command("simulate")(_command(

@@ -7,11 +7,8 @@ client's reply equals the engine's reply of that client in that round.
 
 from __future__ import annotations
 
-import contextlib
 import hashlib
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,6 +16,7 @@ import dp_accounting
 import numpy as np
 import torch
 
+from fedqr._atomic import write_file_atomic
 from fedqr.flower.client_state import Budget, ReplayRefused, locked_state
 from fedqr.flower.config import FlowerRunConfig
 from fedqr.models.logreg import Norm
@@ -87,16 +85,7 @@ def load_client_data(cfg: FlowerRunConfig, *, client: int,
 
 
 def _save_npz(path: Path, **arrays: np.ndarray) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, **arrays)  # type: ignore[arg-type]
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
+    write_file_atomic(path, lambda p: np.savez(p, **arrays))  # type: ignore[arg-type]
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -4,14 +4,13 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from fedqr.sim.result import write_json_atomic
+from fedqr._atomic import write_file_atomic, write_json_atomic
+from fedqr.sim.result import finite_json
 
 RESULT, MODEL, ERROR, PROGRESS = "result.json", "model.npz", "error.json", "progress.jsonl"
 
@@ -19,16 +18,8 @@ RESULT, MODEL, ERROR, PROGRESS = "result.json", "model.npz", "error.json", "prog
 def write_result(out: Path, *, doc: dict[str, Any], theta: np.ndarray) -> None:
     """``model.npz`` (``theta``, shape ``(k, p)``), then ``result.json``: both atomically, the
     result last, so a reader that sees ``result.json`` also finds the model."""
-    fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{MODEL}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            np.savez(fh, theta=theta)
-        os.replace(tmp, out / MODEL)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    write_json_atomic(out / RESULT, doc)
+    write_file_atomic(out / MODEL, lambda p: np.savez(p, theta=theta))
+    write_json_atomic(out / RESULT, finite_json(doc))
 
 
 def write_error(out: Path, exc: BaseException) -> None:

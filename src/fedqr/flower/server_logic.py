@@ -155,6 +155,7 @@ class ServerRun:
         final_eps = self._spent_eps()
         for i, client in enumerate(doc["clients"]):
             client["epsilon_spent"] = final_eps[i]
+            client["per_repeat"]["epsilon_spent"] = [final_eps[i]]  # one repeat
             client["replies_received"] = int(self.stats[2, 0, i])
         doc["flower"] = {"run_config": self.cfg.to_run_config(), "missing_replies": self.missing}
         return doc

@@ -7,16 +7,12 @@ through ``json`` as their shortest ``repr`` and round-trip exactly.
 
 from __future__ import annotations
 
-import contextlib
-import json
-import os
-import tempfile
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 import dp_accounting
 
+from fedqr._atomic import write_json_atomic
 from fedqr.privacy._checks import check_int
 
 __all__ = [
@@ -120,25 +116,3 @@ def decode_charges(items: object) -> list[tuple[dp_accounting.DpEvent, int]]:
             raise ValueError(f"each charge must have keys 'event' and 'count', got {item!r}")
         out.append((decode_event(item["event"]), check_int("count", item.get("count"), minimum=0)))
     return out
-
-
-def write_json_atomic(path: str | os.PathLike[str], obj: object) -> None:
-    """Write ``obj`` as JSON to ``path`` atomically: temporary file, fsync, rename, fsync of
-    the folder (so the rename survives a crash)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            json.dump(obj, fh, indent=1)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(FileNotFoundError):
-            os.unlink(tmp)
-        raise
-    dir_fd = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(dir_fd)  # make the rename itself durable
-    finally:
-        os.close(dir_fd)

@@ -32,6 +32,7 @@ client selection, no amplification by client sampling).
 from __future__ import annotations
 
 import functools
+import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
 from enum import StrEnum
@@ -68,6 +69,18 @@ PLD_VALUE_DISCRETIZATION_INTERVAL = 1e-3
 
 _Z_MIN = 1e-6  # calibration never goes below this noise multiplier
 _MAX_STEPS = 64  # doublings/halvings allowed while bracketing
+
+
+class _QuietUnderflow(logging.Filter):
+    """Drop dp-accounting's "Negative Renyi divergence ... Returning an epsilon of zero"
+    warnings (hundreds per calibration): fedqr refuses such budgets instead (see
+    :func:`calibrate_noise_multiplier`)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return "Negative Renyi divergence" not in record.getMessage()
+
+
+logging.getLogger("absl").addFilter(_QuietUnderflow())
 
 
 class Accountant(StrEnum):
@@ -278,16 +291,21 @@ def _calibrate(replies: int, q: float, eps: float, delta: float, kind: Accountan
     else:  # PLD is tighter than RDP: start just below the RDP answer
         guess = 0.8 * _calibrate(replies, q, eps, delta, Accountant.RDP)
     lo, hi = _bracket(eps_at, eps, guess)
-    if lo == hi:
-        return hi
-    z = dp_accounting.calibrate_dp_mechanism(
+    z = hi if lo == hi else float(dp_accounting.calibrate_dp_mechanism(
         lambda: make_accountant(kind),
         make_event,
         eps,
         delta,
         dp_accounting.ExplicitBracketInterval(lo, hi),
-    )
-    return float(z)
+    ))
+    if not eps_at(z) > 0.0:  # met only through underflow: the accountant cannot resolve eps
+        raise ValueError(
+            f"eps must be large enough for the {kind.value} accountant to resolve "
+            f"({replies} replies, sample_rate={q:g}, delta={delta:g}): it reports epsilon 0 "
+            f"at every noise level that meets eps={eps:g}, through numerical underflow, "
+            f"got eps={eps:g}; use a larger eps (or accountant pld, which resolves smaller "
+            "ones)")
+    return z
 
 
 def calibrate_noise_multiplier(

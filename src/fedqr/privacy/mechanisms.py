@@ -34,6 +34,7 @@ import dp_accounting
 import torch
 
 from fedqr.privacy._checks import check_int, check_positive, check_probability
+from fedqr.privacy.pure import laplace_scale_within
 
 __all__ = [
     "Mechanism",
@@ -88,7 +89,7 @@ def laplace_scale(*, replies: int, clip: float, num_samples: int, eps: float) ->
     eps = check_positive("eps", eps)
     if replies == 0:
         return 0.0
-    return 2.0 * replies * clip / (num_samples * eps)
+    return laplace_scale_within(replies=replies, clip=clip, num_samples=num_samples, eps=eps)
 
 
 def gaussian_std(

@@ -15,7 +15,7 @@ from numbers import Real
 import dp_accounting
 from dp_accounting import NeighboringRelation, dp_event
 
-__all__ = ["PureDpAccountant"]
+__all__ = ["PureDpAccountant", "laplace_scale_within"]
 
 _Details = dp_accounting.PrivacyAccountant.CompositionErrorDetails
 
@@ -97,3 +97,18 @@ class PureDpAccountant(dp_accounting.PrivacyAccountant):  # type: ignore[misc]
         if not (isinstance(target_epsilon, Real) and float(target_epsilon) >= 0.0):
             raise ValueError(f"target_epsilon must be >= 0, got target_epsilon={target_epsilon!r}")
         return 0.0 if self._eps <= target_epsilon else 1.0
+
+
+def laplace_scale_within(*, replies: int, clip: float, num_samples: int, eps: float) -> float:
+    """The Laplace scale of paper Theorem 1, ``2 * replies * clip / (num_samples * eps)``,
+    rounded up to the first float whose ``replies`` charges spend at most ``eps``, exactly.
+
+    A reply of scale ``b`` is charged as ``LaplaceDpEvent(b / (2 * clip / num_samples))`` and
+    :class:`PureDpAccountant` spends ``replies / noise_multiplier``; in floating point that
+    can exceed ``eps`` by an ulp. Each step up adds one ulp of noise.
+    """
+    sensitivity = 2.0 * clip / num_samples
+    scale = 2.0 * replies * clip / (num_samples * eps)
+    while replies / (scale / sensitivity) > eps:
+        scale = math.nextafter(scale, math.inf)
+    return scale

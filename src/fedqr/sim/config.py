@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from fedqr._validate import check_in_range, check_int_range, check_positive, check_seed
 from fedqr.privacy import Accountant, Mechanism
 
 
@@ -41,10 +42,7 @@ class LrSchedule(StrEnum):
     THEORY = "theory"  # eta_t = 2 / (mu (t + gamma)): Theorems 3 and 4
 
 
-def _positive(name: str, value: float, *, allow_inf: bool = False) -> None:
-    if not (value > 0) or (math.isinf(value) and not allow_inf) or math.isnan(value):
-        bound = "> 0" if allow_inf else "> 0 and finite"
-        raise ValueError(f"{name} must be {bound}, got {name}={value}")
+_positive = check_positive
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -121,10 +119,9 @@ class PrivacyConfig:
     def __post_init__(self) -> None:
         for e in _as_tuple(self.eps):
             _positive("eps", e)
-        if self.mechanism is Mechanism.GAUSSIAN:
-            for d in _as_tuple(self.delta):
-                if not 0 < d < 1:
-                    raise ValueError(f"delta must be in (0, 1), got delta={d}")
+        for d in _as_tuple(self.delta):  # whatever the mechanism: a delta is a probability
+            check_in_range("delta", d, 0, 1, low_open=self.mechanism is Mechanism.GAUSSIAN,
+                           high_open=True)
         _positive("clip", self.clip, allow_inf=True)
         if not 0 < self.sample_rate <= 1:
             raise ValueError(f"sample_rate must be in (0, 1], got sample_rate={self.sample_rate}")
@@ -207,24 +204,18 @@ class SimConfig:
     noise_seeding: NoiseSeeding = NoiseSeeding.BATCH
 
     def __post_init__(self) -> None:
-        if self.num_clients < 1:
-            raise ValueError(f"num_clients must be >= 1, got num_clients={self.num_clients}")
+        check_int_range("num_clients", self.num_clients, 1)
         if not 1 <= self.clients_per_round <= self.num_clients:
             raise ValueError(
                 f"clients_per_round must be in [1, num_clients={self.num_clients}], "
                 f"got clients_per_round={self.clients_per_round}"
             )
-        if self.rounds < 0:
-            raise ValueError(f"rounds must be >= 0, got rounds={self.rounds}")
-        if self.repeats < 1:
-            raise ValueError(f"repeats must be >= 1, got repeats={self.repeats}")
+        check_int_range("rounds", self.rounds, 0)
+        check_int_range("repeats", self.repeats, 1)
         if not (self.weight_decay >= 0) or math.isinf(self.weight_decay):
             raise ValueError(f"weight_decay must be >= 0, got weight_decay={self.weight_decay}")
-        if self.eval_every < 1:
-            raise ValueError(f"eval_every must be >= 1, got eval_every={self.eval_every}")
-        if self.chunk_rows < 1:
-            raise ValueError(f"chunk_rows must be >= 1, got chunk_rows={self.chunk_rows}")
-        if self.seed < 0:
-            raise ValueError(f"seed must be >= 0, got seed={self.seed}")
+        check_int_range("eval_every", self.eval_every, 1)
+        check_int_range("chunk_rows", self.chunk_rows, 1)
+        check_seed("seed", self.seed)
         self.privacy.client_eps(self.num_clients)  # per-client lengths must match N
         self.privacy.client_delta(self.num_clients)

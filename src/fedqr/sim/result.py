@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import math
 import os
-import tempfile
 from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
@@ -14,8 +12,11 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from fedqr._atomic import write_json_atomic
 from fedqr.data import Dataset
 from fedqr.sim.config import SimConfig
+
+__all__ = ["RoundMetrics", "SimResult", "finite_json", "jsonable", "write_json_atomic"]
 
 if TYPE_CHECKING:
     from fedqr.sim.budget import ClientPrivacy
@@ -81,22 +82,28 @@ class SimResult:
         final_eps = priv.ledgers.spent_eps()
         counts = np.maximum(stats[2], 1)
         clients = []
+        group = [0 if priv.replies.shape[0] == 1 else r for r in range(config.repeats)]
         for i in range(config.num_clients):
-            groups = range(priv.replies.shape[0])
+            per_repeat: dict[str, list[Any]] = {
+                "replies": [int(priv.replies[g, i]) for g in group],
+                "epsilon_spent": [final_eps[g][i] for g in group],
+                # pure DP (Laplace) spends no delta; a Gaussian client that replied spends its
+                # delta_i (epsilon is reported at that delta), one that never replied none
+                "delta_spent": [
+                    priv.delta[i] if priv.mechanism.value == "gaussian" and priv.replies[g, i]
+                    else 0.0 for g in group],
+                "noise_std": [float(priv.noise_std[g, i]) for g in group],
+                "noise_parameter": [float(priv.noise_param[g, i]) for g in group],
+            }
             clients.append({
                 "id": i,
                 "num_samples": int(sizes[i]),
-                "replies": _one_or_all([int(priv.replies[g, i]) for g in groups]),
                 "epsilon_budget": priv.eps[i],
                 "delta_budget": priv.delta[i],
-                "epsilon_spent": _one_or_all([final_eps[g][i] for g in groups]),
-                # pure DP (Laplace) spends no delta; a Gaussian client that replied spends its
-                # delta_i (epsilon is reported at that delta), one that never replied none
-                "delta_spent": _one_or_all([
-                    priv.delta[i] if priv.mechanism.value == "gaussian" and priv.replies[g, i]
-                    else 0.0 for g in groups]),
-                "noise_std": _one_or_all([float(priv.noise_std[g, i]) for g in groups]),
-                "noise_parameter": _one_or_all([float(priv.noise_param[g, i]) for g in groups]),
+                # one schema whatever the selection: the largest value over the repeats here,
+                # every repeat's value under "per_repeat"
+                **{k: _largest(v) for k, v in per_repeat.items()},
+                "per_repeat": per_repeat,
                 "clipped_fraction": float((stats[0, :, i] / counts[:, i]).mean()),
                 "snr": float((stats[1, :, i] / counts[:, i]).mean()),
             })
@@ -122,18 +129,30 @@ class SimResult:
         return np.array([run["rounds"][-1][key] for run in self.runs])
 
     def to_json(self) -> dict[str, Any]:
-        """The ``result.json`` document."""
+        """The ``result.json`` document (schema: ``fedqr/sim/result.schema.json``).
+
+        Non-finite metrics (a diverged run) are ``null``; ``diverged_round`` is the first
+        evaluated round with a non-finite metric (``null``: the run stayed finite).
+        """
+        runs = finite_json(self.runs)
+        for run in runs:
+            run["diverged_round"] = next(
+                (rd["round"] for rd in run["rounds"]
+                 if None in (rd["test_loss"], rd["test_accuracy"], rd["train_loss"])), None)
+        first = [r["diverged_round"] for r in runs if r["diverged_round"] is not None]
         return {
             "fedqr_result": 1,
             "dataset": self.dataset,
             "config": jsonable(self.config),
-            "clients": jsonable(self.clients),
-            "runs": jsonable(self.runs),
-            "summary": {
+            "clients": finite_json(self.clients),
+            "runs": runs,
+            "diverged": bool(first),
+            "diverged_round": min(first) if first else None,
+            "summary": finite_json({
                 "final_test_accuracy_mean": float(self.final("test_accuracy").mean()),
                 "final_test_accuracy_std": float(self.final("test_accuracy").std()),
                 "final_test_loss_mean": float(self.final("test_loss").mean()),
-            },
+            }),
         }
 
     def save(self, path: str | os.PathLike[str]) -> None:
@@ -141,18 +160,21 @@ class SimResult:
         write_json_atomic(Path(path), self.to_json())
 
 
-def _one_or_all(values: list[Any]) -> Any:
-    return values[0] if len(set(values)) == 1 else values
+def _largest(values: list[Any]) -> Any:
+    """The largest of ``values`` (``None`` entries ignored; ``None`` if all are)."""
+    known = [v for v in values if v is not None]
+    return max(known) if known else None
 
 
-def write_json_atomic(path: Path, doc: Any) -> None:
-    """Write ``doc`` as JSON to ``path`` via a temporary file and ``os.replace``."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=path.name, suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as fh:
-            json.dump(doc, fh, indent=1, allow_nan=False)
-        os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+def finite_json(obj: Any) -> Any:
+    """:func:`jsonable` with every non-finite float (NaN, +-inf) as ``None`` (JSON null)."""
+    obj = jsonable(obj)
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if obj in ("inf", "-inf") and isinstance(obj, str):
+        return None
+    if isinstance(obj, list):
+        return [finite_json(v) for v in obj]
+    if isinstance(obj, dict):
+        return {k: finite_json(v) for k, v in obj.items()}
+    return obj

@@ -1,0 +1,73 @@
+"""Input checks shared by the configs and the command line.
+
+Each check raises ``ValueError`` naming the parameter, the allowed range and the value
+given, e.g. ``eps must be > 0, got eps=-1.0``, and returns the value. Nothing here uses
+``assert``. This module imports nothing from fedqr: every layer may use it.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = [
+    "SEED_MAX",
+    "check_finite",
+    "check_in_range",
+    "check_int_range",
+    "check_nonnegative",
+    "check_positive",
+    "check_seed",
+]
+
+SEED_MAX = 2**63 - 1
+"""The largest seed (torch and NumPy seeds are 64-bit integers)."""
+
+
+def check_positive(name: str, value: float, *, allow_inf: bool = False) -> float:
+    """``value`` if it is ``> 0`` (and finite unless ``allow_inf``)."""
+    if not (value > 0) or math.isnan(value) or (math.isinf(value) and not allow_inf):
+        bound = "> 0" if allow_inf else "> 0 and finite"
+        raise ValueError(f"{name} must be {bound}, got {name}={value}")
+    return value
+
+
+def check_nonnegative(name: str, value: float) -> float:
+    """``value`` if it is ``>= 0`` and finite."""
+    if not (value >= 0) or math.isinf(value):
+        raise ValueError(f"{name} must be >= 0 and finite, got {name}={value}")
+    return value
+
+
+def check_finite(name: str, value: float) -> float:
+    """``value`` if it is a finite number."""
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {name}={value}")
+    return value
+
+
+def check_in_range(name: str, value: float, low: float, high: float, *,
+                   low_open: bool = False, high_open: bool = False) -> float:
+    """``value`` if it lies in the interval from ``low`` to ``high`` (ends as given)."""
+    above = value > low if low_open else value >= low
+    below = value < high if high_open else value <= high
+    if not (above and below):
+        interval = f"{'(' if low_open else '['}{low:g}, {high:g}{')' if high_open else ']'}"
+        raise ValueError(f"{name} must be in {interval}, got {name}={value}")
+    return value
+
+
+def check_int_range(name: str, value: int, low: int, high: int | None = None) -> int:
+    """``value`` if it is an integer in ``[low, high]`` (no upper end when ``high`` is None)."""
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ValueError(f"{name} must be an integer, got {name}={value!r}")
+    if high is None:
+        if value < low:
+            raise ValueError(f"{name} must be >= {low}, got {name}={value}")
+    elif not low <= value <= high:
+        raise ValueError(f"{name} must be in [{low}, {high}], got {name}={value}")
+    return value
+
+
+def check_seed(name: str, value: int) -> int:
+    """``value`` if it is a seed in ``[0, 2**63 - 1]``."""
+    return check_int_range(name, value, 0, SEED_MAX)
