@@ -37,6 +37,7 @@ from fedqr.privacy._checks import check_int, check_positive, check_probability
 
 __all__ = [
     "Mechanism",
+    "Norm",
     "ReplyStats",
     "gaussian_event",
     "gaussian_std",
@@ -45,6 +46,13 @@ __all__ = [
     "sample_gaussian",
     "sample_laplace",
 ]
+
+
+class Norm(StrEnum):
+    """The norm in which per-sample gradients are clipped (a mechanism's sensitivity norm)."""
+
+    L1 = "l1"  # Laplace mechanism (l1 sensitivity)
+    L2 = "l2"  # Gaussian mechanism (l2 sensitivity)
 
 
 class Mechanism(StrEnum):

@@ -34,9 +34,7 @@ import torch
 from torch import Tensor
 
 from fedqr.data import Dataset, Partition
-from fedqr.models.logreg import Norm
 from fedqr.models.per_sample import ClippedSums, clipped_grad_sums
-from fedqr.privacy import Mechanism
 from fedqr.sim.budget import plan_client_privacy
 from fedqr.sim.config import NoiseSeeding, SimConfig
 from fedqr.sim.engine import (
@@ -47,6 +45,7 @@ from fedqr.sim.engine import (
     reply_generator,
     reply_positions,
 )
+from fedqr.sim.reply import client_replies
 from fedqr.sim.network_parts import (
     ModelFactory,
     NetworkOptions,
@@ -124,11 +123,9 @@ def simulate_network(
                              clients_per_round=config.clients_per_round, rounds=config.rounds,
                              selection=config.selection, repeats=config.repeats,
                              rng=np.random.default_rng(config.seed))
-    privacy = plan_client_privacy(config, sizes=sizes, schedule=schedule)
-    groups = privacy.group_of(config.repeats)
-    mech = config.privacy.mechanism
-    norm = Norm.L1 if mech is Mechanism.LAPLACE else Norm.L2
-    q = 1.0 if mech is Mechanism.LAPLACE else config.privacy.sample_rate
+    spec = config.privacy.spec
+    norm = spec.norm
+    q = spec.batch_rate(config.privacy.sample_rate)
     clip = config.privacy.clip
 
     factory = model_factory if model_factory is not None else paper_cnn_factory(dataset)
@@ -137,6 +134,9 @@ def simulate_network(
     for _ in range(config.repeats):
         m = factory(init_gen)
         thetas.append(torch.cat([p.detach().flatten() for p in m.parameters()]))
+    privacy = plan_client_privacy(config, sizes=sizes, schedule=schedule,
+                                  num_params=int(thetas[0].numel()))
+    groups = privacy.group_of(config.repeats)
     model = m.to(dev)
     if opts.channels_last:
         with torch.no_grad():
@@ -171,11 +171,11 @@ def simulate_network(
             pos[j, :p_j.shape[-1]], valid[j, :v_j.shape[-1]] = p_j[0], v_j[0]
         return pos, valid
 
-    def noise(sel: np.ndarray, std: Tensor, r: int, t: int) -> Tensor:
+    def noise(sel: np.ndarray, std: Tensor, param: Tensor, r: int, t: int) -> Tensor:
         if not per_reply:
-            return draw_noise(mech, std, num_p, gens[r])
-        return torch.stack([draw_noise(mech, std[j], num_p, stream(r, t, int(c), NOISE_STREAM))
-                            for j, c in enumerate(sel)])
+            return draw_noise(spec, std, num_p, gens[r], param=param)
+        return torch.stack([draw_noise(spec, std[j], num_p, stream(r, t, int(c), NOISE_STREAM),
+                                       param=param[j]) for j, c in enumerate(sel)])
 
     def client_sums(sel: np.ndarray, r: int, t: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """(grad (b, P), rows (b,), clipped (b,), loss sums (b,)) of the selected clients."""
@@ -220,6 +220,7 @@ def simulate_network(
                                     train_loss=train, epsilon_spent=privacy.ledgers.spent_eps()))
 
     std_all = torch.as_tensor(privacy.noise_std, dtype=torch.float32, device=dev)  # (S, N)
+    param_all = torch.as_tensor(privacy.noise_param, dtype=torch.float64, device=dev)
     for t in range(config.rounds):
         sel_all = schedule[groups, t]  # (R, b)
         evaluate_now = t % config.eval_every == 0
@@ -229,23 +230,25 @@ def simulate_network(
             load_flat(model, theta[r])
             sel = sel_all[r]
             grad, rows, clipped, loss_sum = client_sums(sel, r, t)
-            denom = torch.as_tensor(sizes[sel] * q, dtype=torch.float32, device=dev)
-            g_data = grad / denom[:, None]
-            grads.append(g_data + config.weight_decay * theta[r])
+            grads.append(grad)
             fused.append(dict(zip(sel.tolist(), loss_sum.tolist(), strict=True))
                          if q == 1 else {})
             stats[0, r, sel] += (clipped.double() / rows.double().clamp_min(1)).cpu().numpy()
-            with np.errstate(divide="ignore", invalid="ignore"):  # no noise: inf, as engine
-                stats[1, r, sel] += (g_data.double().norm(dim=1).cpu().numpy()
-                                     / (privacy.noise_std[groups[r], sel] * math.sqrt(num_p)))
             stats[2, r, sel] += 1
         if evaluate_now:
             record(t, fused)
-        privacy.ledgers.charge_round(sel_all)  # raises before any reply is released
         for r in range(config.repeats):
             sel = sel_all[r]
-            std = std_all[groups[r], torch.as_tensor(sel, device=dev)]
-            replies = theta[r] - config.lr.at(t) * (grads[r] + noise(sel, std, r, t))  # (b, P)
+            sel_t = torch.as_tensor(sel, device=dev)
+            out = client_replies(  # the one reply function; every repeat's round charged once
+                grads[r], sizes=sizes[sel], theta=theta[r], config=config, round=t,
+                std=std_all[groups[r], sel_t], param=param_all[groups[r], sel_t],
+                noise=lambda s, p, _n, sel=sel, r=r: noise(sel, s, p, r, t),
+                charge=(lambda: privacy.ledgers.charge_round(sel_all)) if r == 0 else None)
+            replies = out.theta  # (b, P)
+            with np.errstate(divide="ignore", invalid="ignore"):  # no noise: inf, as engine
+                stats[1, r, sel] += (out.g_data.double().norm(dim=1).cpu().numpy()
+                                     / (privacy.noise_std[groups[r], sel] * math.sqrt(num_p)))
             c = torch.as_tensor(aggregation_weights(config, sizes, sel[None])[0],
                                 dtype=torch.float32, device=dev)
             theta[r] = c @ replies
