@@ -52,6 +52,7 @@ from fedqr.sim.network_parts import (
     evaluate_model,
     load_flat,
     paper_cnn_factory,
+    place_model,
     repeat_seeds,
 )
 from fedqr.sim.passes import poisson_positions
@@ -137,12 +138,7 @@ def simulate_network(
     privacy = plan_client_privacy(config, sizes=sizes, schedule=schedule,
                                   num_params=int(thetas[0].numel()))
     groups = privacy.group_of(config.repeats)
-    model = m.to(dev)
-    if opts.channels_last:
-        with torch.no_grad():
-            for p in model.parameters():
-                if p.dim() == 4:
-                    p.data = p.data.contiguous(memory_format=torch.channels_last)
+    model = place_model(m, dev, channels_last=opts.channels_last)
     theta = torch.stack(thetas).to(dev, torch.float32)  # (R, P)
     num_p = theta.shape[1]
     gens = [torch.Generator(device=dev).manual_seed(s)
