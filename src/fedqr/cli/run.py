@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import Annotated
@@ -21,7 +20,7 @@ from fedqr.data import (
     make_partition,
     restrict_test_to_train_writers,
 )
-from fedqr.privacy import Accountant, Mechanism, PrivacyBudgetExceeded
+from fedqr.privacy import Accountant, Mechanism, PrivacyBudgetExceeded, mechanism_for
 from fedqr.sim.config import (
     Aggregation,
     LearningRate,
@@ -31,16 +30,16 @@ from fedqr.sim.config import (
     SimConfig,
 )
 
-DEFAULT_CLIP = {Mechanism.LAPLACE: 300.0, Mechanism.GAUSSIAN: 10.0, Mechanism.NONE: math.inf}
+DEFAULT_CLIP = {m: mechanism_for(m).default_clip for m in Mechanism}
 """The paper's clip bounds (MNIST; FEMNIST's Laplace bound is :data:`FEMNIST_LAPLACE_CLIP`)."""
 FEMNIST_LAPLACE_CLIP = 200.0
+_CLIP_OVERRIDES = {(DatasetName.FEMNIST, Mechanism.LAPLACE): FEMNIST_LAPLACE_CLIP}
+"""The paper's per-data-set exceptions to a mechanism's default clip (a table, not a branch)."""
 
 
 def default_clip(dataset: DatasetName, mechanism: Mechanism) -> float:
     """The paper's clip bound for ``dataset`` and ``mechanism``."""
-    if dataset is DatasetName.FEMNIST and mechanism is Mechanism.LAPLACE:
-        return FEMNIST_LAPLACE_CLIP
-    return DEFAULT_CLIP[mechanism]
+    return _CLIP_OVERRIDES.get((dataset, mechanism), mechanism_for(mechanism).default_clip)
 
 
 def default_eval_every(dataset: DatasetName, rounds: int) -> int:
@@ -117,7 +116,7 @@ def run(
         if not alpha > 0:
             raise ValueError(f"alpha must be > 0, got alpha={alpha}")
         q = sample_rate if sample_rate is not None else (
-            0.01 if mechanism is Mechanism.GAUSSIAN else 1.0)
+            mechanism_for(mechanism).default_sample_rate)
         config = SimConfig(
             num_clients=num_clients, clients_per_round=clients_per_round, rounds=rounds,
             selection=selection, aggregation=aggregation,
@@ -153,9 +152,12 @@ def run(
     except ValueError as e:
         raise fail(str(e)) from None
     from fedqr.experiments.plots import plot_training
+    from fedqr.models.factory import model_for
     from fedqr.sim.engine import simulate
+    from fedqr.sim.provenance import provenance
 
-    if dataset is DatasetName.FEMNIST:  # the paper's CNN, per-sample clipping in chunks
+    model = model_for(ds)
+    if model.is_network:  # the paper's CNN, per-sample clipping in chunks
         from fedqr.sim.network import simulate_network as simulate
 
     started = time.perf_counter()
@@ -171,6 +173,7 @@ def run(
     elapsed = time.perf_counter() - started
     doc = result.to_json()
     doc["wall_time_s"] = elapsed
+    doc["provenance"] = provenance(model=model, device=dev)
     # write both files to a staging folder first: a failure leaves no partial output behind
     from fedqr.sim.result import write_json_atomic
 

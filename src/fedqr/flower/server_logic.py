@@ -24,6 +24,7 @@ from fedqr.sim.config import SimConfig
 from fedqr.sim.engine import aggregation_weights
 from fedqr.sim.network_parts import NetworkOptions, evaluate_model, load_flat, place_model
 from fedqr.sim.passes import evaluate
+from fedqr.sim.provenance import provenance
 from fedqr.sim.result import RoundMetrics, SimResult
 from fedqr.sim.schedule import make_schedule
 
@@ -183,4 +184,5 @@ class ServerRun:
             client["epsilon_spent"] = final_eps[i]
             client["replies_received"] = int(self.stats[2, 0, i])
         doc["flower"] = {"run_config": self.cfg.to_run_config(), "missing_replies": self.missing}
+        doc["provenance"] = provenance(model=self.model, device="cpu")
         return doc

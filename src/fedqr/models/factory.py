@@ -28,8 +28,8 @@ from fedqr.data import Dataset, DatasetName
 from fedqr.models.cnn import PaperCNN
 from fedqr.models.cnn import num_parameters as _count
 
-__all__ = ["ModelName", "ModelSpec", "build_model", "build_network", "default_model", "flat_parameters",
-           "model_for", "num_params"]
+__all__ = ["ModelName", "ModelSpec", "build_model", "build_network", "default_model",
+           "flat_parameters", "model_for", "num_params"]
 
 
 class ModelName(StrEnum):

@@ -15,6 +15,7 @@ axis b; there is no Python loop over clients or repeats):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -27,7 +28,6 @@ from fedqr.models.logreg import Norm
 from fedqr.privacy import Mechanism, NoiseMechanism, mechanism_for
 from fedqr.sim.budget import ClientPrivacy, plan_client_privacy
 from fedqr.sim.config import Aggregation, NoiseSeeding, SimConfig
-from fedqr.sim.reply import client_replies
 from fedqr.sim.passes import (
     ClientLayout,
     GradSums,
@@ -37,6 +37,7 @@ from fedqr.sim.passes import (
     poisson_positions,
     poisson_sums,
 )
+from fedqr.sim.reply import client_replies
 from fedqr.sim.result import RoundMetrics, SimResult
 from fedqr.sim.schedule import make_schedule
 
@@ -275,7 +276,7 @@ def simulate(
 
         out = client_replies(sums.grad, sizes=sizes[sel], theta=flat, config=config, round=t,
                              std=std, param=param, noise=noise,
-                             charge=lambda sel=sel: setup.privacy.ledgers.charge_round(sel))
+                             charge=functools.partial(setup.privacy.ledgers.charge_round, sel))
         replies, g_data = out.theta, out.g_data
         # 5. the server aggregates theta_{t+1} = sum_i c_i theta^i, c_i = (N/b) d_i / d
         c = torch.as_tensor(aggregation_weights(config, sizes, sel), dtype=torch.float32,

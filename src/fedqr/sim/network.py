@@ -26,6 +26,7 @@ there are; with ``"per-reply"`` each reply's batch and noise come from
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -45,7 +46,6 @@ from fedqr.sim.engine import (
     reply_generator,
     reply_positions,
 )
-from fedqr.sim.reply import client_replies
 from fedqr.sim.network_parts import (
     ModelFactory,
     NetworkOptions,
@@ -56,6 +56,7 @@ from fedqr.sim.network_parts import (
     repeat_seeds,
 )
 from fedqr.sim.passes import poisson_positions
+from fedqr.sim.reply import client_replies
 from fedqr.sim.result import RoundMetrics, SimResult
 from fedqr.sim.schedule import make_schedule
 
@@ -63,6 +64,11 @@ __all__ = ["ModelFactory", "NetworkOptions", "evaluate_model", "paper_cnn_factor
            "simulate_network"]
 
 RoundCallback = Callable[[int], None]
+
+
+def _draw(noise: Callable[[np.ndarray, Tensor, Tensor, int, int], Tensor], sel: np.ndarray,
+          std: Tensor, param: Tensor, _num_params: int, *, r: int, t: int) -> Tensor:
+    return noise(sel, std, param, r, t)
 
 
 def simulate_network(
@@ -239,8 +245,9 @@ def simulate_network(
             out = client_replies(  # the one reply function; every repeat's round charged once
                 grads[r], sizes=sizes[sel], theta=theta[r], config=config, round=t,
                 std=std_all[groups[r], sel_t], param=param_all[groups[r], sel_t],
-                noise=lambda s, p, _n, sel=sel, r=r: noise(sel, s, p, r, t),
-                charge=(lambda: privacy.ledgers.charge_round(sel_all)) if r == 0 else None)
+                noise=functools.partial(_draw, noise, sel, r=r, t=t),
+                charge=functools.partial(privacy.ledgers.charge_round, sel_all) if r == 0
+                else None)
             replies = out.theta  # (b, P)
             with np.errstate(divide="ignore", invalid="ignore"):  # no noise: inf, as engine
                 stats[1, r, sel] += (out.g_data.double().norm(dim=1).cpu().numpy()

@@ -90,11 +90,10 @@ class SimResult:
                 "epsilon_budget": priv.eps[i],
                 "delta_budget": priv.delta[i],
                 "epsilon_spent": _one_or_all([final_eps[g][i] for g in groups]),
-                # pure DP (Laplace) spends no delta; a Gaussian client that replied spends its
-                # delta_i (epsilon is reported at that delta), one that never replied none
+                # a client that replied spends its delta_i (epsilon is reported at that
+                # delta; it is 0 for pure DP and no mechanism), one that never replied none
                 "delta_spent": _one_or_all([
-                    priv.delta[i] if priv.mechanism.value == "gaussian" and priv.replies[g, i]
-                    else 0.0 for g in groups]),
+                    priv.delta[i] if priv.replies[g, i] else 0.0 for g in groups]),
                 "noise_std": _one_or_all([float(priv.noise_std[g, i]) for g in groups]),
                 "noise_parameter": _one_or_all([float(priv.noise_param[g, i]) for g in groups]),
                 "clipped_fraction": float((stats[0, :, i] / counts[:, i]).mean()),
