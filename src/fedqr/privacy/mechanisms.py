@@ -64,6 +64,8 @@ class Mechanism(StrEnum):
     """Gaussian noise, l2 clipping, Poisson sampling, add/remove-one, (eps, delta)-DP."""
     NONE = "none"
     """No noise and no privacy guarantee (non-private baseline)."""
+    DISCRETE_LAPLACE = "discrete-laplace"
+    """Exact discrete Laplace on integer-quantised replies, l1 clipping, PLD-accounted."""
 
 
 def laplace_scale(*, replies: int, clip: float, num_samples: int, eps: float) -> float:

@@ -297,8 +297,10 @@ class NoNoise(_Additive):
 
 
 def _registry() -> dict[Mechanism, NoiseMechanism]:
+    from fedqr.privacy.discrete import DiscreteLaplaceMechanism
+
     return {Mechanism.LAPLACE: LaplaceMechanism(), Mechanism.GAUSSIAN: GaussianMechanism(),
-            Mechanism.NONE: NoNoise()}
+            Mechanism.NONE: NoNoise(), Mechanism.DISCRETE_LAPLACE: DiscreteLaplaceMechanism()}
 
 
 _REGISTRY: dict[Mechanism, NoiseMechanism] = {}
