@@ -86,7 +86,8 @@ def _bernoulli_exp(num: np.ndarray, den: np.ndarray, src: IntegerSource) -> np.n
         a = src.below(den[active] * k[active]) < num[active]
         k[active[a]] += 1
         active = active[a]
-    return (k % 2) == 1
+    odd: np.ndarray = (k % 2) == 1
+    return odd
 
 
 def sample_discrete_laplace(scale: np.ndarray, *, source: IntegerSource) -> np.ndarray:
