@@ -19,7 +19,7 @@ from fedqr._atomic import DamagedFileError, read_json, write_json_atomic
 from fedqr.cli._common import err
 from fedqr.data import DatasetName, DataSpec, PartitionKind
 from fedqr.models.logreg import Norm
-from fedqr.privacy import Mechanism
+from fedqr.privacy import Mechanism, mechanism_for
 from fedqr.theory import ProblemConstants, constants_from_json, constants_to_json
 from fedqr.theory.estimate import EstimatedConstants, estimate_constants
 
@@ -45,8 +45,9 @@ class EstimateSpec:
     gd_steps: int = 20
 
     def __post_init__(self) -> None:
-        if self.mechanism is Mechanism.NONE:
-            raise ValueError("mechanism must be laplace or gaussian, got mechanism='none'")
+        if not mechanism_for(self.mechanism).private:
+            raise ValueError(f"mechanism must be a private mechanism, got "
+                             f"mechanism={self.mechanism.value!r}")
         if not self.clip > 0 or not np.isfinite(self.clip):
             raise ValueError(f"clip must be > 0 and finite, got clip={self.clip}")
         if not self.weight_decay > 0:
@@ -58,8 +59,8 @@ class EstimateSpec:
 
     @property
     def norm(self) -> Norm:
-        """l1 clipping for Laplace, l2 for Gaussian."""
-        return Norm.L1 if self.mechanism is Mechanism.LAPLACE else Norm.L2
+        """The mechanism's clipping norm (l1 for Laplace, l2 for Gaussian)."""
+        return mechanism_for(self.mechanism).norm
 
     def key(self) -> str:
         """Stable hash of the spec and the estimator version."""
@@ -115,7 +116,9 @@ def estimate_for(spec: EstimateSpec, *, data_dir: Path | None, eps: float, delta
             dataset=ds, partition=part, clip=spec.clip, norm=spec.norm, eps=eps,
             delta=delta, sample_rate=spec.sample_rate, weight_decay=spec.weight_decay,
             proxy_fraction=spec.proxy_fraction, rng=rng)
-        if spec.dataset is DatasetName.FEMNIST:  # the paper's CNN: local estimates
+        from fedqr.models.factory import model_for
+
+        if model_for(ds).is_network:  # the paper's CNN: local estimates
             from fedqr.sim.network_constants import estimate_network_constants
 
             est = estimate_network_constants(**common)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import time
 from pathlib import Path
 from typing import Annotated
@@ -22,7 +21,7 @@ from fedqr.cli.scenario import (
 )
 from fedqr.data import DataNotFoundError, DatasetName, DataSpec, PartitionKind
 from fedqr.planner import DataUse
-from fedqr.privacy import Accountant, Mechanism, PrivacyBudgetExceeded
+from fedqr.privacy import Accountant, Mechanism, PrivacyBudgetExceeded, mechanism_for
 from fedqr.sim.config import (
     Aggregation,
     LearningRate,
@@ -32,16 +31,16 @@ from fedqr.sim.config import (
     SimConfig,
 )
 
-DEFAULT_CLIP = {Mechanism.LAPLACE: 300.0, Mechanism.GAUSSIAN: 10.0, Mechanism.NONE: math.inf}
+DEFAULT_CLIP = {m: mechanism_for(m).default_clip for m in Mechanism}
 """The paper's clip bounds (MNIST; FEMNIST's Laplace bound is :data:`FEMNIST_LAPLACE_CLIP`)."""
 FEMNIST_LAPLACE_CLIP = 200.0
+_CLIP_OVERRIDES = {(DatasetName.FEMNIST, Mechanism.LAPLACE): FEMNIST_LAPLACE_CLIP}
+"""The paper's per-data-set exceptions to a mechanism's default clip (a table, not a branch)."""
 
 
 def default_clip(dataset: DatasetName, mechanism: Mechanism) -> float:
     """The paper's clip bound for ``dataset`` and ``mechanism``."""
-    if dataset is DatasetName.FEMNIST and mechanism is Mechanism.LAPLACE:
-        return FEMNIST_LAPLACE_CLIP
-    return DEFAULT_CLIP[mechanism]
+    return _CLIP_OVERRIDES.get((dataset, mechanism), mechanism_for(mechanism).default_clip)
 
 
 def default_eval_every(dataset: DatasetName, rounds: int) -> int:
@@ -124,8 +123,8 @@ def run(
         check_positive("alpha", alpha)
         rounds_n = int_or_auto("rounds", rounds, low=0)
         b_n = int_or_auto("clients_per_round", clients_per_round, low=1)
-        q_opt = rate_or_auto(sample_rate, default=0.01 if mechanism is Mechanism.GAUSSIAN
-                             else 1.0)
+        q_opt = rate_or_auto(sample_rate,
+                             default=mechanism_for(mechanism).default_sample_rate)
         if rounds_n is None or b_n is None or q_opt is None:
             scenario = scenario_from_options(
                 dataset=dataset, partition=partition, alpha=alpha, fraction=fraction,
@@ -180,9 +179,12 @@ def run(
         raise fail(str(e)) from None
     ds, part = data.dataset, data.partition
     from fedqr.experiments.plots import plot_training
+    from fedqr.models.factory import model_for
     from fedqr.sim.engine import simulate
+    from fedqr.sim.provenance import provenance
 
-    if dataset is DatasetName.FEMNIST:  # the paper's CNN, per-sample clipping in chunks
+    model = model_for(ds)
+    if model.is_network:  # the paper's CNN, per-sample clipping in chunks
         from fedqr.sim.network import simulate_network as simulate
 
     started = time.perf_counter()
@@ -201,6 +203,7 @@ def run(
     if plan_doc is not None:
         achieved = doc["summary"]["final_test_loss_mean"]  # type: ignore[index]
         doc["plan"] = {**plan_doc, "achieved_test_loss": achieved}
+    doc["provenance"] = provenance(model=model, device=dev)
     # write both files to a staging folder first: a failure leaves no partial output behind
     from fedqr.cli._common import write_json_atomic
 

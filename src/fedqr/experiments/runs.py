@@ -145,7 +145,9 @@ def simulate_spec(
 ) -> SimResult:
     """Run ``spec`` with the engine of its data set: the batched logistic-regression engine
     (MNIST, digits) or the torch-model engine with the paper's CNN (FEMNIST)."""
-    if spec.dataset is DatasetName.FEMNIST:
+    from fedqr.models.factory import model_for
+
+    if model_for(ds).is_network:
         from fedqr.sim.network import simulate_network
 
         return simulate_network(ds, part, spec.config, device=device, on_round=on_round)

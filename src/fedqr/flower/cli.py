@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import contextlib
 import importlib.util
-import math
 import shutil
 import signal
 import tempfile
@@ -27,7 +26,7 @@ from fedqr._atomic import check_writable_dir
 from fedqr._validate import check_positive
 from fedqr.data import DataNotFoundError, DatasetName, PartitionKind
 from fedqr.flower.config import FlowerRunConfig, parse_floats
-from fedqr.privacy import Accountant, Mechanism
+from fedqr.privacy import Accountant, Mechanism, mechanism_for
 from fedqr.sim.config import Aggregation
 
 flower_app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -36,7 +35,7 @@ flower_app = typer.Typer(add_completion=False, no_args_is_help=True,
 err = Console(stderr=True)
 out = Console()
 
-DEFAULT_CLIP = {Mechanism.LAPLACE: 300.0, Mechanism.GAUSSIAN: 10.0, Mechanism.NONE: math.inf}
+DEFAULT_CLIP = {m: mechanism_for(m).default_clip for m in Mechanism}
 
 
 def _fail(message: str, code: int) -> typer.Exit:
@@ -109,7 +108,7 @@ def _command(mode: str, summary: str) -> Callable[..., None]:
             check_writable_dir("out", out_dir)
             check_positive("timeout", timeout)
             q = sample_rate if sample_rate is not None else (
-                0.01 if mechanism is Mechanism.GAUSSIAN else 1.0)
+                mechanism_for(mechanism).default_sample_rate)
             cfg = FlowerRunConfig(
                 num_clients=num_clients, clients_per_round=clients_per_round, rounds=rounds,
                 dataset=dataset, data_dir=str(data_dir.resolve()) if data_dir else "",

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -19,8 +20,8 @@ import torch
 from fedqr._atomic import write_file_atomic
 from fedqr.flower.client_state import Budget, ReplayRefused, locked_state
 from fedqr.flower.config import FlowerRunConfig
-from fedqr.models.logreg import Norm
-from fedqr.privacy import Accountant, Mechanism, gaussian_event, laplace_event
+from fedqr.models.factory import ModelName, build_network, default_model
+from fedqr.models.per_sample import clipped_grad_sums
 from fedqr.sim.budget import client_noise  # the engine's calibration
 from fedqr.sim.config import SimConfig
 from fedqr.sim.engine import (
@@ -30,20 +31,32 @@ from fedqr.sim.engine import (
     reply_generator,
     reply_positions,
 )
+from fedqr.sim.network_parts import NetworkOptions, load_flat, place_model
 from fedqr.sim.passes import GradSums, client_layout, full_batch_sums, poisson_sums
+from fedqr.sim.reply import client_replies
 from fedqr.sim.schedule import make_schedule, reply_counts
 
 # Flower's simulation keeps one worker process alive across messages: data stay here.
-_DATA: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray, int]] = {}
+_DATA: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray, int, tuple[int, ...]]] = {}
+_MODELS: dict[tuple[object, ...], torch.nn.Module] = {}
 
 
 @dataclass(frozen=True, kw_only=True)
 class ClientData:
-    """A client's own training rows."""
+    """A client's own training rows, and the model the run trains on them."""
 
     x: np.ndarray  # (d_i, p) float32
     y: np.ndarray  # (d_i,) int64
     num_classes: int
+    image_shape: tuple[int, ...] = ()  # (C, H, W) of image data, () otherwise
+    model: ModelName = ModelName.LOGREG
+
+    @property
+    def theta_shape(self) -> tuple[int, ...]:
+        """Shape of theta_t: ``(k, p)`` for logistic regression, ``(P,)`` flat otherwise."""
+        if self.model is ModelName.LOGREG:
+            return (self.num_classes, self.x.shape[1])
+        return (_num_params(self),)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -73,15 +86,18 @@ def load_client_data(cfg: FlowerRunConfig, *, client: int,
         path = cache_dir / f"data-{name}.npz" if cache_dir is not None else None
         if path is not None and path.is_file():
             with np.load(path) as f:
-                _DATA[key] = (f["x"], f["y"], int(f["k"]))
+                _DATA[key] = (f["x"], f["y"], int(f["k"]), tuple(int(v) for v in f["shape"]))
         else:
             ds, part = cfg.load_data()
             idx = part.indices[client]
-            _DATA[key] = (ds.x_train[idx], ds.y_train[idx], ds.num_classes)
+            shape = tuple(ds.image_shape or ())
+            _DATA[key] = (ds.x_train[idx], ds.y_train[idx], ds.num_classes, shape)
             if path is not None:
-                _save_npz(path, x=_DATA[key][0], y=_DATA[key][1], k=np.array(ds.num_classes))
-    x, y, k = _DATA[key]
-    return ClientData(x=x, y=y, num_classes=k)
+                _save_npz(path, x=_DATA[key][0], y=_DATA[key][1], k=np.array(ds.num_classes),
+                          shape=np.array(shape, dtype=np.int64))
+    x, y, k, shape = _DATA[key]
+    return ClientData(x=x, y=y, num_classes=k, image_shape=shape,
+                      model=default_model(cfg.dataset))
 
 
 def _save_npz(path: Path, **arrays: np.ndarray) -> None:
@@ -95,11 +111,12 @@ class ClientPlan:
     replies: int
     noise_std: float
     event: dp_accounting.DpEvent | None
+    noise_param: float = 0.0
     budget: Budget | None
 
 
 def client_plan(sim: SimConfig, *, client: int, size: int,
-                calibration: dict[str, list[float]]) -> ClientPlan:
+                calibration: dict[str, list[float]], num_params: int | None = None) -> ClientPlan:
     """Calibrate (or reuse the calibration in ``calibration``) exactly as the engine does."""
     replies = int(reply_counts(_schedule(sim), sim.num_clients)[0, client])
     budget = client_budget(sim, client=client)
@@ -107,26 +124,25 @@ def client_plan(sim: SimConfig, *, client: int, size: int,
     if budget is None or replies == 0:
         return ClientPlan(replies=replies, noise_std=0.0, event=None, budget=budget)
     key = repr((p.mechanism.value, replies, p.clip, size, budget.eps, budget.delta,
-                p.sample_rate, budget.accountant))
+                p.sample_rate, budget.accountant, num_params))
     if key in calibration:
         param, std = calibration[key]
     else:
         param, std, _ = client_noise(sim, replies=replies, size=size, eps=budget.eps,
-                                     delta=budget.delta)
+                                     delta=budget.delta, num_params=num_params)
         calibration[key] = [param, std]
-    if p.mechanism is Mechanism.LAPLACE:
-        event = laplace_event(scale=param, clip=p.clip, num_samples=size)
-    else:
-        event = gaussian_event(noise_multiplier=param, sample_rate=p.sample_rate)
-    return ClientPlan(replies=replies, noise_std=std, event=event, budget=budget)
+    event = p.spec.event(param=param, clip=p.clip, sample_rate=p.sample_rate, size=size,
+                         num_params=num_params)
+    return ClientPlan(replies=replies, noise_std=std, noise_param=param, event=event,
+                      budget=budget)
 
 
 def client_budget(sim: SimConfig, *, client: int) -> Budget | None:
     """Client ``client``'s budget and accountant (``None`` without a mechanism)."""
     p = sim.privacy
-    if p.mechanism is Mechanism.NONE:
+    kind = p.spec.accountant(p.accountant)
+    if kind is None:
         return None
-    kind = Accountant.PURE if p.mechanism is Mechanism.LAPLACE else p.accountant
     return Budget(client_id=client, eps=p.client_eps(sim.num_clients)[client],
                   delta=p.client_delta(sim.num_clients)[client], accountant=kind.value)
 
@@ -137,43 +153,94 @@ def _schedule(sim: SimConfig) -> np.ndarray:
                          rng=np.random.default_rng(sim.seed))
 
 
-def compute_reply(data: ClientData, theta: np.ndarray, *, sim: SimConfig, client: int,
-                  round: int, noise_std: float) -> tuple[np.ndarray, GradSums, float]:
-    """``theta_t - eta_t (g + w)`` of one client: the engine's step for a batch of one reply.
+def _num_params(data: ClientData) -> int:
+    return sum(p.numel() for p in _client_model(data).parameters())
 
-    Returns the new parameters ``(k, p)``, the clipped-gradient sums and ``||g||_2``.
-    """
-    mech = sim.privacy.mechanism
-    norm = Norm.L1 if mech is Mechanism.LAPLACE else Norm.L2
-    dev = torch.device("cpu")
-    x = torch.as_tensor(data.x, dtype=torch.float32)
-    d = x.shape[0]
-    layout = client_layout(x, torch.as_tensor(data.y, dtype=torch.int64),
+
+def _client_model(data: ClientData) -> torch.nn.Module:
+    """The run's torch model (built once per process), placed as the network engine does."""
+    key = (data.model, data.image_shape, data.num_classes)
+    if key not in _MODELS:
+        model = build_network(data.model, image_shape=data.image_shape or None,
+                              num_classes=data.num_classes, generator=None)
+        _MODELS[key] = place_model(model, torch.device("cpu"),
+                                   channels_last=NetworkOptions().channels_last)
+    return _MODELS[key]
+
+
+def _logreg_sums(data: ClientData, th: torch.Tensor, *, sim: SimConfig,
+                 gen: torch.Generator | None) -> GradSums:
+    """The fused pass of the batched engine for a batch of one reply."""
+    spec = sim.privacy.spec
+    d = data.x.shape[0]
+    layout = client_layout(torch.as_tensor(data.x, dtype=torch.float32),
+                           torch.as_tensor(data.y, dtype=torch.int64),
                            offsets=np.array([0, d], dtype=np.int64),
-                           num_classes=data.num_classes, norm=norm)
-    th = torch.as_tensor(np.ascontiguousarray(theta, dtype=np.float32)).unsqueeze(0)
+                           num_classes=data.num_classes, norm=spec.norm)
     sel = np.zeros((1, 1), dtype=np.int64)
-    q = sim.privacy.sample_rate if mech is not Mechanism.LAPLACE else 1.0
+    q = spec.batch_rate(sim.privacy.sample_rate)
     clip = sim.privacy.clip
-    if q < 1:
-        gen = reply_generator(seed=sim.seed, repeat=0, round=round, client=client,
-                              stream=SAMPLE_STREAM, device=dev)
-        pos, valid = reply_positions(d, sample_rate=q, generator=gen, device=dev)
-        sums = poisson_sums(layout, th, sel, sample_rate=q, clip=clip, norm=norm,
-                            generator=gen, positions=(pos.unsqueeze(0), valid.unsqueeze(0)))
-    else:
-        sums = full_batch_sums(layout, th, sel, clip=clip, norm=norm,
-                               chunk_rows=sim.chunk_rows, with_train_loss=False)
-    denom = torch.as_tensor(np.array([[d]]) * (1.0 if mech is Mechanism.LAPLACE else q),
-                            dtype=torch.float32)
-    g_data = sums.grad / denom.unsqueeze(-1)  # (1, 1, k p)
-    flat = th.view(1, 1, -1)
-    g = g_data + sim.weight_decay * flat
-    std = torch.as_tensor(noise_std, dtype=torch.float32)
-    noise = draw_noise(mech, std, g.shape[-1], reply_generator(
-        seed=sim.seed, repeat=0, round=round, client=client, stream=NOISE_STREAM, device=dev))
-    reply = flat - sim.lr.at(round) * (g + noise)
-    return reply.view(theta.shape).numpy(), sums, float(g_data.double().norm())
+    if gen is not None:
+        pos, valid = reply_positions(d, sample_rate=q, generator=gen, device=th.device)
+        return poisson_sums(layout, th.view(1, data.num_classes, -1), sel, sample_rate=q,
+                            clip=clip, norm=spec.norm, generator=gen,
+                            positions=(pos.unsqueeze(0), valid.unsqueeze(0)))
+    return full_batch_sums(layout, th.view(1, data.num_classes, -1), sel, clip=clip,
+                           norm=spec.norm, chunk_rows=sim.chunk_rows, with_train_loss=False)
+
+
+def _network_sums(data: ClientData, th: torch.Tensor, *, sim: SimConfig,
+                  gen: torch.Generator | None) -> GradSums:
+    """The network engine's per-sample clipping (same model placement, chunks and method)."""
+    spec = sim.privacy.spec
+    model = _client_model(data)
+    load_flat(model, th)
+    x = torch.as_tensor(data.x).view(-1, *data.image_shape)
+    y = torch.as_tensor(data.y)
+    if gen is not None:
+        q = spec.batch_rate(sim.privacy.sample_rate)
+        pos, valid = reply_positions(x.shape[0], sample_rate=q, generator=gen,
+                                     device=x.device)
+        rows = pos[valid]
+        x, y = x[rows], y[rows]
+    opts = NetworkOptions()
+    out = clipped_grad_sums(model, x, y, clip=sim.privacy.clip, norm=spec.norm,
+                            offsets=np.array([0, x.shape[0]]), chunk_rows=opts.chunk_rows,
+                            method=opts.method)
+    return GradSums(grad=out.grad.view(1, 1, -1), rows=out.rows.view(1, 1),
+                    clipped=out.clipped.view(1, 1), loss_sum=None)
+
+
+def compute_reply(data: ClientData, theta: np.ndarray, *, sim: SimConfig, client: int,
+                  round: int, noise_std: float, noise_param: float = 0.0,
+                  charge: Callable[[], None] | None = None,
+                  ) -> tuple[np.ndarray, GradSums, float]:
+    """``theta_t - eta_t (g + w)`` of one client: the engines' step for a batch of one reply.
+
+    The clipped sums come from the pass of the run's model (the batched engine's fused pass
+    for logistic regression, the network engine's per-sample clipping for the CNN); the
+    reply itself from :func:`fedqr.sim.reply.client_replies`, as in both engines. ``charge``
+    is called before the noise is drawn. Returns the new parameters (``theta``'s shape), the
+    clipped-gradient sums and ``||g||_2``.
+    """
+    spec = sim.privacy.spec
+    dev = torch.device("cpu")
+    q = spec.batch_rate(sim.privacy.sample_rate)
+    gen = None if q >= 1 else reply_generator(seed=sim.seed, repeat=0, round=round,
+                                               client=client, stream=SAMPLE_STREAM, device=dev)
+    th = torch.as_tensor(np.ascontiguousarray(theta, dtype=np.float32)).reshape(1, 1, -1)
+    sums_of = _logreg_sums if data.model is ModelName.LOGREG else _network_sums
+    sums = sums_of(data, th.view(-1) if data.model is not ModelName.LOGREG else th, sim=sim,
+                   gen=gen)
+    noise_gen = reply_generator(seed=sim.seed, repeat=0, round=round, client=client,
+                                stream=NOISE_STREAM, device=dev)
+    out = client_replies(
+        sums.grad, sizes=np.array([[data.x.shape[0]]]), theta=th, config=sim, round=round,
+        std=torch.full((1, 1), noise_std, dtype=torch.float32),
+        param=torch.full((1, 1), noise_param, dtype=torch.float64),
+        noise=lambda s, p, n: draw_noise(spec, s, n, noise_gen, param=p), charge=charge)
+    return (out.theta.view(theta.shape).numpy(), sums,
+            float(out.g_data.double().norm()))
 
 
 def model_digest(theta: np.ndarray, *, round: int) -> str:
@@ -202,7 +269,7 @@ def answer_round(cfg: FlowerRunConfig, *, client: int, round: int, theta: np.nda
                          f"schedule of N={sim.num_clients}, b={sim.clients_per_round}, "
                          f"T={sim.rounds}: refused")
     data = load_client_data(cfg, client=client, cache_dir=state_dir)
-    shape = (data.num_classes, data.x.shape[1])
+    shape = data.theta_shape
     if theta.shape != shape:
         raise ValueError(f"theta must have shape {shape}, got theta.shape={theta.shape}")
     budget = client_budget(sim, client=client)
@@ -214,7 +281,7 @@ def answer_round(cfg: FlowerRunConfig, *, client: int, round: int, theta: np.nda
     digest = model_digest(theta, round=round)
     with locked_state(state_dir, budget=budget) as (state, save):
         plan = client_plan(sim, client=client, size=data.x.shape[0],
-                           calibration=state.calibration)
+                           calibration=state.calibration, num_params=math.prod(shape))
         if plan.event is None:  # unreachable: a scheduled client of a private run
             raise RuntimeError(f"client {client} has no DP event for round {round}")
         answered = state.answered.setdefault(run_key, {})
@@ -223,12 +290,17 @@ def answer_round(cfg: FlowerRunConfig, *, client: int, round: int, theta: np.nda
             raise ReplayRefused(f"client {client}: round {round} of run {run_key} was already "
                                 "answered for another model; a second answer would spend "
                                 "budget twice: refused")
+        event = plan.event
+
+        def charge() -> None:  # charge and persist before the noise is drawn
+            if prior is None:
+                state.ledger.charge(event)
+                answered[str(round)] = digest
+                save()
+
         new, sums, gnorm = compute_reply(data, theta, sim=sim, client=client, round=round,
-                                         noise_std=plan.noise_std)
-        if prior is None:  # charge and persist before the reply leaves
-            state.ledger.charge(plan.event)
-            answered[str(round)] = digest
-            save()
+                                         noise_std=plan.noise_std, noise_param=plan.noise_param,
+                                         charge=charge)
         return _reply(new, sums, gnorm, size=data.x.shape[0], noise_std=plan.noise_std,
                       eps=state.ledger.spent()[0], charged=state.ledger.replies)
 

@@ -140,6 +140,8 @@ class FlowerRunConfig:
                 value = ",".join(repr(v) for v in value)
             elif isinstance(value, StrEnum):
                 value = value.value
+            elif isinstance(value, float) and math.isinf(value):
+                value = "inf"  # the none mechanism's clip: TOML and JSON carry no infinity
             doc[f.name.replace("_", "-")] = value
         return doc
 
@@ -192,6 +194,8 @@ def _parse(key: str, value: object, default: object) -> object:
     elif isinstance(default, float):
         if isinstance(value, int | float) and not isinstance(value, bool):
             return float(value)
+        if value == "inf":
+            return math.inf
     elif isinstance(default, str) and isinstance(value, str):
         return value
     kind = "number list" if isinstance(default, tuple) else type(default).__name__

@@ -18,10 +18,13 @@ import torch
 
 from fedqr.data import Dataset
 from fedqr.flower.config import FlowerRunConfig
+from fedqr.models.factory import ModelSpec, build_model, flat_parameters, model_for
 from fedqr.sim.budget import ClientPrivacy, plan_client_privacy
 from fedqr.sim.config import SimConfig
 from fedqr.sim.engine import aggregation_weights
+from fedqr.sim.network_parts import NetworkOptions, evaluate_model, load_flat, place_model
 from fedqr.sim.passes import evaluate
+from fedqr.sim.provenance import provenance
 from fedqr.sim.result import RoundMetrics, SimResult
 from fedqr.sim.schedule import make_schedule
 
@@ -52,7 +55,9 @@ class ServerRun:
     sizes: np.ndarray
     schedule: np.ndarray  # (T, b)
     privacy: ClientPrivacy
-    theta: torch.Tensor  # (1, k, p)
+    theta: torch.Tensor  # (1, k, p) for logistic regression, (1, P) for a torch model
+    model: ModelSpec
+    network: torch.nn.Module | None = None  # the torch model theta is loaded into, if any
     history: list[RoundMetrics] = field(default_factory=list)
     stats: np.ndarray = field(default_factory=lambda: np.zeros(0))
     reported_eps: list[float] = field(default_factory=list)
@@ -68,10 +73,20 @@ class ServerRun:
                                  clients_per_round=sim.clients_per_round, rounds=sim.rounds,
                                  selection=sim.selection, repeats=1,
                                  rng=np.random.default_rng(sim.seed))
-        privacy = plan_client_privacy(sim, sizes=sizes, schedule=schedule)
-        theta = torch.zeros(1, ds.num_classes, ds.x_train.shape[1], dtype=torch.float32)
+        spec = model_for(ds)
+        privacy = plan_client_privacy(sim, sizes=sizes, schedule=schedule,
+                                      num_params=spec.num_params)
+        network = None
+        if spec.is_network:  # theta_0 as the network engine draws it for repeat 0
+            init = build_model(spec.name, dataset=ds,
+                               generator=torch.Generator().manual_seed(sim.seed))
+            theta = flat_parameters(init).unsqueeze(0)
+            network = place_model(init, torch.device("cpu"),
+                                  channels_last=NetworkOptions().channels_last)
+        else:
+            theta = torch.zeros(1, ds.num_classes, ds.x_train.shape[1], dtype=torch.float32)
         return cls(cfg=cfg, sim=sim, dataset=ds, sizes=sizes, schedule=schedule[0],
-                   privacy=privacy, theta=theta,
+                   privacy=privacy, theta=theta, model=spec, network=network,
                    stats=np.zeros((3, 1, sim.num_clients)),
                    reported_eps=[0.0] * sim.num_clients)
 
@@ -80,25 +95,34 @@ class ServerRun:
         return [int(c) for c in self.schedule[t]]
 
     def theta_numpy(self) -> np.ndarray:
-        """theta_t, shape (k, p), as sent to the clients."""
+        """theta_t, shape (k, p) (or (P,) for a torch model), as sent to the clients."""
         return self.theta[0].numpy().copy()
 
     def record(self, t: int) -> RoundMetrics:
         """Test loss and accuracy, training objective and spent epsilon of theta_t."""
-        ds, chunk = self.dataset, self.sim.chunk_rows
-        x_test = torch.as_tensor(ds.x_test)
-        y_test = torch.as_tensor(ds.y_test)
-        loss, correct = evaluate(x_test, y_test, self.theta, chunk_rows=chunk)
-        train, _ = evaluate(torch.as_tensor(ds.x_train), torch.as_tensor(ds.y_train), self.theta,
-                            chunk_rows=chunk)
+        ds = self.dataset
+        loss, correct = self._evaluate(ds.x_test, ds.y_test)
+        train, _ = self._evaluate(ds.x_train, ds.y_train)
         reg = 0.5 * self.sim.weight_decay * float(self.theta.double().pow(2).sum())
         metrics = RoundMetrics(
-            round=t, test_loss=[float(loss[0]) / len(ds.y_test)],
-            test_accuracy=[float(correct[0]) / len(ds.y_test)],
-            train_loss=[float(train[0]) / len(ds.y_train) + reg],
+            round=t, test_loss=[loss / len(ds.y_test)],
+            test_accuracy=[correct / len(ds.y_test)],
+            train_loss=[train / len(ds.y_train) + reg],
             epsilon_spent=[self._spent_eps()])
         self.history.append(metrics)
         return metrics
+
+    def _evaluate(self, x: np.ndarray, y: np.ndarray) -> tuple[float, int]:
+        """Summed cross-entropy and correct predictions of theta_t on ``(x, y)``."""
+        xt, yt = torch.as_tensor(x), torch.as_tensor(y)
+        if self.network is None:
+            loss, correct = evaluate(xt, yt, self.theta, chunk_rows=self.sim.chunk_rows)
+            return float(loss[0]), int(correct[0])
+        opts = NetworkOptions()
+        load_flat(self.network, self.theta[0])
+        shape = self.dataset.image_shape or (self.dataset.num_features,)
+        return evaluate_model(self.network, xt.view(-1, *shape), yt, chunk_rows=opts.eval_rows,
+                              channels_last=opts.channels_last)
 
     def _spent_eps(self) -> list[float | None]:
         """Per client: the larger of the server's count of received replies and the client's
@@ -133,7 +157,10 @@ class ServerRun:
         stacked = torch.cat(rows, dim=1)  # (1, b, k p)
         weights = aggregation_weights(self.sim, self.sizes, np.array([sel]))
         c_t = torch.as_tensor(weights, dtype=torch.float32)
-        self.theta = torch.bmm(c_t.unsqueeze(1), stacked).view(self.theta.shape)
+        if self.network is None:  # the operation of the engine that trains this model
+            self.theta = torch.bmm(c_t.unsqueeze(1), stacked).view(self.theta.shape)
+        else:
+            self.theta = (c_t[0] @ stacked[0]).view(self.theta.shape)
 
     def _account(self, c: int, reply: ClientReply) -> None:
         ledger, event = self.privacy.ledgers.ledgers[0][c], self.privacy.ledgers.events[0][c]
@@ -158,4 +185,5 @@ class ServerRun:
             client["per_repeat"]["epsilon_spent"] = [final_eps[i]]  # one repeat
             client["replies_received"] = int(self.stats[2, 0, i])
         doc["flower"] = {"run_config": self.cfg.to_run_config(), "missing_replies": self.missing}
+        doc["provenance"] = provenance(model=self.model, device="cpu")
         return doc

@@ -18,17 +18,13 @@ single GEMM serves every repeat. Rows are processed in cache-sized chunks so tha
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 import torch
 from torch import Tensor
 
+from fedqr.privacy.mechanisms import Norm  # the clipping norm belongs to the mechanism
 
-class Norm(StrEnum):
-    """The norm in which per-sample gradients are clipped."""
-
-    L1 = "l1"  # Laplace mechanism (l1 sensitivity)
-    L2 = "l2"  # Gaussian mechanism (l2 sensitivity)
+__all__ = ["ChunkOut", "Norm", "clipped_residual", "row_norms"]
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,8 @@
   dp-accounting events.
 - :mod:`fedqr.privacy.accounting`: accountants (RDP default, PLD, pure-DP basic
   composition), noise-multiplier calibration, spent epsilon.
+- :mod:`fedqr.privacy.spec`: one object per mechanism (:func:`mechanism_for`): clip norm,
+  sampling, denominator, calibration, noise draw, DP event and accountant.
 - :mod:`fedqr.privacy.ledger`: per-client ledger that refuses replies over budget.
 """
 
@@ -22,6 +24,7 @@ from fedqr.privacy.accounting import (
 from fedqr.privacy.ledger import BUDGET_RTOL, PrivacyBudgetExceeded, PrivacyLedger
 from fedqr.privacy.mechanisms import (
     Mechanism,
+    Norm,
     ReplyStats,
     gaussian_event,
     gaussian_std,
@@ -31,17 +34,27 @@ from fedqr.privacy.mechanisms import (
     sample_laplace,
 )
 from fedqr.privacy.pure import PureDpAccountant
+from fedqr.privacy.spec import (
+    Calibration,
+    NoiseMechanism,
+    as_mechanism,
+    mechanism_for,
+)
 
 __all__ = [
     "BUDGET_RTOL",
     "PLD_VALUE_DISCRETIZATION_INTERVAL",
     "RDP_ORDERS",
     "Accountant",
+    "Calibration",
     "Mechanism",
+    "NoiseMechanism",
+    "Norm",
     "PrivacyBudgetExceeded",
     "PrivacyLedger",
     "PureDpAccountant",
     "ReplyStats",
+    "as_mechanism",
     "calibrate_noise_multiplier",
     "composed_event",
     "epsilon_spent",
@@ -50,6 +63,7 @@ __all__ = [
     "laplace_event",
     "laplace_scale",
     "make_accountant",
+    "mechanism_for",
     "paper_gaussian_sigma",
     "sample_gaussian",
     "sample_laplace",

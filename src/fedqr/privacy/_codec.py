@@ -10,7 +10,9 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
+import attr
 import dp_accounting
+from dp_accounting import dp_event
 
 from fedqr._atomic import write_json_atomic
 from fedqr.privacy._checks import check_int
@@ -54,10 +56,23 @@ def encode_event(event: dp_accounting.DpEvent) -> JsonEvent:
         return {"type": "composed", "events": [encode_event(e) for e in event.events]}
     if isinstance(event, dp_accounting.NoOpDpEvent):
         return {"type": "no_op"}
+    fields = _leaf_fields(event)
+    if fields is not None:  # any other mechanism's event with numeric fields, by class name
+        return {"type": "leaf", "class": type(event).__name__, "fields": fields}
     raise ValueError(
         "event must be a Laplace, Gaussian, PoissonSampled, SelfComposed, Composed or NoOp "
         f"DpEvent to be saved, got event={event!r}"
     )
+
+
+def _leaf_fields(event: dp_accounting.DpEvent) -> dict[str, int | float] | None:
+    """The fields of an attrs DpEvent whose fields are all numbers, else ``None``."""
+    if not attr.has(type(event)):
+        return None
+    values = attr.asdict(event, recurse=False)
+    if all(isinstance(v, int | float) and not isinstance(v, bool) for v in values.values()):
+        return {k: v for k, v in values.items()}
+    return None
 
 
 def _field(data: JsonEvent, key: str, kind: type | tuple[type, ...]) -> Any:
@@ -89,6 +104,16 @@ def decode_event(data: object) -> dp_accounting.DpEvent:
         return dp_accounting.ComposedDpEvent(events=[decode_event(e) for e in events])
     if kind == "no_op":
         return dp_accounting.NoOpDpEvent()
+    if kind == "leaf":
+        cls = getattr(dp_event, str(data.get("class")), None)
+        fields = _field(data, "fields", dict)
+        ok = isinstance(cls, type) and issubclass(cls, dp_accounting.DpEvent) and all(
+            isinstance(v, int | float) and not isinstance(v, bool) for v in fields.values())
+        if not ok:
+            raise ValueError(f"event must name a dp_accounting DpEvent with numeric fields, "
+                             f"got event={data!r}")
+        leaf: dp_accounting.DpEvent = cls(**fields)  # type: ignore[misc]
+        return leaf
     raise ValueError(
         "event type must be one of 'laplace', 'gaussian', 'poisson_sampled', "
         f"'self_composed', 'composed', 'no_op', got type={kind!r}"

@@ -38,6 +38,7 @@ from fedqr.privacy.pure import laplace_scale_within
 
 __all__ = [
     "Mechanism",
+    "Norm",
     "ReplyStats",
     "gaussian_event",
     "gaussian_std",
@@ -46,6 +47,13 @@ __all__ = [
     "sample_gaussian",
     "sample_laplace",
 ]
+
+
+class Norm(StrEnum):
+    """The norm in which per-sample gradients are clipped (a mechanism's sensitivity norm)."""
+
+    L1 = "l1"  # Laplace mechanism (l1 sensitivity)
+    L2 = "l2"  # Gaussian mechanism (l2 sensitivity)
 
 
 class Mechanism(StrEnum):
@@ -57,6 +65,8 @@ class Mechanism(StrEnum):
     """Gaussian noise, l2 clipping, Poisson sampling, add/remove-one, (eps, delta)-DP."""
     NONE = "none"
     """No noise and no privacy guarantee (non-private baseline)."""
+    DISCRETE_LAPLACE = "discrete-laplace"
+    """Exact discrete Laplace on integer-quantised replies, l1 clipping, PLD-accounted."""
 
 
 def laplace_scale(*, replies: int, clip: float, num_samples: int, eps: float) -> float:

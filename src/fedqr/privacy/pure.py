@@ -89,13 +89,16 @@ class PureDpAccountant(dp_accounting.PrivacyAccountant):  # type: ignore[misc]
         return self._eps
 
     def get_delta(self, target_epsilon: float) -> float:
-        """``0.0`` if the summed epsilon is ``<= target_epsilon``, otherwise ``1.0``.
+        """``0.0`` if the summed epsilon is ``<= target_epsilon``, otherwise ``1.0``;
+        always ``1.0`` after a non-private event (dp-accounting's accountant contract).
 
         Pure DP gives no smaller delta at a smaller epsilon without further analysis, so
         ``1.0`` (no guarantee) is the honest answer below the summed epsilon.
         """
         if not (isinstance(target_epsilon, Real) and float(target_epsilon) >= 0.0):
             raise ValueError(f"target_epsilon must be >= 0, got target_epsilon={target_epsilon!r}")
+        if math.isinf(self._eps):  # a non-private release: no guarantee at any epsilon
+            return 1.0
         return 0.0 if self._eps <= target_epsilon else 1.0
 
 

@@ -18,11 +18,6 @@ from fedqr.privacy import (
     Mechanism,
     PrivacyBudgetExceeded,
     PrivacyLedger,
-    calibrate_noise_multiplier,
-    gaussian_event,
-    gaussian_std,
-    laplace_event,
-    laplace_scale,
 )
 from fedqr.sim.config import SimConfig
 from fedqr.sim.schedule import reply_counts
@@ -73,25 +68,25 @@ class ClientPrivacy:
 
 
 def client_noise(
-    config: SimConfig, *, replies: int, size: int, eps: float, delta: float
+    config: SimConfig, *, replies: int, size: int, eps: float, delta: float,
+    num_params: int | None = None,
 ) -> tuple[float, float, dp_accounting.DpEvent | None]:
-    """(noise parameter, per-coordinate std, accounting event) of one client."""
+    """(noise parameter, per-coordinate std, accounting event) of one client.
+
+    The std is that of the noise on one reply of a client with ``size`` rows and ``replies``
+    replies; the mechanism object (``config.privacy.spec``) does the calibration.
+    ``num_params`` (the reply's dimension) is needed only by mechanisms that quantise.
+    """
     p = config.privacy
-    if p.mechanism is Mechanism.NONE or replies == 0:
-        return 0.0, 0.0, None
-    if p.mechanism is Mechanism.LAPLACE:
-        scale = laplace_scale(replies=replies, clip=p.clip, num_samples=size, eps=eps)
-        return scale, math.sqrt(2.0) * scale, laplace_event(scale=scale, clip=p.clip,
-                                                           num_samples=size)
-    z = calibrate_noise_multiplier(replies=replies, sample_rate=p.sample_rate, eps=eps,
-                                   delta=delta, accountant=p.accountant)
-    std = gaussian_std(noise_multiplier=z, clip=p.clip, sample_rate=p.sample_rate,
-                       num_samples=size)
-    return z, std, gaussian_event(noise_multiplier=z, sample_rate=p.sample_rate)
+    cal = p.spec.calibrate(replies=replies, eps=eps, delta=delta, clip=p.clip,
+                           sample_rate=p.sample_rate, size=size, accountant=p.accountant,
+                           num_params=num_params)
+    return cal.param, cal.std, cal.event
 
 
 def plan_client_privacy(
-    config: SimConfig, *, sizes: np.ndarray, schedule: np.ndarray
+    config: SimConfig, *, sizes: np.ndarray, schedule: np.ndarray,
+    num_params: int | None = None,
 ) -> ClientPrivacy:
     """Calibrate each client's noise for its exact reply count and open its ledger.
 
@@ -104,8 +99,7 @@ def plan_client_privacy(
     eps, delta = config.privacy.client_eps(n), config.privacy.client_delta(n)
     replies = reply_counts(schedule, n)
     mech = config.privacy.mechanism
-    kind = {Mechanism.LAPLACE: Accountant.PURE, Mechanism.GAUSSIAN: config.privacy.accountant,
-            Mechanism.NONE: None}[mech]
+    kind = config.privacy.spec.accountant(config.privacy.accountant)
     param = np.zeros(replies.shape)
     std = np.zeros(replies.shape)
     ledgers: list[list[PrivacyLedger | None]] = []
@@ -116,7 +110,7 @@ def plan_client_privacy(
         for i in range(n):
             param[g, i], std[g, i], event = client_noise(
                 config, replies=int(replies[g, i]), size=int(sizes[i]), eps=eps[i],
-                delta=delta[i])
+                delta=delta[i], num_params=num_params)
             ledger = None
             if kind is not None:
                 ledger = PrivacyLedger(eps=eps[i], delta=delta[i], accountant=kind, client_id=i)

@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from fedqr._validate import check_in_range, check_int_range, check_positive, check_seed
-from fedqr.privacy import Accountant, Mechanism
+from fedqr.privacy import Accountant, Mechanism, NoiseMechanism, as_mechanism, mechanism_for
 
 
 class Selection(StrEnum):
@@ -117,31 +117,32 @@ class PrivacyConfig:
     accountant: Accountant = Accountant.RDP
 
     def __post_init__(self) -> None:
+        # a string such as "laplace" is coerced to the enum (an unknown one is refused), so
+        # it is never calibrated as another mechanism
+        object.__setattr__(self, "mechanism", as_mechanism(self.mechanism))
         for e in _as_tuple(self.eps):
             _positive("eps", e)
         for d in _as_tuple(self.delta):  # whatever the mechanism: a delta is a probability
-            check_in_range("delta", d, 0, 1, low_open=self.mechanism is Mechanism.GAUSSIAN,
+            check_in_range("delta", d, 0, 1, low_open=self.spec.needs_delta,
                            high_open=True)
         _positive("clip", self.clip, allow_inf=True)
         if not 0 < self.sample_rate <= 1:
             raise ValueError(f"sample_rate must be in (0, 1], got sample_rate={self.sample_rate}")
-        if self.mechanism is Mechanism.LAPLACE and self.sample_rate != 1:
-            raise ValueError(
-                "the Laplace mechanism uses each client's full local data (q = 1), "
-                f"got sample_rate={self.sample_rate}"
-            )
-        if self.mechanism is not Mechanism.NONE and math.isinf(self.clip):
-            raise ValueError(f"{self.mechanism} needs a finite clip, got clip={self.clip}")
+        self.spec.check(clip=self.clip, sample_rate=self.sample_rate)
+
+    @property
+    def spec(self) -> NoiseMechanism:
+        """The mechanism object (norm, sampling, calibration, noise, accounting)."""
+        return mechanism_for(self.mechanism)
 
     def client_eps(self, num_clients: int) -> tuple[float, ...]:
         """eps_i for every client."""
         return _per_client("eps", self.eps, num_clients)
 
     def client_delta(self, num_clients: int) -> tuple[float, ...]:
-        """delta_i for every client (0 for Laplace)."""
-        if self.mechanism is Mechanism.LAPLACE:
-            return (0.0,) * num_clients
-        return _per_client("delta", self.delta, num_clients)
+        """delta_i for every client (0 for pure DP and no mechanism)."""
+        values = _per_client("delta", self.delta, num_clients)
+        return tuple(self.spec.client_delta(d) for d in values)
 
 
 def _as_tuple(v: float | Sequence[float]) -> tuple[float, ...]:

@@ -15,6 +15,7 @@ axis b; there is no Python loop over clients or repeats):
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -24,7 +25,7 @@ from torch import Tensor
 
 from fedqr.data import Dataset, Partition
 from fedqr.models.logreg import Norm
-from fedqr.privacy import Mechanism, sample_gaussian, sample_laplace
+from fedqr.privacy import Mechanism, NoiseMechanism, mechanism_for
 from fedqr.sim.budget import ClientPrivacy, plan_client_privacy
 from fedqr.sim.config import Aggregation, NoiseSeeding, SimConfig
 from fedqr.sim.passes import (
@@ -36,6 +37,7 @@ from fedqr.sim.passes import (
     poisson_positions,
     poisson_sums,
 )
+from fedqr.sim.reply import client_replies
 from fedqr.sim.result import RoundMetrics, SimResult
 from fedqr.sim.schedule import make_schedule
 
@@ -64,7 +66,7 @@ def prepare(
     order = np.concatenate(partition.indices)
     if len(order) != dataset.x_train.shape[0] or len(np.unique(order)) != len(order):
         raise ValueError("partition must assign every training sample to exactly one client")
-    norm = Norm.L1 if config.privacy.mechanism is Mechanism.LAPLACE else Norm.L2
+    norm = config.privacy.spec.norm
     x = torch.as_tensor(dataset.x_train[order], dtype=torch.float32, device=device)
     layout = client_layout(
         x, torch.as_tensor(dataset.y_train[order], dtype=torch.int64, device=device),
@@ -78,7 +80,8 @@ def prepare(
         repeats=config.repeats,
         rng=np.random.default_rng(config.seed),
     )
-    privacy = plan_client_privacy(config, sizes=layout.sizes, schedule=schedule)
+    privacy = plan_client_privacy(config, sizes=layout.sizes, schedule=schedule,
+                                  num_params=dataset.num_classes * dataset.x_train.shape[1])
     return _Setup(
         layout=layout,
         x_test=torch.as_tensor(dataset.x_test, dtype=torch.float32, device=device),
@@ -100,15 +103,14 @@ def aggregation_weights(config: SimConfig, sizes: np.ndarray, sel: np.ndarray) -
 
 
 def draw_noise(
-    mechanism: Mechanism, std: Tensor, num_params: int, generator: torch.Generator
+    mechanism: Mechanism | NoiseMechanism, std: Tensor, num_params: int,
+    generator: torch.Generator, *, param: Tensor | None = None,
 ) -> Tensor:
-    """Per-coordinate noise of every reply, shape ``std.shape + (p,)``; ``std`` per reply."""
-    shape = (*std.shape, num_params)
-    if mechanism is Mechanism.LAPLACE:
-        return sample_laplace(std.unsqueeze(-1) / 2**0.5, shape, generator=generator)
-    if mechanism is Mechanism.GAUSSIAN:
-        return sample_gaussian(std.unsqueeze(-1), shape, generator=generator)
-    return torch.zeros(shape, dtype=std.dtype, device=std.device)
+    """Per-coordinate noise of every reply, shape ``std.shape + (p,)``; ``std`` (and the
+    noise parameter ``param``, default zeros: only quantising mechanisms read it) per reply."""
+    spec = mechanism_for(mechanism) if isinstance(mechanism, Mechanism) else mechanism
+    return spec.draw(std=std, param=param if param is not None else torch.zeros_like(std),
+                     shape=(*std.shape, num_params), generator=generator)
 
 
 def reply_generator(
@@ -139,7 +141,7 @@ def per_reply_gradients(
     with_train_loss: bool,
 ) -> GradSums:
     """Step 2 with ``noise_seeding="per-reply"``: each Poisson batch from its own generator."""
-    q = config.privacy.sample_rate if config.privacy.mechanism is not Mechanism.LAPLACE else 1.0
+    q = config.privacy.spec.batch_rate(config.privacy.sample_rate)
     if q == 1:
         return full_batch_sums(setup.layout, theta, sel, clip=config.privacy.clip,
                                norm=setup.norm, chunk_rows=config.chunk_rows,
@@ -162,13 +164,16 @@ def per_reply_gradients(
 
 
 def per_reply_noise(
-    config: SimConfig, std: Tensor, sel: np.ndarray, t: int, num_params: int
+    config: SimConfig, std: Tensor, sel: np.ndarray, t: int, num_params: int,
+    param: Tensor | None = None,
 ) -> Tensor:
     """Step 4 with ``noise_seeding="per-reply"``: each reply's noise from its own generator."""
     dev = std.device
+    par = param if param is not None else torch.zeros_like(std)
     return torch.stack([torch.stack([draw_noise(
-        config.privacy.mechanism, std[r, j], num_params, reply_generator(
-            seed=config.seed, repeat=r, round=t, client=int(c), stream=NOISE_STREAM, device=dev))
+        config.privacy.spec, std[r, j], num_params, reply_generator(
+            seed=config.seed, repeat=r, round=t, client=int(c), stream=NOISE_STREAM, device=dev),
+        param=par[r, j])
         for j, c in enumerate(row)]) for r, row in enumerate(sel)])
 
 
@@ -177,7 +182,7 @@ def client_gradients(
     generator: torch.Generator, with_train_loss: bool,
 ) -> GradSums:
     """Step 2: clipped gradient sums of the selected clients (batch of all repeats)."""
-    q = config.privacy.sample_rate if config.privacy.mechanism is not Mechanism.LAPLACE else 1.0
+    q = config.privacy.spec.batch_rate(config.privacy.sample_rate)
     clip = config.privacy.clip
     if q < 1:
         return poisson_sums(setup.layout, theta, sel, sample_rate=q, clip=clip,
@@ -220,9 +225,9 @@ def simulate(
     gen = torch.Generator(device=dev).manual_seed(config.seed)
     theta = torch.zeros(r, n_cls, p_feat, dtype=torch.float32, device=dev)
     sizes = setup.layout.sizes
-    q = config.privacy.sample_rate
-    denom_scale = 1.0 if config.privacy.mechanism is Mechanism.LAPLACE else q
+    spec = config.privacy.spec
     std_all = torch.as_tensor(setup.privacy.noise_std, dtype=torch.float32, device=dev)  # (S, N)
+    param_all = torch.as_tensor(setup.privacy.noise_param, dtype=torch.float64, device=dev)
     history: list[RoundMetrics] = []
     # per client and repeat: summed clipped fraction, summed SNR, number of replies
     stats = torch.zeros(3, r, config.num_clients, dtype=torch.float64, device=dev)
@@ -259,25 +264,27 @@ def simulate(
                                     with_train_loss=evaluate_now)
         if evaluate_now:
             record(t, sums.loss_sum)
-        # 3. mean gradient (sum over d_i, or over the expected batch q d_i) plus weight decay
-        denom = torch.as_tensor(sizes[sel] * denom_scale, dtype=torch.float32, device=dev)
-        g_data = sums.grad / denom.unsqueeze(-1)  # (R, b, k p)
+        # 3-4. mean gradient plus weight decay; each client charges its ledger, adds its noise
+        # and replies theta_t - eta_t (g + w): the one reply function of every path
         flat = theta.view(r, 1, -1)
-        g = g_data + config.weight_decay * flat
-        # 4. each client charges its ledger, adds its noise and replies theta_t - eta_t (g + w)
-        setup.privacy.ledgers.charge_round(sel)
-        std = std_all[groups, sel_t]  # (R, b)
-        if per_reply:
-            noise = per_reply_noise(config, std, sel, t, g.shape[-1])
-        else:
-            noise = draw_noise(config.privacy.mechanism, std, g.shape[-1], gen)
-        replies = flat - config.lr.at(t) * (g + noise)
+        std, param = std_all[groups, sel_t], param_all[groups, sel_t]  # (R, b)
+
+        def noise(std: Tensor, param: Tensor, p: int, sel: np.ndarray = sel, t: int = t) -> Tensor:
+            if per_reply:
+                return per_reply_noise(config, std, sel, t, p, param)
+            return draw_noise(spec, std, p, gen, param=param)
+
+        out = client_replies(sums.grad, sizes=sizes[sel], theta=flat, config=config, round=t,
+                             std=std, param=param, noise=noise,
+                             charge=functools.partial(setup.privacy.ledgers.charge_round, sel))
+        replies, g_data = out.theta, out.g_data
         # 5. the server aggregates theta_{t+1} = sum_i c_i theta^i, c_i = (N/b) d_i / d
         c = torch.as_tensor(aggregation_weights(config, sizes, sel), dtype=torch.float32,
                             device=dev)
         theta = torch.bmm(c.unsqueeze(1), replies).view(r, n_cls, p_feat)
         stats[0, reps, sel_t] += sums.clipped.double() / sums.rows.double().clamp_min(1)
-        stats[1, reps, sel_t] += g_data.double().norm(dim=-1) / (std.double() * g.shape[-1]**0.5)
+        stats[1, reps, sel_t] += g_data.double().norm(dim=-1) / (std.double()
+                                                                 * g_data.shape[-1]**0.5)
         stats[2, reps, sel_t] += 1
         if on_round is not None:
             on_round(t + 1)

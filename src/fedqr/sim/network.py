@@ -26,6 +26,7 @@ there are; with ``"per-reply"`` each reply's batch and noise come from
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 
@@ -34,9 +35,7 @@ import torch
 from torch import Tensor
 
 from fedqr.data import Dataset, Partition
-from fedqr.models.logreg import Norm
 from fedqr.models.per_sample import ClippedSums, clipped_grad_sums
-from fedqr.privacy import Mechanism
 from fedqr.sim.budget import plan_client_privacy
 from fedqr.sim.config import NoiseSeeding, SimConfig
 from fedqr.sim.engine import (
@@ -53,9 +52,11 @@ from fedqr.sim.network_parts import (
     evaluate_model,
     load_flat,
     paper_cnn_factory,
+    place_model,
     repeat_seeds,
 )
 from fedqr.sim.passes import poisson_positions
+from fedqr.sim.reply import client_replies
 from fedqr.sim.result import RoundMetrics, SimResult
 from fedqr.sim.schedule import make_schedule
 
@@ -63,6 +64,11 @@ __all__ = ["ModelFactory", "NetworkOptions", "evaluate_model", "paper_cnn_factor
            "simulate_network"]
 
 RoundCallback = Callable[[int], None]
+
+
+def _draw(noise: Callable[[np.ndarray, Tensor, Tensor, int, int], Tensor], sel: np.ndarray,
+          std: Tensor, param: Tensor, _num_params: int, *, r: int, t: int) -> Tensor:
+    return noise(sel, std, param, r, t)
 
 
 def simulate_network(
@@ -124,11 +130,9 @@ def simulate_network(
                              clients_per_round=config.clients_per_round, rounds=config.rounds,
                              selection=config.selection, repeats=config.repeats,
                              rng=np.random.default_rng(config.seed))
-    privacy = plan_client_privacy(config, sizes=sizes, schedule=schedule)
-    groups = privacy.group_of(config.repeats)
-    mech = config.privacy.mechanism
-    norm = Norm.L1 if mech is Mechanism.LAPLACE else Norm.L2
-    q = 1.0 if mech is Mechanism.LAPLACE else config.privacy.sample_rate
+    spec = config.privacy.spec
+    norm = spec.norm
+    q = spec.batch_rate(config.privacy.sample_rate)
     clip = config.privacy.clip
 
     factory = model_factory if model_factory is not None else paper_cnn_factory(dataset)
@@ -137,12 +141,10 @@ def simulate_network(
     for _ in range(config.repeats):
         m = factory(init_gen)
         thetas.append(torch.cat([p.detach().flatten() for p in m.parameters()]))
-    model = m.to(dev)
-    if opts.channels_last:
-        with torch.no_grad():
-            for p in model.parameters():
-                if p.dim() == 4:
-                    p.data = p.data.contiguous(memory_format=torch.channels_last)
+    privacy = plan_client_privacy(config, sizes=sizes, schedule=schedule,
+                                  num_params=int(thetas[0].numel()))
+    groups = privacy.group_of(config.repeats)
+    model = place_model(m, dev, channels_last=opts.channels_last)
     theta = torch.stack(thetas).to(dev, torch.float32)  # (R, P)
     num_p = theta.shape[1]
     gens = [torch.Generator(device=dev).manual_seed(s)
@@ -171,11 +173,11 @@ def simulate_network(
             pos[j, :p_j.shape[-1]], valid[j, :v_j.shape[-1]] = p_j[0], v_j[0]
         return pos, valid
 
-    def noise(sel: np.ndarray, std: Tensor, r: int, t: int) -> Tensor:
+    def noise(sel: np.ndarray, std: Tensor, param: Tensor, r: int, t: int) -> Tensor:
         if not per_reply:
-            return draw_noise(mech, std, num_p, gens[r])
-        return torch.stack([draw_noise(mech, std[j], num_p, stream(r, t, int(c), NOISE_STREAM))
-                            for j, c in enumerate(sel)])
+            return draw_noise(spec, std, num_p, gens[r], param=param)
+        return torch.stack([draw_noise(spec, std[j], num_p, stream(r, t, int(c), NOISE_STREAM),
+                                       param=param[j]) for j, c in enumerate(sel)])
 
     def client_sums(sel: np.ndarray, r: int, t: int) -> tuple[Tensor, Tensor, Tensor, Tensor]:
         """(grad (b, P), rows (b,), clipped (b,), loss sums (b,)) of the selected clients."""
@@ -220,6 +222,7 @@ def simulate_network(
                                     train_loss=train, epsilon_spent=privacy.ledgers.spent_eps()))
 
     std_all = torch.as_tensor(privacy.noise_std, dtype=torch.float32, device=dev)  # (S, N)
+    param_all = torch.as_tensor(privacy.noise_param, dtype=torch.float64, device=dev)
     for t in range(config.rounds):
         sel_all = schedule[groups, t]  # (R, b)
         evaluate_now = t % config.eval_every == 0
@@ -229,23 +232,26 @@ def simulate_network(
             load_flat(model, theta[r])
             sel = sel_all[r]
             grad, rows, clipped, loss_sum = client_sums(sel, r, t)
-            denom = torch.as_tensor(sizes[sel] * q, dtype=torch.float32, device=dev)
-            g_data = grad / denom[:, None]
-            grads.append(g_data + config.weight_decay * theta[r])
+            grads.append(grad)
             fused.append(dict(zip(sel.tolist(), loss_sum.tolist(), strict=True))
                          if q == 1 else {})
             stats[0, r, sel] += (clipped.double() / rows.double().clamp_min(1)).cpu().numpy()
-            with np.errstate(divide="ignore", invalid="ignore"):  # no noise: inf, as engine
-                stats[1, r, sel] += (g_data.double().norm(dim=1).cpu().numpy()
-                                     / (privacy.noise_std[groups[r], sel] * math.sqrt(num_p)))
             stats[2, r, sel] += 1
         if evaluate_now:
             record(t, fused)
-        privacy.ledgers.charge_round(sel_all)  # raises before any reply is released
         for r in range(config.repeats):
             sel = sel_all[r]
-            std = std_all[groups[r], torch.as_tensor(sel, device=dev)]
-            replies = theta[r] - config.lr.at(t) * (grads[r] + noise(sel, std, r, t))  # (b, P)
+            sel_t = torch.as_tensor(sel, device=dev)
+            out = client_replies(  # the one reply function; every repeat's round charged once
+                grads[r], sizes=sizes[sel], theta=theta[r], config=config, round=t,
+                std=std_all[groups[r], sel_t], param=param_all[groups[r], sel_t],
+                noise=functools.partial(_draw, noise, sel, r=r, t=t),
+                charge=functools.partial(privacy.ledgers.charge_round, sel_all) if r == 0
+                else None)
+            replies = out.theta  # (b, P)
+            with np.errstate(divide="ignore", invalid="ignore"):  # no noise: inf, as engine
+                stats[1, r, sel] += (out.g_data.double().norm(dim=1).cpu().numpy()
+                                     / (privacy.noise_std[groups[r], sel] * math.sqrt(num_p)))
             c = torch.as_tensor(aggregation_weights(config, sizes, sel[None])[0],
                                 dtype=torch.float32, device=dev)
             theta[r] = c @ replies

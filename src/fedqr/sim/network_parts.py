@@ -12,7 +12,7 @@ from torch.nn import functional as F
 
 from fedqr.data import Dataset
 from fedqr.data._validate import parse_enum
-from fedqr.models.cnn import PaperCNN
+from fedqr.models.factory import ModelName, build_model
 from fedqr.models.per_sample import DEFAULT_CHUNK_ROWS, Method
 
 #: Builds a freshly initialised model from a CPU generator (the same model on every device).
@@ -58,12 +58,20 @@ class NetworkOptions:
 
 def paper_cnn_factory(dataset: Dataset) -> ModelFactory:
     """The paper's CNN sized for ``dataset`` (square images with a side divisible by 4)."""
-    shape = dataset.image_shape
-    if shape is None or len(shape) != 3 or shape[1] != shape[2]:
-        raise ValueError(f"the paper's CNN needs square images (C, H, H), got "
-                         f"image_shape={shape} for dataset {dataset.name!r}")
-    return lambda gen: PaperCNN(in_channels=shape[0], image_size=shape[1],
-                                num_classes=dataset.num_classes, generator=gen)
+    build_model(ModelName.CNN, dataset=dataset, generator=None)  # fail early on bad shapes
+    return lambda gen: build_model(ModelName.CNN, dataset=dataset, generator=gen)
+
+
+def place_model(model: nn.Module, device: torch.device, *, channels_last: bool) -> nn.Module:
+    """``model`` on ``device``, 4-D parameters in channels-last format when asked (the network
+    engine and the Flower client place it alike, so their per-sample sums agree bit for bit)."""
+    model = model.to(device)
+    if channels_last:
+        with torch.no_grad():
+            for p in model.parameters():
+                if p.dim() == 4:
+                    p.data = p.data.contiguous(memory_format=torch.channels_last)
+    return model
 
 
 def repeat_seeds(seed: int, repeats: int) -> list[int]:

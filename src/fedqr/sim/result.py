@@ -87,11 +87,9 @@ class SimResult:
             per_repeat: dict[str, list[Any]] = {
                 "replies": [int(priv.replies[g, i]) for g in group],
                 "epsilon_spent": [final_eps[g][i] for g in group],
-                # pure DP (Laplace) spends no delta; a Gaussian client that replied spends its
-                # delta_i (epsilon is reported at that delta), one that never replied none
-                "delta_spent": [
-                    priv.delta[i] if priv.mechanism.value == "gaussian" and priv.replies[g, i]
-                    else 0.0 for g in group],
+                # a client that replied spends its delta_i (epsilon is reported at that
+                # delta; it is 0 for pure DP and no mechanism), one that never replied none
+                "delta_spent": [priv.delta[i] if priv.replies[g, i] else 0.0 for g in group],
                 "noise_std": [float(priv.noise_std[g, i]) for g in group],
                 "noise_parameter": [float(priv.noise_param[g, i]) for g in group],
             }

@@ -1,0 +1,328 @@
+"""One object per noise mechanism: everything the layers above need to know about it.
+
+:func:`mechanism_for` maps a :class:`~fedqr.privacy.mechanisms.Mechanism` to its
+:class:`NoiseMechanism`; the engines, the Flower client, the results and the CLI ask that
+object (its clipping norm, sampling, denominator, calibration, noise draw, DP event and
+accountant) and never branch on the mechanism themselves. A new mechanism is a new class
+satisfying :class:`NoiseMechanism`, an enum member and one entry in :data:`_REGISTRY`.
+
+Calibration input of every mechanism: the client's budget ``(eps, delta)``, its exact reply
+count ``R``, the sampling rate ``q``, its size ``d_i``, the clip norm, the requested
+accountant and the reply's dimension ``p`` (``num_params``; only a mechanism that quantises
+the reply needs it).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Protocol, runtime_checkable
+
+import dp_accounting
+import torch
+from torch import Tensor
+
+from fedqr.privacy.accounting import Accountant, _as_accountant, calibrate_noise_multiplier
+from fedqr.privacy.mechanisms import (
+    Mechanism,
+    Norm,
+    gaussian_event,
+    gaussian_std,
+    laplace_event,
+    laplace_scale,
+    sample_gaussian,
+    sample_laplace,
+)
+
+__all__ = [
+    "Calibration",
+    "GaussianMechanism",
+    "LaplaceMechanism",
+    "NoNoise",
+    "NoiseMechanism",
+    "as_mechanism",
+    "mechanism_for",
+]
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """A client's noise, fixed before round 0.
+
+    Attributes
+    ----------
+    param
+        The mechanism's noise parameter (Laplace scale ``b``, Gaussian multiplier ``z``,
+        ...); ``0`` without noise.
+    std
+        Per-coordinate noise std of one reply, in the units of the gradient (``0``: none).
+    event
+        dp-accounting event of one reply (``None``: nothing to account).
+    """
+
+    param: float
+    std: float
+    event: dp_accounting.DpEvent | None
+
+
+NO_NOISE = Calibration(param=0.0, std=0.0, event=None)
+
+
+@runtime_checkable
+class NoiseMechanism(Protocol):
+    """What a client-side noise mechanism owns (see the module docstring)."""
+
+    @property
+    def kind(self) -> Mechanism:
+        """The enum member this object implements."""
+        ...
+
+    @property
+    def norm(self) -> Norm:
+        """Per-sample clipping norm (the sensitivity norm)."""
+        ...
+
+    @property
+    def private(self) -> bool:
+        """Whether replies carry a DP guarantee (and are charged to a ledger)."""
+        ...
+
+    @property
+    def needs_delta(self) -> bool:
+        """Whether the budget has a delta in (0, 1) (``False``: pure DP, delta = 0)."""
+        ...
+
+    @property
+    def default_clip(self) -> float:
+        """The paper's clip bound for this mechanism (MNIST), ``inf`` for none."""
+        ...
+
+    @property
+    def default_sample_rate(self) -> float:
+        """Default Poisson sampling rate of the local batch."""
+        ...
+
+    def check(self, *, clip: float, sample_rate: float) -> None:
+        """Raise ``ValueError`` if the clip or sampling rate do not fit the mechanism."""
+        ...
+
+    def batch_rate(self, sample_rate: float) -> float:
+        """The rate the local batch is drawn with (1: every row, no Poisson sampling)."""
+        ...
+
+    def denominator_rate(self, sample_rate: float) -> float:
+        """The clipped gradient sum is divided by ``d_i * rate``: ``1`` (``d_i``, replace-one)
+        or ``q`` (the expected Poisson batch ``q d_i``, add/remove-one)."""
+        ...
+
+    def accountant(self, requested: Accountant) -> Accountant | None:
+        """The accountant of this mechanism's events (``None``: no accounting)."""
+        ...
+
+    def client_delta(self, delta: float) -> float:
+        """The delta a client's budget holds (0 for pure DP)."""
+        ...
+
+    def calibrate(self, *, replies: int, eps: float, delta: float, clip: float,
+                  sample_rate: float, size: int, accountant: Accountant,
+                  num_params: int | None = None) -> Calibration:
+        """Noise for ``replies`` replies within ``(eps, delta)``."""
+        ...
+
+    def event(self, *, param: float, clip: float, sample_rate: float, size: int,
+              num_params: int | None = None) -> dp_accounting.DpEvent | None:
+        """The DP event of one reply with noise parameter ``param``."""
+        ...
+
+    def draw(self, *, std: Tensor, param: Tensor, shape: tuple[int, ...],
+             generator: torch.Generator) -> Tensor:
+        """Noise for replies with per-reply ``std``/``param`` (broadcast to ``shape``)."""
+        ...
+
+    def release(self, *, g_data: Tensor, decay: Tensor, noise: Tensor, std: Tensor,
+                param: Tensor) -> Tensor:
+        """The noisy gradient a reply carries: ``g_data + decay`` with the noise applied."""
+        ...
+
+
+@dataclass(frozen=True)
+class _Additive:
+    """Shared by the mechanisms that add real-valued noise to the gradient."""
+
+    def release(self, *, g_data: Tensor, decay: Tensor, noise: Tensor, std: Tensor,
+                param: Tensor) -> Tensor:
+        return (g_data + decay) + noise
+
+    def _check_clip(self, kind: Mechanism, clip: float) -> None:
+        if math.isinf(clip):
+            raise ValueError(f"{kind.value} needs a finite clip, got clip={clip}")
+
+
+@dataclass(frozen=True)
+class LaplaceMechanism(_Additive):
+    """Paper Theorem 1: l1 clip, every row (q = 1), replace-one, pure eps-DP, basic
+    composition over the exact reply count (:class:`~fedqr.privacy.PureDpAccountant`)."""
+
+    kind: Mechanism = Mechanism.LAPLACE
+    norm: Norm = Norm.L1
+    private: bool = True
+    needs_delta: bool = False
+    default_clip: float = 300.0
+    default_sample_rate: float = 1.0
+
+    def check(self, *, clip: float, sample_rate: float) -> None:
+        self._check_clip(self.kind, clip)
+        if sample_rate != 1:
+            raise ValueError("the Laplace mechanism uses each client's full local data "
+                             f"(q = 1), got sample_rate={sample_rate}")
+
+    def batch_rate(self, sample_rate: float) -> float:
+        return 1.0
+
+    def denominator_rate(self, sample_rate: float) -> float:
+        return 1.0
+
+    def accountant(self, requested: Accountant) -> Accountant | None:
+        return Accountant.PURE
+
+    def client_delta(self, delta: float) -> float:
+        return 0.0
+
+    def calibrate(self, *, replies: int, eps: float, delta: float, clip: float,
+                  sample_rate: float, size: int, accountant: Accountant,
+                  num_params: int | None = None) -> Calibration:
+        if replies == 0:
+            return NO_NOISE
+        scale = laplace_scale(replies=replies, clip=clip, num_samples=size, eps=eps)
+        return Calibration(param=scale, std=math.sqrt(2.0) * scale,
+                           event=self.event(param=scale, clip=clip, sample_rate=sample_rate,
+                                            size=size))
+
+    def event(self, *, param: float, clip: float, sample_rate: float, size: int,
+              num_params: int | None = None) -> dp_accounting.DpEvent | None:
+        return laplace_event(scale=param, clip=clip, num_samples=size)
+
+    def draw(self, *, std: Tensor, param: Tensor, shape: tuple[int, ...],
+             generator: torch.Generator) -> Tensor:
+        return sample_laplace(std.unsqueeze(-1) / 2**0.5, shape, generator=generator)
+
+
+@dataclass(frozen=True)
+class GaussianMechanism(_Additive):
+    """l2 clip, Poisson sampling at rate q, add/remove-one, ``sum / (q d_i)``, noise
+    multiplier calibrated by dp-accounting (RDP or PLD)."""
+
+    kind: Mechanism = Mechanism.GAUSSIAN
+    norm: Norm = Norm.L2
+    private: bool = True
+    needs_delta: bool = True
+    default_clip: float = 10.0
+    default_sample_rate: float = 0.01
+
+    def check(self, *, clip: float, sample_rate: float) -> None:
+        self._check_clip(self.kind, clip)
+
+    def batch_rate(self, sample_rate: float) -> float:
+        return sample_rate
+
+    def denominator_rate(self, sample_rate: float) -> float:
+        return sample_rate
+
+    def accountant(self, requested: Accountant) -> Accountant | None:
+        return requested
+
+    def client_delta(self, delta: float) -> float:
+        return delta
+
+    def calibrate(self, *, replies: int, eps: float, delta: float, clip: float,
+                  sample_rate: float, size: int, accountant: Accountant,
+                  num_params: int | None = None) -> Calibration:
+        if replies == 0:
+            return NO_NOISE
+        z = calibrate_noise_multiplier(replies=replies, sample_rate=sample_rate, eps=eps,
+                                       delta=delta, accountant=accountant)
+        std = gaussian_std(noise_multiplier=z, clip=clip, sample_rate=sample_rate,
+                           num_samples=size)
+        return Calibration(param=z, std=std, event=gaussian_event(noise_multiplier=z,
+                                                                  sample_rate=sample_rate))
+
+    def event(self, *, param: float, clip: float, sample_rate: float, size: int,
+              num_params: int | None = None) -> dp_accounting.DpEvent | None:
+        return gaussian_event(noise_multiplier=param, sample_rate=sample_rate)
+
+    def draw(self, *, std: Tensor, param: Tensor, shape: tuple[int, ...],
+             generator: torch.Generator) -> Tensor:
+        return sample_gaussian(std.unsqueeze(-1), shape, generator=generator)
+
+
+@dataclass(frozen=True)
+class NoNoise(_Additive):
+    """The non-private baseline: no noise, no ledger. Clips in l2 when a finite clip is
+    given, draws a Poisson batch when ``q < 1`` and divides by ``q d_i`` like Gaussian."""
+
+    kind: Mechanism = Mechanism.NONE
+    norm: Norm = Norm.L2
+    private: bool = False
+    needs_delta: bool = False
+    default_clip: float = math.inf
+    default_sample_rate: float = 1.0
+
+    def check(self, *, clip: float, sample_rate: float) -> None:
+        return None
+
+    def batch_rate(self, sample_rate: float) -> float:
+        return sample_rate
+
+    def denominator_rate(self, sample_rate: float) -> float:
+        return sample_rate
+
+    def accountant(self, requested: Accountant) -> Accountant | None:
+        return None
+
+    def client_delta(self, delta: float) -> float:
+        return 0.0  # nothing is promised, nothing is spent: never report a budget delta
+
+    def calibrate(self, *, replies: int, eps: float, delta: float, clip: float,
+                  sample_rate: float, size: int, accountant: Accountant,
+                  num_params: int | None = None) -> Calibration:
+        return NO_NOISE
+
+    def event(self, *, param: float, clip: float, sample_rate: float, size: int,
+              num_params: int | None = None) -> dp_accounting.DpEvent | None:
+        return None
+
+    def draw(self, *, std: Tensor, param: Tensor, shape: tuple[int, ...],
+             generator: torch.Generator) -> Tensor:
+        return torch.zeros(shape, dtype=std.dtype, device=std.device)
+
+
+def _registry() -> dict[Mechanism, NoiseMechanism]:
+    from fedqr.privacy.discrete import DiscreteLaplaceMechanism
+
+    return {Mechanism.LAPLACE: LaplaceMechanism(), Mechanism.GAUSSIAN: GaussianMechanism(),
+            Mechanism.NONE: NoNoise(), Mechanism.DISCRETE_LAPLACE: DiscreteLaplaceMechanism()}
+
+
+_REGISTRY: dict[Mechanism, NoiseMechanism] = {}
+
+
+def as_mechanism(value: object) -> Mechanism:
+    """``value`` as a :class:`Mechanism` (the enum or its string value), else ``ValueError``."""
+    if isinstance(value, Mechanism):
+        return value
+    if isinstance(value, str) and value in Mechanism._value2member_map_:
+        return Mechanism(value)
+    allowed = ", ".join(repr(m.value) for m in Mechanism)
+    raise ValueError(f"mechanism must be one of {allowed}, got mechanism={value!r}")
+
+
+def mechanism_for(mechanism: Mechanism | str) -> NoiseMechanism:
+    """The :class:`NoiseMechanism` object of ``mechanism`` (enum member or its value)."""
+    if not _REGISTRY:
+        _REGISTRY.update(_registry())
+    return _REGISTRY[as_mechanism(mechanism)]
+
+
+def check_accountant(value: object) -> Accountant:
+    """``value`` as an :class:`Accountant`, else ``ValueError`` naming the allowed values."""
+    return _as_accountant(value)
