@@ -3,7 +3,9 @@
 For every scenario of :data:`SCENARIOS`: ``fedqr.planner.make_plan`` (the twin, seeds of the
 data recipe), then real ``fedqr.sim.engine.simulate`` runs of the grid b in {1, 2, 5, N/2, N},
 T in {5, 10, 20, 40, 80, 160, 320} (extended to 640 and 1280 while some b still improves at
-the largest T), the plan's schedule and the fixed rules (b = N, T = 50) and (b = 1, T = 10),
+the largest T), the plan's schedule, the fixed rules (b = N, T = 50) and (b = 1, T = 10)
+and the bound's plan (Theorems 3/4, constants estimated on the clients' data; T = 0 is the
+untrained model),
 each with 3 repeats from seeds the planner never used. Reports per scenario the grid-best
 schedule and loss, the plan, its regret ``loss(plan) / loss(best) - 1`` and rank, and the same
 for the fixed rules. Resumable: every finished run is stored in ``OUT/<scenario>.json``.
@@ -26,10 +28,11 @@ import torch
 
 from fedqr.data import DatasetName, DataSpec, PartitionKind
 from fedqr.planner import Scenario, make_plan
-from fedqr.privacy import Mechanism
+from fedqr.privacy import Accountant, Mechanism
 from fedqr.sim.config import LearningRate
 from fedqr.sim.engine import simulate
 from fedqr.sim.result import write_json_atomic
+from fedqr.theory import Rounding
 
 REPEATS = 3
 VALIDATION_SEED = 1000  # the planner's twin uses the data seed (0); real runs use 1000 + i
@@ -97,6 +100,32 @@ def _run(case: Case, data: Any, t: int, b: int, q: float, seed: int) -> list[flo
     return [float(r["rounds"][-1]["test_loss"]) for r in res.runs]
 
 
+def _bound_plan(case: Case, data: Any) -> tuple[int, int]:
+    """The bound's joint (T*, b*) with constants estimated on the clients' data (the
+    smallest budget of heterogeneous clients; the paper's Theorem 3/4 planner)."""
+    from dataclasses import replace
+
+    from fedqr.theory.estimate import estimate_constants
+    from fedqr.theory.tables import gaussian_rows, laplace_rows
+
+    eps = min(case.eps)
+    gauss = case.mechanism is GAU
+    est = estimate_constants(dataset=data.dataset, partition=data.partition, clip=case.clip,
+                             norm=case.scenario().spec.norm, eps=eps,
+                             delta=1e-5 if gauss else 0.0,
+                             sample_rate=case.q if gauss else 1.0,
+                             rng=np.random.default_rng(1))
+    base = est.constants
+    if gauss:
+        base = replace(base, delta_i=(1e-5,) * base.N)
+        rows, _ = gaussian_rows(base, [eps], t_max=1000, accountant=Accountant.RDP)
+    else:
+        base = replace(base, delta_i=(0.0,) * base.N, q=1.0)
+        rows, _ = laplace_rows(base, [eps], rounding=Rounding.BEST)
+    joint = rows[0]["joint"]
+    return int(joint["T"]), int(joint["b"])
+
+
 def _score(runs: dict[str, list[float]], key: str) -> tuple[float, int]:
     means = {k: float(np.mean(v)) if all(math.isfinite(x) for x in v) else math.inf
              for k, v in runs.items()}
@@ -118,6 +147,10 @@ def run_case(case: Case, index: int, out: Path) -> dict[str, Any]:
                        "wall_s": time.perf_counter() - started}
         write_json_atomic(path, doc)
     data = sc.data.build()
+    if "bound" not in doc:
+        t_b, b_b = _bound_plan(case, data)
+        doc["bound"] = {"T": t_b, "b": b_b}
+        write_json_atomic(path, doc)
     n, q = case.n, case.q if case.mechanism is GAU else 1.0
     bs = sorted({1, 2, 5, max(1, n // 2), n} & set(range(1, n + 1)))
     seed = VALIDATION_SEED + index
@@ -145,18 +178,23 @@ def run_case(case: Case, index: int, out: Path) -> dict[str, Any]:
     ensure(p["T"], p["b"], p["q"]) if p["T"] > 0 else None
     ensure(50, n, q)
     ensure(10, 1, q)
+    bd = doc["bound"]
+    if bd["T"] > 0:
+        ensure(bd["T"], bd["b"], q)
     runs = dict(doc["runs"])
     untrained = float(np.log(10))
-    if p["T"] == 0:
+    if p["T"] == 0 or bd["T"] == 0:  # T = 0 is the untrained model
         runs["0,0,0"] = [untrained] * REPEATS
     plan_key = f"{p['T']},{p['b']},{p['q']:g}" if p["T"] > 0 else "0,0,0"
+    bound_key = f"{bd['T']},{bd['b']},{q:g}" if bd["T"] > 0 else "0,0,0"
     means = {k: float(np.mean(v)) for k, v in runs.items()}
     best = min(means, key=lambda k: means[k])
     summary = {"scenario": case.name, "grid_best": best, "grid_best_loss": means[best],
                "plan": plan_key, "plan_loss": means[plan_key],
                "predicted": p["predicted"], "plan_wall_s": p["wall_s"]}
+    summary["bound"] = bound_key
     for label, key in (("plan", plan_key), ("rule_bN_T50", f"50,{n},{q:g}"),
-                       ("rule_b1_T10", f"10,1,{q:g}")):
+                       ("rule_b1_T10", f"10,1,{q:g}"), ("bound", bound_key)):
         regret, rank = _score(runs, key)
         summary[f"{label}_regret"], summary[f"{label}_rank"] = regret, rank
     summary["schedules"] = len(runs)
@@ -183,14 +221,16 @@ def main() -> None:
         print(f"{case.name:38s} best {s['grid_best']:>12s} {s['grid_best_loss']:.4f} | plan "
               f"{s['plan']:>12s} {s['plan_loss']:.4f} (pred {s['predicted']:.4f}) regret "
               f"{s['plan_regret']:+.1%} rank {s['plan_rank']}/{s['schedules']} | bN,T50 "
-              f"{s['rule_bN_T50_regret']:+.1%} | b1,T10 {s['rule_b1_T10_regret']:+.1%} "
+              f"{s['rule_bN_T50_regret']:+.1%} | b1,T10 {s['rule_b1_T10_regret']:+.1%} | bound "
+              f"{s['bound']} {s['bound_regret']:+.1%} "
               f"({time.perf_counter() - started:.0f} s)", flush=True)
     if rows:
         regrets = np.array([r["plan_regret"] for r in rows])
         print(f"plan: regret <= 5% in {np.mean(regrets <= 0.05):.0%} of {len(rows)}, max "
               f"{regrets.max():.1%}, mean {regrets.mean():.1%}; rules mean regret: bN,T50 "
               f"{np.mean([r['rule_bN_T50_regret'] for r in rows]):.1%}, b1,T10 "
-              f"{np.mean([r['rule_b1_T10_regret'] for r in rows]):.1%}")
+              f"{np.mean([r['rule_b1_T10_regret'] for r in rows]):.1%}, bound "
+              f"{np.mean([r['bound_regret'] for r in rows]):.1%}")
         write_json_atomic(args.out / "summary.json", {"rows": rows})
 
 

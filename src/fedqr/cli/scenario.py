@@ -11,7 +11,7 @@ import torch
 from fedqr.cli._common import err, floats, progress
 from fedqr.data import DatasetName, DataSpec, PartitionKind
 from fedqr.planner import DataUse, Plan, ProxyChoice, Scenario, SearchSettings, make_plan
-from fedqr.privacy import Accountant, Mechanism
+from fedqr.privacy import Accountant, Mechanism, mechanism_for
 from fedqr.sim.config import Aggregation, LearningRate, LrSchedule
 
 AUTO = "auto"
@@ -67,7 +67,7 @@ def scenario_from_options(
     return Scenario(
         data=spec, mechanism=mechanism, eps=floats("eps", eps), delta=floats("delta", delta),
         clip=clip if clip is not None else default_clip(dataset, mechanism),
-        sample_rate=sample_rate if mechanism is Mechanism.GAUSSIAN else 1.0,
+        sample_rate=sample_rate if mechanism_for(mechanism).batch_rate(0.5) < 1 else 1.0,
         accountant=accountant, rounds=rounds, clients_per_round=clients_per_round,
         lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay),
         weight_decay=weight_decay, aggregation=aggregation)
@@ -147,7 +147,7 @@ def print_plan(plan: Plan, scenario: Scenario) -> None:
     colour = "green" if plan.useful else "red"
     out.print(f"[bold {colour}]{'plan' if plan.useful else 'no useful plan'}:[/] T={r.rounds}, "
               f"b={r.clients_per_round}"
-              + (f", q={r.sample_rate:g}" if scenario.mechanism is Mechanism.GAUSSIAN else "")
+              + (f", q={r.sample_rate:g}" if scenario.poisson else "")
               + f"  ({plan.message})")
     table = Table(title="best schedules (twin prediction)")
     for col in ("rank", "T", "b", "q", "test loss", "+-"):

@@ -5,7 +5,7 @@ from its budget and ``R_i`` alone: Laplace ``sqrt(2) 2 R_i xi / (d_i eps_i)`` (T
 Gaussian ``z(R_i, q, eps_i, delta_i) xi / (q d_i)`` with ``z`` from the RDP accountant
 (:class:`fedqr.theory.calibration.RdpNoiseTable`: dp-accounting's RDP of one step, composed
 additively, within ~0.1% of :func:`fedqr.privacy.calibrate_noise_multiplier`). Any other
-mechanism is calibrated exactly per distinct ``R`` through :func:`fedqr.sim.budget.client_noise`.
+mechanism is calibrated exactly per distinct ``R`` by its own ``calibrate``.
 """
 
 from __future__ import annotations
@@ -18,7 +18,6 @@ from numpy.typing import NDArray
 
 from fedqr.planner.scenario import Scenario
 from fedqr.privacy import Accountant, Mechanism
-from fedqr.sim.budget import client_noise
 from fedqr.theory.calibration import RdpNoiseTable, round_robin_replies
 
 __all__ = ["NoiseBook"]
@@ -39,6 +38,7 @@ class NoiseBook:
 
     scenario: Scenario
     sizes: NDArray[np.int64]
+    num_params: int | None = None
     _tables: dict[tuple[float, float, float], RdpNoiseTable] = field(default_factory=dict)
     _exact: dict[tuple[int, int, float], float] = field(default_factory=dict)
 
@@ -50,11 +50,9 @@ class NoiseBook:
         eps, delta = s.client_eps(), s.client_delta()
         replies = round_robin_replies(N=n, b=b, T=np.asarray(rounds, dtype=np.int64))
         d = self.sizes.astype(np.float64)
-        if s.mechanism is Mechanism.LAPLACE:
-            return np.asarray(np.sqrt(2.0) * 2.0 * replies * s.clip / (d * np.asarray(eps)),
-                              dtype=np.float64)
         out = np.zeros(replies.shape)
-        if s.mechanism is Mechanism.GAUSSIAN and s.accountant is Accountant.RDP:
+        # fast path: the RDP-accounted Poisson-sampled Gaussian, one RDP curve per noise level
+        if s.spec.kind is Mechanism.GAUSSIAN and s.accountant is Accountant.RDP:
             for i in range(n):
                 key = (sample_rate, eps[i], delta[i])
                 if key not in self._tables:
@@ -67,12 +65,13 @@ class NoiseBook:
                     z[pos] = self._tables[key].noise_multipliers(r_i[pos])
                 out[:, i] = z * s.clip / (sample_rate * d[i])
             return out
-        config = s.sim_config(rounds=1, clients_per_round=1, sample_rate=sample_rate)
-        for c, row in enumerate(replies):
+        for c, row in enumerate(replies):  # any other mechanism: its own exact calibration
             for i, r in enumerate(row):
                 key2 = (i, int(r), sample_rate)
                 if key2 not in self._exact:
-                    self._exact[key2] = client_noise(config, replies=int(r), size=int(d[i]),
-                                                     eps=eps[i], delta=delta[i])[1]
+                    self._exact[key2] = s.spec.calibrate(
+                        replies=int(r), eps=eps[i], delta=delta[i], clip=s.clip,
+                        sample_rate=sample_rate, size=int(d[i]), accountant=s.accountant,
+                        num_params=self.num_params).std
                 out[c, i] = self._exact[key2]
         return out

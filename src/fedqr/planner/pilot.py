@@ -20,7 +20,6 @@ import torch
 from fedqr.planner.plan import Plan, ProxyChoice, make_plan
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import Searcher, SearchSettings
-from fedqr.privacy import Mechanism
 from fedqr.sim.engine import simulate
 
 __all__ = ["plan_with_pilot", "split_budget"]
@@ -33,7 +32,7 @@ def split_budget(scenario: Scenario, share: float) -> tuple[Scenario, Scenario]:
     if not 0 < share < 1:
         raise ValueError(f"pilot_share must be in (0, 1), got pilot_share={share}")
     eps, delta = scenario.client_eps(), scenario.client_delta()
-    pure = scenario.mechanism is Mechanism.LAPLACE
+    pure = not scenario.spec.needs_delta
 
     def part(f: float) -> Scenario:
         return dataclasses.replace(scenario, eps=tuple(f * e for e in eps),
@@ -54,11 +53,10 @@ def plan_with_pilot(scenario: Scenario, *, proxy: ProxyChoice, settings: SearchS
     r = plan.recommended
     t_pilot = max(1, round(pilot_share * r.rounds))
     # the twin's prediction for the pilot schedule at the pilot budget
-    from fedqr.models.logreg import Norm
     from fedqr.planner.plan import _proxy  # the same proxy as the plan's
 
     real = scenario.data.build()
-    norm = Norm.L1 if scenario.mechanism is Mechanism.LAPLACE else Norm.L2
+    norm = scenario.spec.norm
     twin, _ = _proxy(pilot_sc, proxy, real, norm, device)
     searcher = Searcher(scenario=pilot_sc, proxy=twin, settings=settings, device=device)
     searcher.evaluate(r.clients_per_round, r.sample_rate, [t_pilot])

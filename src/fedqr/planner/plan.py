@@ -19,7 +19,7 @@ from fedqr.models.logreg import Norm
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import Memo, Prediction, Searcher, SearchSettings, untrained_loss
 from fedqr.planner.twin import Proxy, make_proxy, proxy_rows
-from fedqr.privacy import Mechanism
+from fedqr.privacy import Mechanism, mechanism_for
 
 __all__ = ["PLANNER_VERSION", "Plan", "ProxyChoice", "make_plan"]
 
@@ -88,7 +88,8 @@ class Plan:
         """The ``recommended`` object of ``fedqr plan --json`` and result.json."""
         r = self.recommended
         return {"rounds": r.rounds, "clients_per_round": r.clients_per_round,
-                "sample_rate": r.sample_rate if mechanism is Mechanism.GAUSSIAN else None,
+                "sample_rate": r.sample_rate if mechanism_for(mechanism).batch_rate(0.5) < 1
+                else None,
                 "predicted_test_loss": {"mean": r.mean, "stderr": r.stderr},
                 "method": self.method, "data_used": self.data_used,
                 "privacy_cost": self.privacy_cost, "useful": self.useful,
@@ -213,7 +214,7 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
         raise ValueError("the twin planner simulates logistic regression (mnist, digits); "
                          "for femnist use --method bound")
     real = scenario.data.build()
-    norm = Norm.L1 if scenario.mechanism is Mechanism.LAPLACE else Norm.L2
+    norm = scenario.spec.norm
     twin, data_used = _proxy(scenario, choice, real, norm, dev)
     key = _cache_key(scenario, choice, st)
     path = cache_dir() / f"{key}.json"

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from fedqr.data import DataSpec
-from fedqr.privacy import Accountant, Mechanism
+from fedqr.privacy import Accountant, Mechanism, NoiseMechanism, mechanism_for
 from fedqr.sim.config import Aggregation, LearningRate, PrivacyConfig, SimConfig
 
 __all__ = ["DataUse", "Method", "Scenario"]
@@ -69,7 +69,7 @@ class Scenario:
 
     def __post_init__(self) -> None:
         n = self.data.num_clients
-        if self.mechanism is Mechanism.NONE:
+        if not self.spec.private:
             raise ValueError("mechanism must be a private mechanism to plan for, got "
                              "mechanism='none' (without noise, more rounds never hurt)")
         if self.rounds is not None and self.rounds < 1:
@@ -91,9 +91,14 @@ class Scenario:
         return self.data.num_clients
 
     @property
+    def spec(self) -> NoiseMechanism:
+        """The mechanism object (norm, sampling, calibration, noise)."""
+        return mechanism_for(self.mechanism)
+
+    @property
     def poisson(self) -> bool:
-        """Whether clients sample their local batch (Gaussian) rather than use all rows."""
-        return self.mechanism is Mechanism.GAUSSIAN
+        """Whether clients Poisson-sample their local batch rather than use all rows."""
+        return self.spec.batch_rate(0.5) < 1.0
 
     def client_eps(self) -> tuple[float, ...]:
         """eps_i of every client."""

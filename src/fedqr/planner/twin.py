@@ -28,7 +28,7 @@ from torch import Tensor
 
 from fedqr.data import ClientData, Dataset, Partition
 from fedqr.models.logreg import Norm
-from fedqr.privacy import Mechanism
+from fedqr.privacy import Mechanism, mechanism_for
 from fedqr.sim.config import Aggregation, LearningRate, Selection
 from fedqr.sim.engine import draw_noise
 from fedqr.sim.passes import (
@@ -103,6 +103,14 @@ class TwinRun:
     aggregation: Aggregation
     repeats: int
     chunk_rows: int = 2048
+
+
+def _continuous(mechanism: Mechanism) -> Mechanism:
+    """The additive noise the twin draws (unit std, scaled per column): the Laplace or the
+    Gaussian of the mechanism's clipping norm. For Laplace and Gaussian that is the
+    mechanism's own noise; a quantising mechanism (discrete Laplace) is approximated by it
+    with the same std (at the scales of private FL the two are close)."""
+    return Mechanism.LAPLACE if mechanism_for(mechanism).norm is Norm.L1 else Mechanism.GAUSSIAN
 
 
 def _weights(run: TwinRun, real: NDArray[np.int64], sel: NDArray[np.int64]) -> NDArray[Any]:
@@ -190,7 +198,8 @@ def simulate_columns(proxy: Proxy, run: TwinRun, *, horizons: NDArray[np.int64],
         c = torch.as_tensor(_weights(run, proxy.real_sizes, sel), dtype=torch.float32,
                             device=dev)
         g_sum = _gradient_term(proxy, run, th, sel, c, q_twin=q_twin, generator=generator)
-        unit = draw_noise(run.mechanism, torch.ones(k_rep, b, device=dev), n_cls * p, generator)
+        unit = draw_noise(_continuous(run.mechanism), torch.ones(k_rep, b, device=dev),
+                          n_cls * p, generator)
         w = (c[None, :] * std_sorted[:c_act][:, sel]).view(c_act, 1, b)  # (C, 1, b)
         noise = torch.einsum("cb,kbp->ckp", w[:, 0], unit).reshape(a, n_cls, p)
         theta = torch.cat([
