@@ -36,7 +36,8 @@ def test_simulate_reproduces_the_engine_and_writes_run_s_result(tmp_path: Path) 
         np.testing.assert_allclose(f["theta"], engine.final_theta[0], atol=1e-5, rtol=0)
     ref = engine.to_json()
     assert doc["flower"]["mode"] == "simulation"
-    assert set(doc) == set(ref) | {"flower", "wall_time_s"}
+    assert set(doc) == set(ref) | {"flower", "wall_time_s", "provenance"}
+    assert doc["provenance"]["model"] == {"name": "logreg", "num_params": 640}
     assert doc["config"] == ref["config"]
     assert set(doc["clients"][0]) == set(ref["clients"][0]) | {"replies_received"}
     assert doc["runs"][0]["rounds"][-1].keys() == ref["runs"][0]["rounds"][-1].keys()

@@ -142,7 +142,7 @@ def test_events() -> None:
 
 def test_mechanism_enum() -> None:
     assert Mechanism("laplace") is Mechanism.LAPLACE
-    assert [m.value for m in Mechanism] == ["laplace", "gaussian", "none"]
+    assert [m.value for m in Mechanism] == ["laplace", "gaussian", "none", "discrete-laplace"]
 
 
 def test_reply_stats() -> None:

@@ -140,10 +140,22 @@ def _calibrate(replies: int, eps: float, delta: float, sensitivity: int) -> int:
             dp_event.DiscreteLaplaceDpEvent(noise_parameter=1.0 / t, sensitivity=sensitivity),
             replies)
 
-    hi = 2 * math.ceil(replies * sensitivity / eps)  # basic composition meets eps below this
+    def eps_at(t: int) -> float:
+        return float(make_accountant(Accountant.PLD).compose(event(t)).get_epsilon(delta))
+
+    # basic composition meets eps at hi; halve down to a scale that does not (small scales
+    # have huge privacy-loss ranges, expensive on the PLD grid, so never evaluate far below)
+    hi = 2 * math.ceil(replies * sensitivity / eps)
+    lo = hi
+    while lo > 1:
+        hi, lo = lo, lo // 2
+        if eps_at(lo) > eps:
+            break
+    else:
+        return 1
     t = dp_accounting.calibrate_dp_mechanism(
         lambda: make_accountant(Accountant.PLD), event, eps, delta,
-        dp_accounting.ExplicitBracketInterval(1, hi), discrete=True)
+        dp_accounting.ExplicitBracketInterval(lo, hi), discrete=True)
     return int(t)
 
 
