@@ -54,8 +54,9 @@ def test_plan_laplace_json_matches_library(constants_file: Path) -> None:
 
 def test_plan_paper_rounding_and_table(constants_file: Path, tmp_path: Path) -> None:
     png = tmp_path / "u.png"
-    res = runner.invoke(app, ["plan", "--constants", str(constants_file), "--eps", "2",
-                              "--rounding", "paper", "--plot", str(png)])
+    res = runner.invoke(app, ["plan", "--mechanism", "laplace", "--constants",
+                              str(constants_file), "--eps", "2", "--rounding", "paper",
+                              "--plot", str(png)])
     assert res.exit_code == 0, res.output
     assert "T*(b=5)" in res.stdout and "joint" in res.stdout
     assert png.stat().st_size > 5000
@@ -87,15 +88,15 @@ def test_plan_gaussian_json(tmp_path: Path) -> None:
 def test_plan_bad_input_exit_2(constants_file: Path, tmp_path: Path, args: list[str],
                                needle: str) -> None:
     png = tmp_path / "never.png"
-    res = runner.invoke(app, ["plan", "--constants", str(constants_file), "--plot", str(png),
-                              *args])
+    res = runner.invoke(app, ["plan", "--mechanism", "laplace", "--constants",
+                              str(constants_file), "--plot", str(png), *args])
     assert res.exit_code == 2, res.output
     assert needle in res.output
     assert not png.exists()
 
 
-def test_plan_needs_exactly_one_source(constants_file: Path) -> None:
-    res = runner.invoke(app, ["plan", "--eps", "1"])
+def test_plan_bound_needs_exactly_one_source(constants_file: Path) -> None:
+    res = runner.invoke(app, ["plan", "--method", "bound", "--eps", "1"])
     assert res.exit_code == 2 and "exactly one of --constants" in res.output
     res = runner.invoke(app, ["plan", "--eps", "1", "--constants", str(constants_file),
                               "--dataset", "digits"])
@@ -119,12 +120,13 @@ def test_estimate_then_plan_on_digits(tmp_path: Path, monkeypatch: pytest.Monkey
     assert doc["mu"] >= 0.01 * (1 - 1e-6)  # the weight decay bounds mu from below
     cached = list((tmp_path / "cache" / "constants").glob("*.json"))
     assert len(cached) == 1
-    plan = _json(["plan", "--dataset", "digits", "--num-clients", "4", "--clip", "30",
-                  "--eps", "2", "--json"])
+    plan = _json(["plan", "--method", "bound", "--mechanism", "laplace", "--dataset", "digits",
+                  "--num-clients", "4", "--clip", "30", "--eps", "2", "--json"])
     source = plan["source"]
     assert isinstance(source, dict) and source["dataset"] == "digits"
     assert plan["constants"]["mu"] == doc["mu"]  # served from the cache: same estimate
-    again = _json(["plan", "--constants", str(out), "--eps", "2", "--json"])
+    again = _json(["plan", "--mechanism", "laplace", "--constants", str(out), "--eps", "2",
+                   "--json"])
     assert again["table"] == plan["table"]
 
 
