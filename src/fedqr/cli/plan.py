@@ -249,7 +249,9 @@ def plan(
         help="Public proxy data set (public-proxy, private-pilot).")] = None,
     pilot_share: Annotated[float | None, typer.Option(
         help="private-pilot: share of each budget the pilot spends, in (0, 1).")] = None,
-    twin_repeats: Annotated[int, typer.Option(help="Twin repeats per schedule (>= 2).")] = 3,
+    twin_repeats: Annotated[int | None, typer.Option(
+        help="Twin repeats per schedule (>= 2; default 3 on 3,000 proxy rows or more, up to "
+             "12 on fewer).")] = None,
     seed: SeedOpt = 0,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     data_dir: DataDirOpt = None,

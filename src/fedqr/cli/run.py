@@ -135,7 +135,7 @@ def run(
             choice = proxy_choice(data_use=data_use, proxy_share=None,
                                   proxy_dataset=proxy_dataset, scenario=scenario,
                                   pilot_share=pilot_share)
-            the_plan = run_planner(scenario, choice, twin_repeats=3, device=_device(device),
+            the_plan = run_planner(scenario, choice, twin_repeats=None, device=_device(device),
                                    use_cache=True, pilot_share=pilot_share)
             if not the_plan.useful:
                 raise PlanNotUseful(the_plan.message)

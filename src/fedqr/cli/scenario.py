@@ -102,10 +102,10 @@ def proxy_choice(*, data_use: DataUse, proxy_share: float | None,
                        public_label=proxy_dataset.value)
 
 
-def run_planner(scenario: Scenario, choice: ProxyChoice, *, twin_repeats: int,
+def run_planner(scenario: Scenario, choice: ProxyChoice, *, twin_repeats: int | None,
                 device: torch.device, use_cache: bool, pilot_share: float | None) -> Plan:
     """Plan with a progress bar; a private pilot plans for the budget left after it."""
-    if twin_repeats < 2:
+    if twin_repeats is not None and twin_repeats < 2:
         raise ValueError(f"twin_repeats must be >= 2, got twin_repeats={twin_repeats}")
     settings = SearchSettings(repeats=twin_repeats, seed=scenario.data.seed)
     with progress("planning") as bar:

@@ -23,7 +23,7 @@ from fedqr.privacy import Mechanism, mechanism_for
 
 __all__ = ["PLANNER_VERSION", "Plan", "ProxyChoice", "make_plan"]
 
-PLANNER_VERSION = 1
+PLANNER_VERSION = 2  # 2: automatic twin repeats
 """Bumped when the twin or the search change: cached simulations are then not reused."""
 AUTO_PROXY_ROWS = 4000
 """With ``share=None`` a clear proxy holds about this many rows in all (all rows if fewer)."""
@@ -239,4 +239,5 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
                 privacy_cost=_privacy_cost(choice.use),
                 simulated_rounds=searcher.simulated_rounds,
                 wall_time_s=time.perf_counter() - started, from_cache=cached and
-                searcher.simulated_rounds == 0, settings=asdict(st))
+                searcher.simulated_rounds == 0,
+                settings={**asdict(st), "repeats": searcher.repeats})

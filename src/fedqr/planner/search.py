@@ -37,7 +37,7 @@ class SearchSettings:
     ----------
     repeats:
         Twin repeats per schedule (the prediction is their mean, its uncertainty the
-        standard error).
+        standard error); ``None``: :func:`auto_repeats` of the proxy's size.
     t_first, t_limit:
         Largest T of the first coarse pass; largest T ever simulated.
     coarse_ratio, fine_ratio:
@@ -48,7 +48,7 @@ class SearchSettings:
         Seed of the twin's draws.
     """
 
-    repeats: int = 3
+    repeats: int | None = None
     t_first: int = 64
     t_limit: int = 4096
     coarse_ratio: float = 2.0
@@ -57,7 +57,7 @@ class SearchSettings:
     seed: int = 0
 
     def __post_init__(self) -> None:
-        if self.repeats < 2:
+        if self.repeats is not None and self.repeats < 2:
             raise ValueError(f"repeats must be >= 2 (for an uncertainty), got {self.repeats}")
         if not 1 <= self.t_first <= self.t_limit:
             raise ValueError(f"need 1 <= t_first <= t_limit, got t_first={self.t_first}, "
@@ -102,6 +102,7 @@ class Searcher:
     def __post_init__(self) -> None:
         self._noise = NoiseBook(scenario=self.scenario, sizes=self.proxy.real_sizes)
         self._gen = torch.Generator(device=self.device).manual_seed(self.settings.seed)
+        self.repeats = self.settings.repeats or auto_repeats(int(self.proxy.proxy_sizes.sum()))
         self._coarse_keys: set[tuple[int, float, int]] = set()  # what steps 1-2 asked for
 
     # -- simulation ---------------------------------------------------------------------
@@ -114,7 +115,7 @@ class Searcher:
         s = self.scenario
         run = TwinRun(mechanism=s.mechanism, clients_per_round=b, sample_rate=q, clip=s.clip,
                       lr=s.lr, weight_decay=s.weight_decay, aggregation=s.aggregation,
-                      repeats=self.settings.repeats)
+                      repeats=self.repeats)
         hs = np.asarray(todo, dtype=np.int64)
         std = self._noise.std(b=b, rounds=hs, sample_rate=q)
         label = f"b={b}" + (f" q={q:g}" if s.poisson else "") + f" T<={hs.max()}"
@@ -220,6 +221,16 @@ class Searcher:
             lo, hi = max(1, t_best // 2), min(st.t_limit, 2 * t_best)
             self.evaluate(b, q, [int(t) for t in log_grid(lo, max(lo, hi),
                                                           ratio=st.fine_ratio)])
+
+
+AUTO_REPEAT_ROWS = 9000
+"""Automatic twin repeats: 3 on proxies of 3,000 rows or more, up to 12 on smaller ones
+(a repeat costs in proportion to the rows, and small clients are the noisiest)."""
+
+
+def auto_repeats(rows: int) -> int:
+    """Twin repeats for a proxy of ``rows`` rows: ``clip(ceil(9000 / rows), 3, 12)``."""
+    return int(min(12, max(3, -(-AUTO_REPEAT_ROWS // max(rows, 1)))))
 
 
 def untrained_loss(proxy: Proxy) -> float:
