@@ -56,7 +56,7 @@ def test_gaussian_per_client_budgets(tmp_path: Path) -> None:
         (["--eps", "abc"], "eps must be a number"),
         (["--delta", "2", "--mechanism", "gaussian"], "delta must be in (0, 1)"),
         (["--clients-per-round", "9"], "clients_per_round must be in [1, num_clients=4]"),
-        (["--rounds", "-3"], "rounds must be >= 0"),
+        (["--rounds", "-3"], "rounds must be an integer >= 0"),
         (["--sample-rate", "1.5", "--mechanism", "gaussian"], "sample_rate must be in (0, 1]"),
         (["--sample-rate", "0.5", "--mechanism", "laplace"], "uses each client's full local"),
         (["--clip", "0"], "clip must be > 0"),
