@@ -250,3 +250,12 @@ def test_staged_dir_removes_what_it_created_on_failure(tmp_path: Path) -> None:
     with staged_dir(out) as stage:
         (stage / "result.json").write_text("{}")
     assert [p.name for p in out.iterdir()] == ["result.json"]
+
+
+def test_flower_result_without_a_mechanism_is_written(tmp_path: Path) -> None:
+    # fedqr flower simulate --mechanism none: spent epsilon is infinite, written as null
+    from fedqr.flower.results import RESULT, write_result
+
+    write_result(tmp_path, doc={"clients": [{"epsilon_spent": math.inf}]},
+                 theta=np.zeros((2, 3)))
+    assert json.loads((tmp_path / RESULT).read_text()) == {"clients": [{"epsilon_spent": None}]}
