@@ -7,7 +7,9 @@ Each cycle starts one command in its own process group -- ``fedqr reproduce mnis
 whole group. After each kill it checks that no process of the group is left and that every
 file the command left is whole: every stored reproduce run and the manifest parse, and a
 ``fedqr run`` folder holds either nothing or both ``result.json`` (valid) and ``training.png``.
-At the end ``fedqr reproduce`` runs to completion and its figures are redrawn.
+A reproduce command is killed only after its manifest exists (the first one builds it), so
+that the kills land among the runs. At the end ``fedqr reproduce`` runs to completion and its
+figures are redrawn.
 
 Reported: runs finished (reproduce runs stored plus complete ``fedqr run`` outputs), runs
 recomputed (a stored run found damaged and computed again; want 0), files damaged (want 0),
@@ -133,6 +135,10 @@ def main() -> None:
         wait = rng.uniform(0.5, args.max_wait)
         if which == "reproduce":
             proc = start([*REPRODUCE, "--out", str(repro)], log)
+            # the first run builds the manifest (constants, plans): let it finish that, so
+            # that the kills land among the runs, not always in the estimation
+            while not (repro / "manifest.json").exists() and proc.poll() is None:
+                time.sleep(0.5)
         else:
             out = work / f"run-{cycle}"
             run_dirs.append(out)

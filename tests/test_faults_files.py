@@ -53,7 +53,7 @@ def test_truncated_femnist_npz_names_the_file(tmp_path: Path, keep: float) -> No
     res = runner.invoke(app, ["run", "--dataset", "femnist", "--data-dir", str(path),
                               "--out", str(tmp_path / "r")])
     assert res.exit_code == 2, res.output
-    text = " ".join(res.output.split())
+    text = "".join(res.output.split())  # rich may wrap inside a long path
     assert "Traceback" not in res.output and str(path) in text and "truncated" in text
     assert not (tmp_path / "r").exists()
 
@@ -120,7 +120,7 @@ def test_plot_names_a_damaged_manifest(tmp_path: Path, damage: str) -> None:
          "base_fraction": 1.0}).encode()))
     res = runner.invoke(app, ["plot", str(tmp_path)])
     assert res.exit_code == 1, res.output
-    text = " ".join(res.output.split())
+    text = "".join(res.output.split())  # rich may wrap inside a long path
     assert "Traceback" not in res.output and str(manifest) in text and "damaged" in text
 
 
@@ -250,3 +250,12 @@ def test_staged_dir_removes_what_it_created_on_failure(tmp_path: Path) -> None:
     with staged_dir(out) as stage:
         (stage / "result.json").write_text("{}")
     assert [p.name for p in out.iterdir()] == ["result.json"]
+
+
+def test_flower_result_without_a_mechanism_is_written(tmp_path: Path) -> None:
+    # fedqr flower simulate --mechanism none: spent epsilon is infinite, written as null
+    from fedqr.flower.results import RESULT, write_result
+
+    write_result(tmp_path, doc={"clients": [{"epsilon_spent": math.inf}]},
+                 theta=np.zeros((2, 3)))
+    assert json.loads((tmp_path / RESULT).read_text()) == {"clients": [{"epsilon_spent": None}]}
