@@ -88,3 +88,11 @@ def test_bad_proxy_choice() -> None:
         ProxyChoice(share=0.0)
     with pytest.raises(ValueError, match="public proxy"):
         ProxyChoice(use=DataUse.PUBLIC_PROXY)
+
+
+def test_the_planner_plans_any_mechanism_through_its_object() -> None:
+    """The third mechanism (discrete Laplace) is planned through its own calibration."""
+    sc = _scenario(mechanism=Mechanism.DISCRETE_LAPLACE, clients_per_round=2)
+    plan = make_plan(sc, settings=SearchSettings(repeats=2, t_first=8, t_limit=8))
+    assert plan.useful and 1 <= plan.recommended.rounds <= 16
+    assert all(p.clients_per_round == 2 for p in plan.predictions)

@@ -100,7 +100,8 @@ class Searcher:
     simulated_rounds: int = 0
 
     def __post_init__(self) -> None:
-        self._noise = NoiseBook(scenario=self.scenario, sizes=self.proxy.real_sizes)
+        self._noise = NoiseBook(scenario=self.scenario, sizes=self.proxy.real_sizes,
+                                num_params=self.proxy.num_params)
         self._gen = torch.Generator(device=self.device).manual_seed(self.settings.seed)
         self.repeats = self.settings.repeats or auto_repeats(int(self.proxy.proxy_sizes.sum()))
         self._coarse_keys: set[tuple[int, float, int]] = set()  # what steps 1-2 asked for
