@@ -23,7 +23,7 @@ from fedqr.privacy import Mechanism, mechanism_for
 
 __all__ = ["PLANNER_VERSION", "Plan", "ProxyChoice", "make_plan"]
 
-PLANNER_VERSION = 2  # 2: automatic twin repeats
+PLANNER_VERSION = 3  # 2: automatic twin repeats; 3: extend T only for a 1% gain
 """Bumped when the twin or the search change: cached simulations are then not reused."""
 AUTO_PROXY_ROWS = 4000
 """With ``share=None`` a clear proxy holds about this many rows in all (all rows if fewer)."""

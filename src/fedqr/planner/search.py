@@ -44,6 +44,9 @@ class SearchSettings:
         Ratios between neighbouring T of the coarse and the fine grid (<= 1.25).
     finalists:
         How many of the best (b, q) get the fine T grid.
+    min_gain:
+        The coarse grid is extended to larger T only while its largest T beats the one below
+        by more than this share of the loss.
     seed:
         Seed of the twin's draws.
     """
@@ -54,6 +57,7 @@ class SearchSettings:
     coarse_ratio: float = 2.0
     fine_ratio: float = 1.25
     finalists: int = 3
+    min_gain: float = 0.01
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -182,11 +186,23 @@ class Searcher:
         st = self.settings
         self.evaluate(b, q, grid)
         hi = max(grid)
-        # extend while the loss still falls at the largest T
-        while self._best(b, q, self._coarse_keys).rounds >= hi and hi < st.t_limit:
+        # extend while the loss still falls at the largest T by more than min_gain
+        while self._still_falling(b, q, hi) and hi < st.t_limit:
             new_hi = min(st.t_limit, 4 * hi)
             self.evaluate(b, q, [int(t) for t in log_grid(hi, new_hi, ratio=st.coarse_ratio)])
             hi = new_hi
+
+    def _still_falling(self, b: int, q: float, hi: int) -> bool:
+        """Whether T = hi is the best coarse horizon of (b, q) and beats the one below by
+        more than ``min_gain`` (relative): more rounds for a negligible gain are not worth
+        their communication."""
+        curve = sorted((p.rounds, p.mean) for p in self.predictions(self._coarse_keys)
+                       if p.clients_per_round == b and p.sample_rate == q)
+        best_t = min(curve, key=lambda tm: (tm[1], tm[0]))[0]
+        if best_t < hi or len(curve) < 2:
+            return False
+        below, top = curve[-2][1], curve[-1][1]
+        return below - top > self.settings.min_gain * abs(top)
 
     def _refine_b_q(self, bs: list[int], qs: list[float], *, fixed_t: int | None) -> None:
         s, st = self.scenario, self.settings
