@@ -8,6 +8,7 @@ descendant (Flower's SuperExec and app processes), first with SIGTERM, then SIGK
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
@@ -59,6 +60,21 @@ def write_app(app_dir: Path, *, cfg: FlowerRunConfig) -> Path:
     path = app_dir / "pyproject.toml"
     path.write_text(tomli_w.dumps(doc), encoding="utf-8")
     return path
+
+
+PR_SET_PDEATHSIG = 1  # prctl option, <linux/prctl.h>
+
+
+def die_with_parent(parent: int) -> None:
+    """In a child (``preexec_fn``): SIGKILL this process when ``parent`` dies (Linux).
+
+    The parent-death signal is kept across ``exec``; a parent that already died before the
+    call is noticed by the changed parent pid.
+    """
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), signal.SIGKILL)
 
 
 def _descendants(root: int) -> list[int]:
@@ -155,7 +171,7 @@ class LocalFederation:
         self.env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
                     "FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
                     "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
-                    "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1", "PYTHONUNBUFFERED": "1"}
+                    "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.5", "PYTHONUNBUFFERED": "1"}
         self.bindir = Path(bindir)
 
     def __enter__(self) -> LocalFederation:
@@ -168,10 +184,12 @@ class LocalFederation:
         home.mkdir(parents=True, exist_ok=True)
         exe = self.bindir / args[0]
         cmd = [str(exe) if exe.exists() else args[0], *args[1:]]
+        parent = os.getpid()
         with open(self.work / f"{name}.log", "ab") as logf:
             proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True,
-                                    env={**self.env, "FLWR_HOME": str(home)}, cwd=self.work)
+                                    env={**self.env, "FLWR_HOME": str(home)}, cwd=self.work,
+                                    preexec_fn=lambda: die_with_parent(parent))
         self._procs.append(proc)
         return proc
 
@@ -205,8 +223,9 @@ class LocalFederation:
         """Start (or restart) the SuperNode holding ``partition``."""
         node_config = (f'partition-id={partition} num-partitions={num_partitions} '
                        f'state-dir={json.dumps(str(state_dir))}')
-        args = ["flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{self.port}",
-                "--host", "127.0.0.1", "--port", str(free_port()), "--node-config", node_config]
+        args = [sys.executable, "-m", "fedqr.flower.node_main", "--insecure", "--superlink",
+                f"127.0.0.1:{self.port}", "--isolation", "process", "--host", "127.0.0.1",
+                "--port", str(free_port()), "--node-config", node_config]
         self.nodes[partition] = self._spawn(f"supernode-{partition}", args,
                                             self.work / f"supernode-{partition}-home")
 

@@ -30,7 +30,8 @@ from fedqr.flower.config import FlowerRunConfig
 from fedqr.flower.results import write_error, write_result
 from fedqr.flower.server_logic import ClientReply, FlowerRunError, ServerRun
 
-POLL_S = 0.05  # how often the server asks the SuperLink for replies
+POLL_S = 0.01  # first wait before the server asks the SuperLink again for replies
+POLL_MAX_S = 0.2  # the wait grows by half each time up to this
 log = logging.getLogger("flwr")
 app = ServerApp()
 
@@ -41,6 +42,7 @@ def _exchange(grid: Grid, messages: list[Message], timeout: float) -> tuple[
     ids = list(grid.push_messages(messages))
     pending, replies = set(ids), {}
     deadline = time.monotonic() + timeout
+    wait = POLL_S
     while pending:
         for reply in grid.pull_messages(list(pending)):
             key = reply.metadata.reply_to_message_id
@@ -48,7 +50,8 @@ def _exchange(grid: Grid, messages: list[Message], timeout: float) -> tuple[
             pending.discard(key)
         if not pending or time.monotonic() >= deadline:
             break
-        time.sleep(POLL_S)
+        time.sleep(wait)
+        wait = min(wait * 1.5, POLL_MAX_S)
     return ids, replies
 
 
@@ -179,16 +182,20 @@ def run_rounds(grid: Grid, cfg: FlowerRunConfig, *, progress: Path | None) -> Se
         run = starting.result()
     started = time.monotonic()
     for t in range(cfg.rounds):
+        t0 = time.monotonic()
         metrics = run.record(t)
+        t1 = time.monotonic()
         directory.refresh(grid, cfg.round_timeout)
         sel = run.selected(t)
         msgs = _train_messages(run, directory, t, sel)
         ids, replies = _exchange(grid, msgs, cfg.round_timeout)
+        t2 = time.monotonic()
         got, lost = _collect(run, t, sel, ids, replies)
         run.apply_round(t, replies=got, lost=lost)
         line = {"round": t, "selected": sel, "replied": sorted(got), "lost": lost,
                 "test_accuracy": metrics.test_accuracy[0], "test_loss": metrics.test_loss[0],
-                "elapsed_s": time.monotonic() - started}
+                "elapsed_s": time.monotonic() - started, "evaluate_s": t1 - t0,
+                "exchange_s": t2 - t1}
         log.info("fedqr round %d/%d: %d/%d replies, test accuracy %.4f%s", t + 1, cfg.rounds,
                  len(got), len(sel), metrics.test_accuracy[0], f", lost {lost}" if lost else "")
         if progress is not None:
