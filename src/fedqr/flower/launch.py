@@ -65,16 +65,16 @@ def write_app(app_dir: Path, *, cfg: FlowerRunConfig) -> Path:
 PR_SET_PDEATHSIG = 1  # prctl option, <linux/prctl.h>
 
 
-def die_with_parent(parent: int) -> None:
-    """In a child (``preexec_fn``): SIGKILL this process when ``parent`` dies (Linux).
+def die_with_parent(parent: int, sig: int = signal.SIGKILL) -> None:
+    """In a child (``preexec_fn``): send ``sig`` to this process when ``parent`` dies (Linux).
 
     The parent-death signal is kept across ``exec``; a parent that already died before the
     call is noticed by the changed parent pid.
     """
     if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(signal.SIGKILL), 0, 0, 0)
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     if os.getppid() != parent:
-        os.kill(os.getpid(), signal.SIGKILL)
+        os.kill(os.getpid(), sig)
 
 
 def _descendants(root: int) -> list[int]:
@@ -183,13 +183,16 @@ class LocalFederation:
     def _spawn(self, name: str, args: list[str], home: Path) -> subprocess.Popen[bytes]:
         home.mkdir(parents=True, exist_ok=True)
         exe = self.bindir / args[0]
-        cmd = [str(exe) if exe.exists() else args[0], *args[1:]]
+        # the guard takes the process group (Flower's SuperExec and app processes) down with
+        # it when this process dies, by any signal: a parent-death signal, or its own polling
+        cmd = [sys.executable, "-m", "fedqr.flower.guard",
+               str(exe) if exe.exists() else args[0], *args[1:]]
         parent = os.getpid()
         with open(self.work / f"{name}.log", "ab") as logf:
             proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True,
                                     env={**self.env, "FLWR_HOME": str(home)}, cwd=self.work,
-                                    preexec_fn=lambda: die_with_parent(parent))
+                                    preexec_fn=lambda: die_with_parent(parent, signal.SIGTERM))
         self._procs.append(proc)
         return proc
 
@@ -245,7 +248,9 @@ class LocalFederation:
         if num_supernodes is not None:
             args += ["--federation-config", f"num-supernodes={num_supernodes}"]
         try:
+            parent = os.getpid()
             done = subprocess.run(args, capture_output=True, timeout=timeout_s, cwd=self.work,
+                                  preexec_fn=lambda: die_with_parent(parent),
                                   env={**self.env, "FLWR_HOME": str(home)}, check=False)
         except subprocess.TimeoutExpired:
             raise LaunchError(f"flwr run did not answer within {timeout_s} s") from None
