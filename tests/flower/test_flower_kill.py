@@ -51,8 +51,9 @@ def _cmdline(pid: int) -> str:
 def test_killed_deploy_leaves_no_flower_process(tmp_path: Path, sig: signal.Signals) -> None:
     require_flwr()
     work = (tmp_path / "work").resolve()
-    cmd = [sys.executable, "-c", "from fedqr.cli import app; app()", "flower", "deploy", "--dataset", "digits",
-           "--num-clients", "2", "--clients-per-round", "2", "--rounds", "500",
+    cmd = [sys.executable, "-c", "from fedqr.cli import app; app()", "flower", "deploy",
+           "--dataset", "digits", "--num-clients", "2", "--clients-per-round", "2",
+           "--rounds", "500",
            "--work-dir", str(work), "--out", str(tmp_path / "out")]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
