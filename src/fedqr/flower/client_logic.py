@@ -251,8 +251,13 @@ def model_digest(theta: np.ndarray, *, round: int) -> str:
 
 
 def answer_round(cfg: FlowerRunConfig, *, client: int, round: int, theta: np.ndarray,
-                 run_key: str, state_dir: Path) -> Reply:
+                 run_key: str, state_dir: Path, data: ClientData | None = None,
+                 ledger_budget: Budget | None = None) -> Reply:
     """Compute, charge (persisted) and return one reply.
+
+    ``data``: the client's own data (default: its shard of the run's partition);
+    ``ledger_budget``: the budget of the client's ledger (default: the run's, for client
+    ``client``), at least the run's.
 
     Raises
     ------
@@ -268,7 +273,8 @@ def answer_round(cfg: FlowerRunConfig, *, client: int, round: int, theta: np.nda
         raise ValueError(f"round {round} does not select client {client} in the round-robin "
                          f"schedule of N={sim.num_clients}, b={sim.clients_per_round}, "
                          f"T={sim.rounds}: refused")
-    data = load_client_data(cfg, client=client, cache_dir=state_dir)
+    if data is None:
+        data = load_client_data(cfg, client=client, cache_dir=state_dir)
     shape = data.theta_shape
     if theta.shape != shape:
         raise ValueError(f"theta must have shape {shape}, got theta.shape={theta.shape}")
@@ -279,7 +285,7 @@ def answer_round(cfg: FlowerRunConfig, *, client: int, round: int, theta: np.nda
         return _reply(new, sums, gnorm, size=data.x.shape[0], noise_std=0.0, eps=0.0,
                       charged=0)
     digest = model_digest(theta, round=round)
-    with locked_state(state_dir, budget=budget) as (state, save):
+    with locked_state(state_dir, budget=ledger_budget or budget) as (state, save):
         plan = client_plan(sim, client=client, size=data.x.shape[0],
                            calibration=state.calibration, num_params=math.prod(shape))
         if plan.event is None:  # unreachable: a scheduled client of a private run

@@ -13,6 +13,7 @@ import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -25,6 +26,7 @@ from typing import Any
 import tomli_w
 
 from fedqr.flower.config import FlowerRunConfig
+from fedqr.flower.parts import LinkTls, NodeConfigValue, cli_config, superlink_args, supernode_args
 
 SUPERLINK_START_TIMEOUT_S = 60.0
 STOP_GRACE_S = 5.0
@@ -160,9 +162,10 @@ def _alive(pid: int) -> bool:
 class LocalFederation:
     """A SuperLink (and SuperNodes) on 127.0.0.1 for one run; use as a context manager."""
 
-    def __init__(self, work: Path, *, simulation: bool) -> None:
+    def __init__(self, work: Path, *, simulation: bool, tls: LinkTls | None = None) -> None:
         self.work = work
         self.simulation = simulation
+        self.tls = tls
         self.port = 0
         self.superlink: subprocess.Popen[bytes] | None = None
         self.nodes: dict[int, subprocess.Popen[bytes]] = {}
@@ -207,14 +210,12 @@ class LocalFederation:
         """Start the SuperLink on a free port and wait until it answers; returns the port."""
         for _ in range(attempts):
             port = free_port()
-            args = ["flower-superlink", "--insecure", "--host", "127.0.0.1", "--port", str(port),
-                    "--disable-runtime-dependency-installation"]
-            if self.simulation:
-                args.append("--simulation")
+            args = superlink_args(host="127.0.0.1", port=port, tls=self.tls,
+                                  simulation=self.simulation)
             proc = self._spawn("superlink", args, self.work / "superlink-home")
             deadline = time.monotonic() + SUPERLINK_START_TIMEOUT_S
             while proc.poll() is None and time.monotonic() < deadline:
-                if _healthy(port):
+                if _healthy(port, ca=self.tls.ca if self.tls else None):
                     self.superlink, self.port = proc, port
                     return port
                 time.sleep(0.1)
@@ -224,13 +225,35 @@ class LocalFederation:
 
     def start_supernode(self, partition: int, *, num_partitions: int, state_dir: Path) -> None:
         """Start (or restart) the SuperNode holding ``partition``."""
-        node_config = (f'partition-id={partition} num-partitions={num_partitions} '
-                       f'state-dir={json.dumps(str(state_dir))}')
-        args = [sys.executable, "-m", "fedqr.flower.node_main", "--insecure", "--superlink",
-                f"127.0.0.1:{self.port}", "--isolation", "process", "--host", "127.0.0.1",
-                "--port", str(free_port()), "--node-config", node_config]
-        self.nodes[partition] = self._spawn(f"supernode-{partition}", args,
-                                            self.work / f"supernode-{partition}-home")
+        self.start_node(partition, {"partition-id": partition, "num-partitions": num_partitions,
+                                    "state-dir": str(state_dir)})
+
+    def start_node(self, index: int, node_config: dict[str, NodeConfigValue], *,
+                   auth_key: Path | None = None) -> None:
+        """Start (or restart) SuperNode ``index`` with ``node_config``."""
+        args = supernode_args(superlink=f"127.0.0.1:{self.port}", runtime_port=free_port(),
+                              node_config=node_config,
+                              root_cert=self.tls.ca if self.tls else None, auth_key=auth_key)
+        self.nodes[index] = self._spawn(f"supernode-{index}", args,
+                                        self.work / f"supernode-{index}-home")
+
+    def _cli_home(self) -> Path:
+        home = self.work / "cli-home"
+        home.mkdir(parents=True, exist_ok=True)
+        (home / "config.toml").write_text(tomli_w.dumps(cli_config(
+            f"127.0.0.1:{self.port}", ca=self.tls.ca if self.tls else None)))
+        return home
+
+    def register(self, public_key: Path) -> None:
+        """Admit the SuperNode with ``public_key`` (``flwr supernode register``)."""
+        done = subprocess.run([str(self.bindir / "flwr"), "supernode", "register",
+                               str(public_key), "fedqr"], capture_output=True, timeout=120,
+                              cwd=self.work, env={**self.env, "FLWR_HOME": str(self._cli_home())},
+                              check=False)
+        if done.returncode != 0:
+            raise LaunchError(f"flwr supernode register {public_key} failed: "
+                              f"{done.stdout.decode(errors='replace').strip()} "
+                              f"{done.stderr.decode(errors='replace').strip()}")
 
     def kill_supernode(self, partition: int) -> None:
         """SIGKILL a SuperNode and its app processes at once (a crash, for fault tests)."""
@@ -239,11 +262,7 @@ class LocalFederation:
     def flwr_run(self, app_dir: Path, *, num_supernodes: int | None = None,
                  timeout_s: float = 120.0) -> str:
         """``flwr run`` the app on this SuperLink; returns the run id."""
-        home = self.work / "cli-home"
-        home.mkdir(parents=True, exist_ok=True)
-        (home / "config.toml").write_text(tomli_w.dumps({"superlink": {
-            "default": "fedqr",
-            "fedqr": {"address": f"127.0.0.1:{self.port}", "insecure": True}}}))
+        home = self._cli_home()
         args = [str(self.bindir / "flwr"), "run", str(app_dir), "fedqr", "--format", "json"]
         if num_supernodes is not None:
             args += ["--federation-config", f"num-supernodes={num_supernodes}"]
@@ -272,9 +291,12 @@ class LocalFederation:
         self._procs.clear()
 
 
-def _healthy(port: int) -> bool:
+def _healthy(port: int, *, ca: Path | None = None) -> bool:
+    scheme = "https" if ca is not None else "http"
+    context = ssl.create_default_context(cafile=str(ca)) if ca is not None else None
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1.0) as res:
+        with urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/health", timeout=1.0,
+                                    context=context) as res:
             return bool(res.status == 200)
     except (urllib.error.URLError, OSError):
         return False
