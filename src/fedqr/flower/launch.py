@@ -166,6 +166,7 @@ class LocalFederation:
         self.work = work
         self.simulation = simulation
         self.tls = tls
+        self.remote: tuple[str, Path | None] | None = None  # (HOST:PORT, CA) of another link
         self.port = 0
         self.superlink: subprocess.Popen[bytes] | None = None
         self.nodes: dict[int, subprocess.Popen[bytes]] = {}
@@ -240,8 +241,8 @@ class LocalFederation:
     def _cli_home(self) -> Path:
         home = self.work / "cli-home"
         home.mkdir(parents=True, exist_ok=True)
-        (home / "config.toml").write_text(tomli_w.dumps(cli_config(
-            f"127.0.0.1:{self.port}", ca=self.tls.ca if self.tls else None)))
+        address, ca = self.remote or (f"127.0.0.1:{self.port}", self.tls.ca if self.tls else None)
+        (home / "config.toml").write_text(tomli_w.dumps(cli_config(address, ca=ca)))
         return home
 
     def register(self, public_key: Path) -> None:
