@@ -94,12 +94,13 @@ def load_data_file(path: Path) -> tuple[np.ndarray, np.ndarray]:
         return _CACHE[key]
     try:
         with np.load(path, allow_pickle=False) as f:
-            if "x" not in f or "y" not in f:
-                raise ValueError(f"--data: {path} must hold arrays 'x' and 'y', got "
-                                 f"{sorted(f.files)}")
-            x, y = np.asarray(f["x"]), np.asarray(f["y"])
-    except (OSError, EOFError) as e:  # not an npz (zip) file
+            arrays = {name: np.asarray(f[name]) for name in f.files if name in ("x", "y")}
+            names = sorted(f.files)
+    except (OSError, EOFError, ValueError, AttributeError) as e:  # not an npz (zip) file
         raise ValueError(f"--data: {path} is not a NumPy .npz file ({e})") from None
+    if "x" not in arrays or "y" not in arrays:
+        raise ValueError(f"--data: {path} must hold arrays 'x' and 'y', got {names}")
+    x, y = arrays["x"], arrays["y"]
     if x.ndim != 2 or y.ndim != 1 or x.shape[0] != y.shape[0] or x.shape[0] == 0:
         raise ValueError(f"--data: {path} must hold x of shape (n, p) and y of shape (n,) with "
                          f"n >= 1, got x.shape={x.shape}, y.shape={y.shape}")
