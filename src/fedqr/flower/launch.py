@@ -1,8 +1,9 @@
 """Flower processes on 127.0.0.1: a SuperLink, SuperNodes, ``flwr run``; all stopped after.
 
-:class:`LocalFederation` starts every process in its own session (process group) with its
-own ``FLWR_HOME`` and log file, on free loopback ports, in insecure mode (no TLS: loopback
-only). :meth:`LocalFederation.close` stops each process it started together with every
+:class:`LocalFederation` starts every process in its own session (process group) under a
+guard (:mod:`fedqr.flower.guard`, with a parent-death signal), with its own ``FLWR_HOME`` and
+log file, on free loopback ports, insecure (loopback only) or with TLS and node
+authentication. :meth:`LocalFederation.close` stops each process it started together with every
 descendant (Flower's SuperExec and app processes), first with SIGTERM, then SIGKILL.
 """
 
