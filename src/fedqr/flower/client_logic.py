@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from fedqr._atomic import write_file_atomic
+from fedqr.data import Dataset, Partition
 from fedqr.flower.client_state import Budget, ReplayRefused, locked_state
 from fedqr.flower.config import FlowerRunConfig
 from fedqr.models.factory import ModelName, build_network, default_model
@@ -39,6 +40,7 @@ from fedqr.sim.schedule import make_schedule, reply_counts
 # Flower's simulation keeps one worker process alive across messages: data stay here.
 _DATA: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray, int, tuple[int, ...]]] = {}
 _MODELS: dict[tuple[object, ...], torch.nn.Module] = {}
+_RECIPE: dict[tuple[object, ...], tuple[Dataset, Partition]] = {}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,7 +90,7 @@ def load_client_data(cfg: FlowerRunConfig, *, client: int,
             with np.load(path) as f:
                 _DATA[key] = (f["x"], f["y"], int(f["k"]), tuple(int(v) for v in f["shape"]))
         else:
-            ds, part = cfg.load_data()
+            ds, part = _recipe(cfg)
             idx = part.indices[client]
             shape = tuple(ds.image_shape or ())
             _DATA[key] = (ds.x_train[idx], ds.y_train[idx], ds.num_classes, shape)
@@ -98,6 +100,17 @@ def load_client_data(cfg: FlowerRunConfig, *, client: int,
     x, y, k, shape = _DATA[key]
     return ClientData(x=x, y=y, num_classes=k, image_shape=shape,
                       model=default_model(cfg.dataset))
+
+
+def _recipe(cfg: FlowerRunConfig) -> tuple[Dataset, Partition]:
+    """The run's data set and partition, built once per process (a simulation worker serves
+    many clients: each takes its shard from memory, not from a new build)."""
+    key = (cfg.dataset.value, cfg.data_dir, cfg.fraction, cfg.seed, cfg.partition.value,
+           cfg.alpha, cfg.num_clients)
+    if key not in _RECIPE:
+        _RECIPE.clear()  # one recipe at a time
+        _RECIPE[key] = cfg.load_data()
+    return _RECIPE[key]
 
 
 def _save_npz(path: Path, **arrays: np.ndarray) -> None:

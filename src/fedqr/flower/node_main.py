@@ -41,7 +41,7 @@ class _Pacer:
     """The ``time`` module as Flower's SuperNode loop sees it, with its two waits replaced.
 
     ``sleep(3)`` (nothing to pull from the SuperLink) becomes a backoff from ``poll_s`` / 2
-    up to ``poll_s`` * 10 (reset whenever a message came in); ``sleep(0.5)`` (a message
+    up to ``poll_s`` * 5 (reset whenever a message came in); ``sleep(0.5)`` (a message
     waits for its reply) wakes the task thread and returns as soon as the reply is stored.
     """
 
@@ -64,7 +64,7 @@ class _Pacer:
             self.reply_ready.clear()
         elif seconds == self.IDLE_WAIT:
             time.sleep(self.idle)
-            self.idle = min(self.idle * 1.5, self.poll_s * 10)
+            self.idle = min(self.idle * 1.5, self.poll_s * 5)
         else:
             time.sleep(min(seconds, self.poll_s))
 
