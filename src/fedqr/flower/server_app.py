@@ -37,10 +37,8 @@ log = logging.getLogger("flwr")
 app = ServerApp()
 
 
-def _exchange(grid: Grid, messages: list[Message], timeout: float) -> tuple[
-        list[str], dict[str, Message]]:
-    """Push ``messages``; pull replies until all arrived or ``timeout`` s passed."""
-    ids = list(grid.push_messages(messages))
+def _pull(grid: Grid, ids: list[str], timeout: float) -> dict[str, Message]:
+    """Pull replies to ``ids`` until all arrived or ``timeout`` s passed."""
     pending, replies = set(ids), {}
     deadline = time.monotonic() + timeout
     wait = POLL_S
@@ -53,7 +51,7 @@ def _exchange(grid: Grid, messages: list[Message], timeout: float) -> tuple[
             break
         time.sleep(wait)
         wait = min(wait * 1.5, POLL_MAX_S)
-    return ids, replies
+    return replies
 
 
 class Directory:
@@ -223,13 +221,13 @@ def run_rounds(grid: Grid, cfg: FlowerRunConfig, *, progress: Path | None) -> Se
             run = starting.result()
     started = time.monotonic()
     for t in range(cfg.rounds):
-        t0 = time.monotonic()
-        metrics = run.record(t)
-        t1 = time.monotonic()
         directory.refresh(grid, cfg.round_timeout)
         sel = run.selected(t)
-        msgs = _train_messages(run, directory, t, sel)
-        ids, replies = _exchange(grid, msgs, cfg.round_timeout)
+        t0 = time.monotonic()
+        ids = list(grid.push_messages(_train_messages(run, directory, t, sel)))
+        metrics = run.record(t)  # theta_t evaluated while the clients compute
+        t1 = time.monotonic()
+        replies = _pull(grid, ids, max(cfg.round_timeout - (t1 - t0), 0.0))
         t2 = time.monotonic()
         got, lost = _collect(run, t, sel, ids, replies)
         run.apply_round(t, replies=got, lost=lost)
