@@ -41,6 +41,7 @@ from fedqr.sim.schedule import make_schedule, reply_counts
 _DATA: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray, int, tuple[int, ...]]] = {}
 _MODELS: dict[tuple[object, ...], torch.nn.Module] = {}
 _RECIPE: dict[tuple[object, ...], tuple[Dataset, Partition]] = {}
+KEEP_RECIPE = True  # False in a SuperNode process, which serves one client: keep its shard only
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -107,10 +108,13 @@ def _recipe(cfg: FlowerRunConfig) -> tuple[Dataset, Partition]:
     many clients: each takes its shard from memory, not from a new build)."""
     key = (cfg.dataset.value, cfg.data_dir, cfg.fraction, cfg.seed, cfg.partition.value,
            cfg.alpha, cfg.num_clients)
-    if key not in _RECIPE:
-        _RECIPE.clear()  # one recipe at a time
-        _RECIPE[key] = cfg.load_data()
-    return _RECIPE[key]
+    if key in _RECIPE:
+        return _RECIPE[key]
+    _RECIPE.clear()  # one recipe at a time
+    built = cfg.load_data()
+    if KEEP_RECIPE:
+        _RECIPE[key] = built
+    return built
 
 
 def _save_npz(path: Path, **arrays: np.ndarray) -> None:
