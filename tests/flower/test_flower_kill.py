@@ -75,3 +75,23 @@ def test_killed_deploy_leaves_no_flower_process(tmp_path: Path, sig: signal.Sign
         os.kill(pid, signal.SIGKILL)
     assert not left, f"Flower processes still running 10 s after {sig.name}: {left}"
     assert not (tmp_path / "out").exists()  # nothing written
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
+def test_guard_takes_its_descendants_down(tmp_path: Path) -> None:
+    """The guard kills its child's own children, even in a session of their own."""
+    script = ("import subprocess, sys, time; "
+              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+              "start_new_session=True); time.sleep(60)")
+    guard = subprocess.Popen([sys.executable, "-m", "fedqr.flower.guard", sys.executable, "-c",
+                              script], start_new_session=True, cwd=tmp_path)
+    deadline = time.monotonic() + 30
+    while len(_processes_in(tmp_path.resolve())) < 3:  # guard, child, grandchild
+        assert time.monotonic() < deadline, "the guarded processes did not start"
+        time.sleep(0.05)
+    os.kill(guard.pid, signal.SIGTERM)
+    guard.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while _processes_in(tmp_path.resolve()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _processes_in(tmp_path.resolve())

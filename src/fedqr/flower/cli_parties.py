@@ -88,6 +88,7 @@ def superlink(
     args[0] = str(BINDIR / args[0])
     os.environ["FLWR_HOME"] = str(state_dir.resolve())
     os.environ["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] = "0.5"
+    os.environ["FEDQR_GUARD_WATCH_PARENT"] = "0"  # a server outlives its shell (nohup)
     os.environ["PATH"] = str(BINDIR) + os.pathsep + os.environ.get("PATH", "")  # flwr-* tools
     os.execv(sys.executable, [sys.executable, "-m", "fedqr.flower.guard", *args])
 

@@ -9,7 +9,8 @@ and every other process of its group when
 
 - it gets SIGTERM, SIGINT or SIGHUP (also the parent-death signal its starter sets),
 - its own parent is gone (polled every 0.2 s: the fallback where no parent-death signal
-  exists), or
+  exists; off with ``FEDQR_GUARD_WATCH_PARENT=0``, as ``fedqr flower superlink`` runs it, so
+  that a server outlives the shell that started it), or
 - ``CMD`` exits (then with ``CMD``'s exit status).
 """
 
@@ -74,6 +75,7 @@ def main(argv: list[str] | None = None) -> int:
         print("usage: python -m fedqr.flower.guard CMD [ARGS...]", file=sys.stderr)
         return 2
     parent = os.getppid()
+    watch_parent = os.environ.get("FEDQR_GUARD_WATCH_PARENT", "1") != "0"
 
     def stop(signum: int, frame: FrameType | None) -> None:
         kill_group()
@@ -86,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             code = child.wait(timeout=POLL_S)
         except subprocess.TimeoutExpired:
-            if os.getppid() != parent:  # the starter is gone
+            if watch_parent and os.getppid() != parent:  # the starter is gone
                 stop(signal.SIGTERM, None)
             continue
         kill_group()

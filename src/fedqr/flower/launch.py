@@ -176,7 +176,8 @@ class LocalFederation:
         self.env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
                     "FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
                     "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
-                    "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.5", "PYTHONUNBUFFERED": "1"}
+                    "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.5", "PYTHONUNBUFFERED": "1",
+                    "FEDQR_GUARD_WATCH_PARENT": "1"}
         self.bindir = Path(bindir)
 
     def __enter__(self) -> LocalFederation:
