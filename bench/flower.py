@@ -1,25 +1,28 @@
-"""Benchmark: time per FedSGD-DPC round on Flower against the in-process engine (MNIST).
+"""Benchmark: seconds per FedSGD-DPC round on Flower against the in-process engine, and memory.
 
-The same workload three ways: the paper's MNIST setting (N = 10 clients, two digits each,
-b = 10, Laplace eps = 10, clip 300, test evaluation every round), run
+Workloads (``--workloads``, comma-separated):
 
-- in process by fedqr's engine (``noise_seeding="per-reply"``, as the Flower runs),
-- in Flower's simulation runtime (SuperLink ``--simulation``, N virtual SuperNodes on Ray),
-- on a local deployment (a SuperLink and N SuperNode processes on 127.0.0.1),
+- ``digits3``: digits, N = b = 3, Gaussian (eps 1, q 0.01), the issue's smallest federation;
+- ``mnist10``: MNIST, N = b = 10, two digits each, Gaussian;
+- ``mnist100``, ``mnist1000``: MNIST, N = 100 / 1,000 clients, b = 10, simulation only.
 
-and prints steady-state seconds per round (rounds after the first, from the ServerApp's own
-round log; start-up excluded and shown apart) and the ratios to the engine. The engine is
-timed before and after the Flower runs and the faster figure kept (a shared machine's load
-drifts). It also checks that the final models agree.
+Each runs in-process (``fedqr run``'s engine, per-reply seeding), in Flower's simulation
+runtime (``fedqr flower simulate``) and on a local deployment (``fedqr flower deploy``: a
+SuperLink and N SuperNodes on 127.0.0.1). Printed: start-up seconds, the median seconds per
+round of rounds 2..T (from the ServerApp's own round log), and the peak memory: the largest sum
+of the resident set sizes of this process and all its descendants (sampled every 0.2 s).
+The final models are compared with the engine's.
 
-    FEDQR_DATA=../shared/data python bench/flower.py [--rounds 4] [--modes ...]
+    FEDQR_DATA=../shared/data python bench/flower.py [--rounds 5] [--workloads digits3,...]
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -27,9 +30,49 @@ import numpy as np
 
 from fedqr.data import DatasetName
 from fedqr.flower.config import FlowerRunConfig
+from fedqr.flower.launch import _descendants
 from fedqr.flower.runner import FlowerRunner, Mode
 from fedqr.privacy import Mechanism
 from fedqr.sim.engine import simulate
+
+WORKLOADS = {  # name: (data set, N, b, modes)
+    "digits3": (DatasetName.DIGITS, 3, 3, ("engine", "simulation", "deployment")),
+    "mnist10": (DatasetName.MNIST, 10, 10, ("engine", "simulation", "deployment")),
+    "mnist100": (DatasetName.MNIST, 100, 10, ("engine", "simulation")),
+    "mnist1000": (DatasetName.MNIST, 1000, 10, ("engine", "simulation")),
+}
+
+
+class PeakMemory:
+    """Largest summed RSS (bytes) of this process and its descendants while in the block."""
+
+    def __init__(self) -> None:
+        self.peak = 0
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def _sample(self) -> int:
+        total = 0
+        for pid in [os.getpid(), *_descendants(os.getpid())]:
+            try:
+                with open(f"/proc/{pid}/statm", encoding="utf-8") as fh:
+                    total += int(fh.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+            except (OSError, ValueError, IndexError):
+                continue
+        return total
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            self.peak = max(self.peak, self._sample())
+            self._stop.wait(0.2)
+
+    def __enter__(self) -> PeakMemory:
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._stop.set()
+        self._thread.join()
 
 
 def engine(cfg: FlowerRunConfig) -> tuple[float, float, np.ndarray]:
@@ -38,7 +81,7 @@ def engine(cfg: FlowerRunConfig) -> tuple[float, float, np.ndarray]:
     ds, part = cfg.load_data()
     marks: list[float] = []
     res = simulate(ds, part, cfg.sim_config(), on_round=lambda t: marks.append(time.perf_counter()))
-    per_round = (marks[-1] - marks[0]) / (len(marks) - 1)
+    per_round = float(statistics.median(np.diff(marks)))
     return marks[0] - started - per_round, per_round, res.final_theta[0]
 
 
@@ -59,38 +102,26 @@ def flower(cfg: FlowerRunConfig, mode: Mode) -> tuple[float, float, np.ndarray]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--rounds", type=int, default=4)
-    parser.add_argument("--num-clients", type=int, default=10)
-    parser.add_argument("--clients-per-round", type=int, default=10)
-    parser.add_argument("--modes", default="engine,simulation,deployment")
+    parser.add_argument("--rounds", type=int, default=5)
+    parser.add_argument("--workloads", default="digits3,mnist10,mnist100,mnist1000")
     args = parser.parse_args()
-    cfg = FlowerRunConfig(num_clients=args.num_clients, clients_per_round=args.clients_per_round,
-                          rounds=args.rounds, dataset=DatasetName.MNIST,
-                          mechanism=Mechanism.LAPLACE, eps=(10.0,), clip=300.0, sample_rate=1.0,
-                          lr=0.05, seed=0, round_timeout=600.0, connect_timeout=600.0)
-    modes = args.modes.split(",")
-    print(f"MNIST, N={cfg.num_clients}, b={cfg.clients_per_round}, T={cfg.rounds}, Laplace "
-          "eps=10, clip 300; steady-state time per round (median of rounds 2..T)")
-    results: dict[str, tuple[float, float, np.ndarray]] = {}
-    for mode in modes:
-        results[mode] = engine(cfg) if mode == "engine" else flower(cfg, Mode(mode))
-        start, per_round, _ = results[mode]
-        print(f"  {mode:<11} start-up {start:7.1f} s   per round {per_round * 1e3:9.1f} ms",
-              flush=True)
-    if "engine" in results and len(modes) > 1:
-        again = engine(cfg)
-        print(f"  {'engine':<11} start-up {again[0]:7.1f} s   per round {again[1] * 1e3:9.1f} ms"
-              " (again)")
-        if again[1] < results["engine"][1]:
-            results["engine"] = again
-    if "engine" in results:
-        base = results["engine"][1]
+    print(f"{os.cpu_count()} cores; Gaussian eps 1, delta 1e-5, clip 10, q 0.01; "
+          f"T={args.rounds}; seconds per round: median of rounds 2..T")
+    for name in args.workloads.split(","):
+        dataset, n, b, modes = WORKLOADS[name]
+        cfg = FlowerRunConfig(num_clients=n, clients_per_round=b, rounds=args.rounds,
+                              dataset=dataset, mechanism=Mechanism.GAUSSIAN, eps=(1.0,),
+                              sample_rate=0.01, seed=0, round_timeout=600.0,
+                              connect_timeout=1200.0)
+        thetas = {}
         for mode in modes:
-            if mode != "engine":
-                print(f"  {mode} / engine: {results[mode][1] / base:8.1f}x per round")
-        for mode in modes:
-            diff = np.abs(results[mode][2] - results["engine"][2]).max()
-            print(f"  max |theta_{mode} - theta_engine| = {diff:.2e}")
+            with PeakMemory() as mem:
+                start, per_round, thetas[mode] = (engine(cfg) if mode == "engine"
+                                                  else flower(cfg, Mode(mode)))
+            diff = np.abs(thetas[mode] - thetas["engine"]).max()
+            print(f"  {name:<10} {mode:<11} start-up {start:7.1f} s   per round "
+                  f"{per_round:8.3f} s   peak memory {mem.peak / 2**20:8.0f} MiB   "
+                  f"max|theta - engine| {diff:.1e}", flush=True)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from rich.console import Console
 from fedqr._atomic import check_writable_dir
 from fedqr._validate import check_positive
 from fedqr.data import DataNotFoundError, DatasetName, PartitionKind
+from fedqr.flower import cli_parties
 from fedqr.flower.config import FlowerRunConfig, parse_floats
 from fedqr.privacy import Accountant, Mechanism, mechanism_for
 from fedqr.sim.config import Aggregation
@@ -74,7 +75,9 @@ def _command(mode: str, summary: str) -> Callable[..., None]:
         rounds: Annotated[int, typer.Option(help="T, the number of rounds.")] = 10,
         mechanism: Annotated[Mechanism, typer.Option(help="Client-side DP mechanism.")]
             = Mechanism.GAUSSIAN,
-        eps: Annotated[str, typer.Option(help="Epsilon per client: one value or N.")] = "1.0",
+        eps: Annotated[str, typer.Option(
+            help="Epsilon per client: one value or N (default 1; run: each client's own).")]
+            = "",
         delta: Annotated[str, typer.Option(help="Delta per client (gaussian): one or N.")]
             = "1e-5",
         clip: Annotated[float | None, typer.Option(
@@ -103,49 +106,83 @@ def _command(mode: str, summary: str) -> Callable[..., None]:
         timeout: Annotated[float, typer.Option(help="Seconds for the whole run.")] = 3600.0,
         out_dir: Annotated[Path, typer.Option("--out", help="Output folder.")]
             = Path("runs/flower"),
+        superlink: Annotated[str | None, typer.Option(
+            help="run: the SuperLink, HOST:PORT (run this on the server's machine).")] = None,
+        root_certificates: Annotated[Path | None, typer.Option(
+            help="run: ca.pem of the SuperLink's CA (TLS).")] = None,
+        insecure: Annotated[bool, typer.Option(help="run: no TLS (loopback only).")] = False,
     ) -> None:
+        remote = None
         try:
             check_writable_dir("out", out_dir)
             check_positive("timeout", timeout)
+            if (superlink is not None) != (mode == "remote"):
+                raise ValueError("--superlink HOST:PORT is required by fedqr flower run and "
+                                 f"only used there, got --superlink={superlink!r}")
+            if superlink is not None:
+                remote = _remote(superlink, root_certificates, insecure=insecure)
             q = sample_rate if sample_rate is not None else (
                 mechanism_for(mechanism).default_sample_rate)
             cfg = FlowerRunConfig(
                 num_clients=num_clients, clients_per_round=clients_per_round, rounds=rounds,
                 dataset=dataset, data_dir=str(data_dir.resolve()) if data_dir else "",
                 fraction=fraction, partition=partition, alpha=alpha, mechanism=mechanism,
-                eps=parse_floats("eps", eps), delta=parse_floats("delta", delta),
+                eps=parse_floats("eps", eps or "1.0"), delta=parse_floats("delta", delta),
                 clip=clip if clip is not None else DEFAULT_CLIP[mechanism], sample_rate=q,
                 accountant=accountant, lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
                 aggregation=aggregation, seed=seed, round_timeout=round_timeout,
                 connect_timeout=connect_timeout, min_replies=min_replies,
-                state_dir=str(state_dir.resolve()) if state_dir else "")
+                state_dir=str(state_dir.resolve()) if state_dir else "",
+                client_data=remote is not None, client_budgets=remote is not None and not eps)
         except ValueError as e:
             raise _fail(str(e), 2) from None
-        _execute(cfg, mode=mode, work_dir=work_dir, timeout=timeout, out_dir=out_dir)
+        _execute(cfg, mode=mode, work_dir=work_dir, timeout=timeout, out_dir=out_dir,
+                 remote=remote)
 
     command.__doc__ = summary
     return command
 
 
+def _remote(address: str, ca: Path | None, *, insecure: bool) -> tuple[str, Path | None]:
+    """The SuperLink's address and CA, checked (reachable, certificate verified)."""
+    from fedqr.flower.parts import check_file, check_insecure, check_superlink, split_address
+
+    host, port = split_address("--superlink", address)
+    check_insecure("--superlink", host, insecure=insecure, force=False)
+    if not insecure and ca is None:
+        raise ValueError("--root-certificates CA.pem is required (TLS), or --insecure on a "
+                         "loopback address")
+    ca = None if insecure else check_file("--root-certificates", ca or Path())
+    check_superlink(host, port, ca=ca)
+    return address, ca
+
+
 def _execute(cfg: FlowerRunConfig, *, mode: str, work_dir: Path | None, timeout: float,
-             out_dir: Path) -> None:
+             out_dir: Path, remote: tuple[str, Path | None] | None = None) -> None:
     if importlib.util.find_spec("flwr") is None:
         raise _fail("fedqr flower needs Flower: pip install 'fedqr[flower]'", 1)
     try:
-        cfg.load_data()  # fails here, before any process starts
+        if remote is not None:
+            cfg.data_spec().load()  # the server's evaluation data
+        else:
+            cfg.load_data()  # fails here, before any process starts
     except DataNotFoundError as e:
         raise _fail(str(e), 1) from None
     except ValueError as e:
         raise _fail(str(e), 2) from None
-    from fedqr.flower.runner import FlowerRunFailed, LaunchError, Mode, run_flower
+    from fedqr.flower.runner import FlowerRunFailed, LaunchError, Mode, run_flower, run_remote
 
     work = work_dir.resolve() if work_dir else Path(tempfile.mkdtemp(prefix="fedqr-flower-"))
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     try:
         with _sigterm_as_interrupt(), _progress(cfg.rounds) as on_progress:
-            outcome = run_flower(cfg, mode=Mode(mode), work=work, timeout_s=timeout,
-                                 on_progress=on_progress)
+            if remote is not None:
+                outcome = run_remote(cfg, address=remote[0], ca=remote[1], work=work,
+                                     timeout_s=timeout, on_progress=on_progress)
+            else:
+                outcome = run_flower(cfg, mode=Mode(mode), work=work, timeout_s=timeout,
+                                     on_progress=on_progress)
     except KeyboardInterrupt:
         raise _fail("interrupted: every Flower process started was stopped", 130) from None
     except (FlowerRunFailed, LaunchError) as e:
@@ -200,3 +237,9 @@ flower_app.command("simulate")(_command(
     "simulation", "FedSGD-DPC in Flower's simulation runtime (N virtual SuperNodes)."))
 flower_app.command("deploy")(_command(
     "deployment", "FedSGD-DPC on a SuperLink and N SuperNodes started on 127.0.0.1."))
+flower_app.command("run")(_command(
+    "remote", "Submit a run to a SuperLink whose SuperNodes hold their own data and budgets."))
+flower_app.command("certs")(cli_parties.certs)
+flower_app.command("superlink")(cli_parties.superlink)
+flower_app.command("supernode")(cli_parties.supernode)
+flower_app.command("register")(cli_parties.register)

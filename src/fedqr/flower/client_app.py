@@ -29,6 +29,7 @@ from flwr.app import (
 from flwr.clientapp import ClientApp
 
 if TYPE_CHECKING:
+    from fedqr.flower.client_logic import Reply
     from fedqr.flower.config import FlowerRunConfig
 
 REFUSED = 4201
@@ -69,19 +70,91 @@ def _settings(context: Context) -> tuple[FlowerRunConfig, int, Path]:
     return cfg, pid, state_dir
 
 
+def _int(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"expected an integer, got {value!r}")
+    return value
+
+
 def _error(message: Message, code: int, exc: BaseException) -> Message:
     return Message(Error(code=code, reason=f"{type(exc).__name__}: {exc}"), reply_to=message)
 
 
 @app.query()
 def query(message: Message, context: Context) -> Message:
-    """Which partition this node holds."""
+    """Which partition this node holds (or, with its own data: its size and budget)."""
+    if "data-file" in context.node_config:
+        from fedqr.flower.own_data import BudgetRefused
+
+        try:
+            info = _own_info(message, context)
+        except BudgetRefused as exc:
+            return _error(message, REFUSED, exc)
+        except Exception as exc:
+            return _error(message, FAILED, exc)
+        return Message(RecordDict({"info": info}), reply_to=message)
     try:
         pid = _partition_id(context)
     except Exception as exc:  # reported to the server, which stops with this message
         return _error(message, FAILED, exc)
     info = ConfigRecord({"partition-id": pid})
     return Message(RecordDict({"info": info}), reply_to=message)
+
+
+def _model_record(message: Message) -> tuple[int, int, tuple[int, ...]]:
+    """(p, k, image shape) of the run's data, as the server describes them."""
+    rec = message.content.config_records["model"]
+    p, k, shape = rec["num-features"], rec["num-classes"], str(rec["image-shape"])
+    if not isinstance(p, int) or not isinstance(k, int):
+        raise ValueError(f"the server's model record must give integers, got p={p!r}, k={k!r}")
+    return p, k, tuple(int(v) for v in shape.split(",") if v)
+
+
+def _own_info(message: Message, context: Context) -> ConfigRecord:
+    from fedqr.flower.config import FlowerRunConfig
+    from fedqr.flower.own_data import NodeSettings, check_fits, effective_budget
+
+    settings = NodeSettings.from_node_config(context.node_config)
+    if settings is None:
+        raise ValueError("node config must set data-file")
+    cfg = FlowerRunConfig.from_run_config(context.run_config)
+    p, k, _ = _model_record(message)
+    size = check_fits(settings, num_features=p, num_classes=k)
+    eps, delta = effective_budget(settings, cfg, client=settings.client_id)
+    cid = -1 if settings.client_id is None else settings.client_id
+    return ConfigRecord({"partition-id": cid, "num-samples": size, "eps": eps, "delta": delta})
+
+
+def _own_reply(message: Message, context: Context, rnd: int, theta: object) -> Reply:
+    """One reply of a client with its own data and budget."""
+    import dataclasses
+
+    import numpy as np
+
+    from fedqr.flower.client_logic import ClientData, answer_round, client_budget
+    from fedqr.flower.config import FlowerRunConfig
+    from fedqr.flower.own_data import NodeSettings, load_data_file, run_for_client
+    from fedqr.models.factory import default_model
+
+    settings = NodeSettings.from_node_config(context.node_config)
+    if settings is None:
+        raise ValueError("node config must set data-file")
+    cfg = FlowerRunConfig.from_run_config(context.run_config)
+    client = message.content.config_records["config"]["client-id"]
+    if not isinstance(client, int) or (settings.client_id not in (None, client)):
+        raise ValueError(f"the server calls this node client {client!r}, its --client-id is "
+                         f"{settings.client_id}")
+    _, k, shape = _model_record(message)
+    x, y = load_data_file(settings.data_file)
+    data = ClientData(x=x, y=y, num_classes=k, image_shape=shape,
+                      model=default_model(cfg.dataset))
+    run = run_for_client(cfg, settings, client=client)
+    budget = client_budget(run.sim_config(), client=client)
+    own = None if budget is None else dataclasses.replace(budget, eps=settings.eps,
+                                                         delta=settings.delta)
+    return answer_round(run, client=client, round=rnd, theta=np.asarray(theta),
+                        run_key=str(message.metadata.run_id), state_dir=settings.state_dir,
+                        data=data, ledger_budget=own)
 
 
 @app.train()
@@ -92,18 +165,23 @@ def train(message: Message, context: Context) -> Message:
 
     from fedqr.flower.client_logic import answer_round
     from fedqr.flower.client_state import ReplayRefused
+    from fedqr.flower.own_data import BudgetRefused
     from fedqr.privacy import PrivacyBudgetExceeded
 
     torch.set_num_threads(1)  # N clients share the machine's cores
     try:
-        cfg, pid, state_dir = _settings(context)
         rnd = message.content.config_records["config"]["round"]
         if not isinstance(rnd, int) or isinstance(rnd, bool):
             raise ValueError(f"round must be an integer, got round={rnd!r}")
         theta = message.content.array_records["theta"]["theta"].numpy()
-        reply = answer_round(cfg, client=pid, round=rnd, theta=np.asarray(theta),
-                             run_key=str(message.metadata.run_id), state_dir=state_dir)
-    except (PrivacyBudgetExceeded, ReplayRefused) as exc:
+        if "data-file" in context.node_config:
+            pid = _int(message.content.config_records["config"]["client-id"])
+            reply = _own_reply(message, context, rnd, theta)
+        else:
+            cfg, pid, state_dir = _settings(context)
+            reply = answer_round(cfg, client=pid, round=rnd, theta=np.asarray(theta),
+                                 run_key=str(message.metadata.run_id), state_dir=state_dir)
+    except (PrivacyBudgetExceeded, ReplayRefused, BudgetRefused) as exc:
         return _error(message, REFUSED, exc)
     except Exception as exc:
         return _error(message, FAILED, exc)

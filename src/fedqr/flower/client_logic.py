@@ -18,6 +18,7 @@ import numpy as np
 import torch
 
 from fedqr._atomic import write_file_atomic
+from fedqr.data import Dataset, Partition
 from fedqr.flower.client_state import Budget, ReplayRefused, locked_state
 from fedqr.flower.config import FlowerRunConfig
 from fedqr.models.factory import ModelName, build_network, default_model
@@ -39,6 +40,8 @@ from fedqr.sim.schedule import make_schedule, reply_counts
 # Flower's simulation keeps one worker process alive across messages: data stay here.
 _DATA: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray, int, tuple[int, ...]]] = {}
 _MODELS: dict[tuple[object, ...], torch.nn.Module] = {}
+_RECIPE: dict[tuple[object, ...], tuple[Dataset, Partition]] = {}
+KEEP_RECIPE = True  # False in a SuperNode process, which serves one client: keep its shard only
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -88,7 +91,7 @@ def load_client_data(cfg: FlowerRunConfig, *, client: int,
             with np.load(path) as f:
                 _DATA[key] = (f["x"], f["y"], int(f["k"]), tuple(int(v) for v in f["shape"]))
         else:
-            ds, part = cfg.load_data()
+            ds, part = _recipe(cfg)
             idx = part.indices[client]
             shape = tuple(ds.image_shape or ())
             _DATA[key] = (ds.x_train[idx], ds.y_train[idx], ds.num_classes, shape)
@@ -98,6 +101,20 @@ def load_client_data(cfg: FlowerRunConfig, *, client: int,
     x, y, k, shape = _DATA[key]
     return ClientData(x=x, y=y, num_classes=k, image_shape=shape,
                       model=default_model(cfg.dataset))
+
+
+def _recipe(cfg: FlowerRunConfig) -> tuple[Dataset, Partition]:
+    """The run's data set and partition, built once per process (a simulation worker serves
+    many clients: each takes its shard from memory, not from a new build)."""
+    key = (cfg.dataset.value, cfg.data_dir, cfg.fraction, cfg.seed, cfg.partition.value,
+           cfg.alpha, cfg.num_clients)
+    if key in _RECIPE:
+        return _RECIPE[key]
+    _RECIPE.clear()  # one recipe at a time
+    built = cfg.load_data()
+    if KEEP_RECIPE:
+        _RECIPE[key] = built
+    return built
 
 
 def _save_npz(path: Path, **arrays: np.ndarray) -> None:
@@ -251,8 +268,13 @@ def model_digest(theta: np.ndarray, *, round: int) -> str:
 
 
 def answer_round(cfg: FlowerRunConfig, *, client: int, round: int, theta: np.ndarray,
-                 run_key: str, state_dir: Path) -> Reply:
+                 run_key: str, state_dir: Path, data: ClientData | None = None,
+                 ledger_budget: Budget | None = None) -> Reply:
     """Compute, charge (persisted) and return one reply.
+
+    ``data``: the client's own data (default: its shard of the run's partition);
+    ``ledger_budget``: the budget of the client's ledger (default: the run's, for client
+    ``client``), at least the run's.
 
     Raises
     ------
@@ -268,7 +290,8 @@ def answer_round(cfg: FlowerRunConfig, *, client: int, round: int, theta: np.nda
         raise ValueError(f"round {round} does not select client {client} in the round-robin "
                          f"schedule of N={sim.num_clients}, b={sim.clients_per_round}, "
                          f"T={sim.rounds}: refused")
-    data = load_client_data(cfg, client=client, cache_dir=state_dir)
+    if data is None:
+        data = load_client_data(cfg, client=client, cache_dir=state_dir)
     shape = data.theta_shape
     if theta.shape != shape:
         raise ValueError(f"theta must have shape {shape}, got theta.shape={theta.shape}")
@@ -279,7 +302,7 @@ def answer_round(cfg: FlowerRunConfig, *, client: int, round: int, theta: np.nda
         return _reply(new, sums, gnorm, size=data.x.shape[0], noise_std=0.0, eps=0.0,
                       charged=0)
     digest = model_digest(theta, round=round)
-    with locked_state(state_dir, budget=budget) as (state, save):
+    with locked_state(state_dir, budget=ledger_budget or budget) as (state, save):
         plan = client_plan(sim, client=client, size=data.x.shape[0],
                            calibration=state.calibration, num_params=math.prod(shape))
         if plan.event is None:  # unreachable: a scheduled client of a private run

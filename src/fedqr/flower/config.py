@@ -74,6 +74,14 @@ class FlowerRunConfig:
         Seconds the server waits for all N clients to connect before round 0.
     min_replies:
         The run stops with an error when a round gets fewer replies than this (1..b).
+    client_data:
+        The clients bring their own data and budgets (``fedqr flower supernode --data``): the
+        server's data set only evaluates the model and fixes its shape, and the sizes and
+        budgets are what the clients report.
+    client_budgets:
+        With ``client_data``: every client spends its own budget (``eps`` and ``delta`` are
+        then unused); otherwise ``eps`` and ``delta`` are what the run asks, and a client
+        whose budget is smaller refuses.
     state_dir:
         Folder of the clients' ledgers (``client-<i>`` per client) unless a node's own
         ``state-dir`` node config says otherwise.
@@ -103,6 +111,8 @@ class FlowerRunConfig:
     round_timeout: float = 120.0
     connect_timeout: float = 120.0
     min_replies: int = 1
+    client_data: bool = False
+    client_budgets: bool = False
     state_dir: str = ""
     out_dir: str = ""
 
@@ -186,7 +196,10 @@ def _parse(key: str, value: object, default: object) -> object:
             return (float(value),)
         if isinstance(value, str):
             return parse_floats(key, value)
-    elif isinstance(default, bool) or default is None:
+    elif isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+    elif default is None:
         pass
     elif isinstance(default, int):
         if isinstance(value, int) and not isinstance(value, bool):

@@ -1,17 +1,20 @@
 """Flower processes on 127.0.0.1: a SuperLink, SuperNodes, ``flwr run``; all stopped after.
 
-:class:`LocalFederation` starts every process in its own session (process group) with its
-own ``FLWR_HOME`` and log file, on free loopback ports, in insecure mode (no TLS: loopback
-only). :meth:`LocalFederation.close` stops each process it started together with every
+:class:`LocalFederation` starts every process in its own session (process group) under a
+guard (:mod:`fedqr.flower.guard`, with a parent-death signal), with its own ``FLWR_HOME`` and
+log file, on free loopback ports, insecure (loopback only) or with TLS and node
+authentication. :meth:`LocalFederation.close` stops each process it started together with every
 descendant (Flower's SuperExec and app processes), first with SIGTERM, then SIGKILL.
 """
 
 from __future__ import annotations
 
+import ctypes
 import json
 import os
 import signal
 import socket
+import ssl
 import subprocess
 import sys
 import time
@@ -24,6 +27,7 @@ from typing import Any
 import tomli_w
 
 from fedqr.flower.config import FlowerRunConfig
+from fedqr.flower.parts import LinkTls, NodeConfigValue, cli_config, superlink_args, supernode_args
 
 SUPERLINK_START_TIMEOUT_S = 60.0
 STOP_GRACE_S = 5.0
@@ -59,6 +63,21 @@ def write_app(app_dir: Path, *, cfg: FlowerRunConfig) -> Path:
     path = app_dir / "pyproject.toml"
     path.write_text(tomli_w.dumps(doc), encoding="utf-8")
     return path
+
+
+PR_SET_PDEATHSIG = 1  # prctl option, <linux/prctl.h>
+
+
+def die_with_parent(parent: int, sig: int = signal.SIGKILL) -> None:
+    """In a child (``preexec_fn``): send ``sig`` to this process when ``parent`` dies (Linux).
+
+    The parent-death signal is kept across ``exec``; a parent that already died before the
+    call is noticed by the changed parent pid.
+    """
+    if sys.platform.startswith("linux"):
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
+    if os.getppid() != parent:
+        os.kill(os.getpid(), sig)
 
 
 def _descendants(root: int) -> list[int]:
@@ -144,9 +163,11 @@ def _alive(pid: int) -> bool:
 class LocalFederation:
     """A SuperLink (and SuperNodes) on 127.0.0.1 for one run; use as a context manager."""
 
-    def __init__(self, work: Path, *, simulation: bool) -> None:
+    def __init__(self, work: Path, *, simulation: bool, tls: LinkTls | None = None) -> None:
         self.work = work
         self.simulation = simulation
+        self.tls = tls
+        self.remote: tuple[str, Path | None] | None = None  # (HOST:PORT, CA) of another link
         self.port = 0
         self.superlink: subprocess.Popen[bytes] | None = None
         self.nodes: dict[int, subprocess.Popen[bytes]] = {}
@@ -155,7 +176,8 @@ class LocalFederation:
         self.env = {**os.environ, "PATH": bindir + os.pathsep + os.environ.get("PATH", ""),
                     "FLWR_TELEMETRY_ENABLED": "0", "FLWR_DISABLE_UPDATE_CHECK": "1",
                     "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
-                    "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.1", "PYTHONUNBUFFERED": "1"}
+                    "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.5", "PYTHONUNBUFFERED": "1",
+                    "FEDQR_GUARD_WATCH_PARENT": "1"}
         self.bindir = Path(bindir)
 
     def __enter__(self) -> LocalFederation:
@@ -167,11 +189,16 @@ class LocalFederation:
     def _spawn(self, name: str, args: list[str], home: Path) -> subprocess.Popen[bytes]:
         home.mkdir(parents=True, exist_ok=True)
         exe = self.bindir / args[0]
-        cmd = [str(exe) if exe.exists() else args[0], *args[1:]]
+        # the guard takes the process group (Flower's SuperExec and app processes) down with
+        # it when this process dies, by any signal: a parent-death signal, or its own polling
+        cmd = [sys.executable, "-m", "fedqr.flower.guard",
+               str(exe) if exe.exists() else args[0], *args[1:]]
+        parent = os.getpid()
         with open(self.work / f"{name}.log", "ab") as logf:
             proc = subprocess.Popen(cmd, stdout=logf, stderr=subprocess.STDOUT,
                                     stdin=subprocess.DEVNULL, start_new_session=True,
-                                    env={**self.env, "FLWR_HOME": str(home)}, cwd=self.work)
+                                    env={**self.env, "FLWR_HOME": str(home)}, cwd=self.work,
+                                    preexec_fn=lambda: die_with_parent(parent, signal.SIGTERM))
         self._procs.append(proc)
         return proc
 
@@ -186,14 +213,12 @@ class LocalFederation:
         """Start the SuperLink on a free port and wait until it answers; returns the port."""
         for _ in range(attempts):
             port = free_port()
-            args = ["flower-superlink", "--insecure", "--host", "127.0.0.1", "--port", str(port),
-                    "--disable-runtime-dependency-installation"]
-            if self.simulation:
-                args.append("--simulation")
+            args = superlink_args(host="127.0.0.1", port=port, tls=self.tls,
+                                  simulation=self.simulation)
             proc = self._spawn("superlink", args, self.work / "superlink-home")
             deadline = time.monotonic() + SUPERLINK_START_TIMEOUT_S
             while proc.poll() is None and time.monotonic() < deadline:
-                if _healthy(port):
+                if _healthy(port, ca=self.tls.ca if self.tls else None):
                     self.superlink, self.port = proc, port
                     return port
                 time.sleep(0.1)
@@ -203,12 +228,35 @@ class LocalFederation:
 
     def start_supernode(self, partition: int, *, num_partitions: int, state_dir: Path) -> None:
         """Start (or restart) the SuperNode holding ``partition``."""
-        node_config = (f'partition-id={partition} num-partitions={num_partitions} '
-                       f'state-dir={json.dumps(str(state_dir))}')
-        args = ["flower-supernode", "--insecure", "--superlink", f"127.0.0.1:{self.port}",
-                "--host", "127.0.0.1", "--port", str(free_port()), "--node-config", node_config]
-        self.nodes[partition] = self._spawn(f"supernode-{partition}", args,
-                                            self.work / f"supernode-{partition}-home")
+        self.start_node(partition, {"partition-id": partition, "num-partitions": num_partitions,
+                                    "state-dir": str(state_dir)})
+
+    def start_node(self, index: int, node_config: dict[str, NodeConfigValue], *,
+                   auth_key: Path | None = None) -> None:
+        """Start (or restart) SuperNode ``index`` with ``node_config``."""
+        args = supernode_args(superlink=f"127.0.0.1:{self.port}", runtime_port=free_port(),
+                              node_config=node_config,
+                              root_cert=self.tls.ca if self.tls else None, auth_key=auth_key)
+        self.nodes[index] = self._spawn(f"supernode-{index}", args,
+                                        self.work / f"supernode-{index}-home")
+
+    def _cli_home(self) -> Path:
+        home = self.work / "cli-home"
+        home.mkdir(parents=True, exist_ok=True)
+        address, ca = self.remote or (f"127.0.0.1:{self.port}", self.tls.ca if self.tls else None)
+        (home / "config.toml").write_text(tomli_w.dumps(cli_config(address, ca=ca)))
+        return home
+
+    def register(self, public_key: Path) -> None:
+        """Admit the SuperNode with ``public_key`` (``flwr supernode register``)."""
+        done = subprocess.run([str(self.bindir / "flwr"), "supernode", "register",
+                               str(public_key), "fedqr"], capture_output=True, timeout=120,
+                              cwd=self.work, env={**self.env, "FLWR_HOME": str(self._cli_home())},
+                              check=False)
+        if done.returncode != 0:
+            raise LaunchError(f"flwr supernode register {public_key} failed: "
+                              f"{done.stdout.decode(errors='replace').strip()} "
+                              f"{done.stderr.decode(errors='replace').strip()}")
 
     def kill_supernode(self, partition: int) -> None:
         """SIGKILL a SuperNode and its app processes at once (a crash, for fault tests)."""
@@ -217,16 +265,14 @@ class LocalFederation:
     def flwr_run(self, app_dir: Path, *, num_supernodes: int | None = None,
                  timeout_s: float = 120.0) -> str:
         """``flwr run`` the app on this SuperLink; returns the run id."""
-        home = self.work / "cli-home"
-        home.mkdir(parents=True, exist_ok=True)
-        (home / "config.toml").write_text(tomli_w.dumps({"superlink": {
-            "default": "fedqr",
-            "fedqr": {"address": f"127.0.0.1:{self.port}", "insecure": True}}}))
+        home = self._cli_home()
         args = [str(self.bindir / "flwr"), "run", str(app_dir), "fedqr", "--format", "json"]
         if num_supernodes is not None:
             args += ["--federation-config", f"num-supernodes={num_supernodes}"]
         try:
+            parent = os.getpid()
             done = subprocess.run(args, capture_output=True, timeout=timeout_s, cwd=self.work,
+                                  preexec_fn=lambda: die_with_parent(parent),
                                   env={**self.env, "FLWR_HOME": str(home)}, check=False)
         except subprocess.TimeoutExpired:
             raise LaunchError(f"flwr run did not answer within {timeout_s} s") from None
@@ -248,9 +294,12 @@ class LocalFederation:
         self._procs.clear()
 
 
-def _healthy(port: int) -> bool:
+def _healthy(port: int, *, ca: Path | None = None) -> bool:
+    scheme = "https" if ca is not None else "http"
+    context = ssl.create_default_context(cafile=str(ca)) if ca is not None else None
     try:
-        with urllib.request.urlopen(f"http://127.0.0.1:{port}/health", timeout=1.0) as res:
+        with urllib.request.urlopen(f"{scheme}://127.0.0.1:{port}/health", timeout=1.0,
+                                    context=context) as res:
             return bool(res.status == 200)
     except (urllib.error.URLError, OSError):
         return False

@@ -175,4 +175,44 @@ def run_flower(cfg: FlowerRunConfig, *, mode: Mode, work: Path, timeout_s: float
         return runner.wait(timeout_s=timeout_s, on_progress=on_progress)
 
 
-__all__ = ["FlowerRunFailed", "FlowerRunner", "LaunchError", "Mode", "Outcome", "run_flower"]
+def run_remote(cfg: FlowerRunConfig, *, address: str, ca: Path | None, work: Path,
+               timeout_s: float, on_progress: ProgressCallback | None = None) -> Outcome:
+    """Submit ``cfg`` to the SuperLink at ``address`` (on this machine: the ServerApp writes
+    its result into ``work``) and wait for the outcome.
+
+    Raises
+    ------
+    FlowerRunFailed, LaunchError
+        With the reason (a client's refusal, a timeout, ``flwr run`` failing).
+    """
+    exchange = work / "server-out"
+    exchange.mkdir(parents=True, exist_ok=True)
+    cfg = dataclasses.replace(cfg, out_dir=str(exchange.resolve()))
+    fed = LocalFederation(work, simulation=False)
+    fed.remote = (address, ca)
+    write_app(work / "app", cfg=cfg)
+    run_id = fed.flwr_run(work / "app")
+    deadline, seen = time.monotonic() + timeout_s, 0
+    while True:
+        if (exchange / ERROR).is_file():
+            err = json.loads((exchange / ERROR).read_text())
+            raise FlowerRunFailed(str(err.get("error", "unknown error")))
+        if (exchange / RESULT).is_file():
+            doc = json.loads((exchange / RESULT).read_text())
+            with np.load(exchange / MODEL) as f:
+                theta = np.asarray(f["theta"])
+            doc["flower"].update({"mode": "remote", "run_id": run_id, "superlink": address})
+            return Outcome(doc=doc, theta=theta)
+        lines = read_progress(exchange)
+        if on_progress is not None and len(lines) != seen:
+            seen = len(lines)
+            on_progress(lines)
+        if time.monotonic() >= deadline:
+            raise FlowerRunFailed(f"no result within timeout={timeout_s} s ({len(lines)} of "
+                                  f"{cfg.rounds} rounds done; run {run_id} may still run: "
+                                  "flwr stop)")
+        time.sleep(0.2)
+
+
+__all__ = ["FlowerRunFailed", "FlowerRunner", "LaunchError", "Mode", "Outcome", "run_flower",
+           "run_remote"]

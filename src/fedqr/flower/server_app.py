@@ -25,22 +25,23 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
+from fedqr.data import Dataset
 from fedqr.flower.client_app import FAILED, REFUSED
 from fedqr.flower.config import FlowerRunConfig
 from fedqr.flower.results import write_error, write_result
-from fedqr.flower.server_logic import ClientReply, FlowerRunError, ServerRun
+from fedqr.flower.server_logic import ClientReply, ClientReports, FlowerRunError, ServerRun
 
-POLL_S = 0.05  # how often the server asks the SuperLink for replies
+POLL_S = 0.01  # first wait before the server asks the SuperLink again for replies
+POLL_MAX_S = 0.2  # the wait grows by half each time up to this
 log = logging.getLogger("flwr")
 app = ServerApp()
 
 
-def _exchange(grid: Grid, messages: list[Message], timeout: float) -> tuple[
-        list[str], dict[str, Message]]:
-    """Push ``messages``; pull replies until all arrived or ``timeout`` s passed."""
-    ids = list(grid.push_messages(messages))
+def _pull(grid: Grid, ids: list[str], timeout: float) -> dict[str, Message]:
+    """Pull replies to ``ids`` until all arrived or ``timeout`` s passed."""
     pending, replies = set(ids), {}
     deadline = time.monotonic() + timeout
+    wait = POLL_S
     while pending:
         for reply in grid.pull_messages(list(pending)):
             key = reply.metadata.reply_to_message_id
@@ -48,19 +49,23 @@ def _exchange(grid: Grid, messages: list[Message], timeout: float) -> tuple[
             pending.discard(key)
         if not pending or time.monotonic() >= deadline:
             break
-        time.sleep(POLL_S)
-    return ids, replies
+        time.sleep(wait)
+        wait = min(wait * 1.5, POLL_MAX_S)
+    return replies
 
 
 class Directory:
     """Which node holds which partition. Each node is asked once; a query nobody answers is
     collected later if its answer comes, and never waited for twice."""
 
-    def __init__(self, num_clients: int) -> None:
+    def __init__(self, num_clients: int, *, model: ConfigRecord | None = None) -> None:
         self.num_clients = num_clients
+        self.model = model  # clients with their own data: the run's model, sent with queries
         self.node_of: dict[int, int] = {}
         self.asked: set[int] = set()
         self.pending: dict[str, int] = {}  # query message id -> node
+        self.info: dict[int, tuple[int, float, float]] = {}  # node -> (size, eps, delta)
+        self.unplaced: list[int] = []  # nodes of clients without --client-id
 
     def refresh(self, grid: Grid, timeout: float) -> None:
         """Ask new nodes which partition they hold and wait up to ``timeout`` s for them.
@@ -73,7 +78,8 @@ class Directory:
         new = sorted(set(grid.get_node_ids()) - self.asked)
         fresh: set[str] = set()
         if new:
-            msgs = [Message(RecordDict({}), dst_node_id=n, message_type=MessageType.QUERY)
+            content = RecordDict({"model": self.model} if self.model is not None else {})
+            msgs = [Message(content, dst_node_id=n, message_type=MessageType.QUERY)
                     for n in new]
             ids = list(grid.push_messages(msgs))
             self.asked.update(new)
@@ -95,8 +101,17 @@ class Directory:
         if reply.has_error():
             if reply.error.code == FAILED:
                 raise FlowerRunError(f"node {node} failed: {reply.error.reason}")
+            if reply.error.code == REFUSED:
+                raise FlowerRunError(f"node {node} refused: {reply.error.reason}")
             return  # Flower's own error (the node is gone): a restart is a new node
-        pid = _int(reply.content.config_records["info"]["partition-id"])
+        info = reply.content.config_records["info"]
+        pid = _int(info["partition-id"])
+        if self.model is not None:
+            self.info[node] = (_int(info["num-samples"]), _float(info["eps"]),
+                               _float(info["delta"]))
+            if pid < 0:
+                self.unplaced.append(node)
+                return
         if not 0 <= pid < self.num_clients:
             raise FlowerRunError(f"node {node} holds partition-id={pid}, outside "
                                  f"[0, {self.num_clients - 1}] (N={self.num_clients})")
@@ -111,6 +126,12 @@ class Directory:
         while True:
             self.refresh(grid, min(cfg.round_timeout, cfg.connect_timeout))
             missing = sorted(set(range(cfg.num_clients)) - set(self.node_of))
+            if missing and len(self.unplaced) >= len(missing):  # give them the free indices
+                for pid, node in zip(missing, sorted(self.unplaced), strict=False):
+                    self.node_of[pid] = node
+                    log.info("fedqr: node %d is client %d", node, pid)
+                self.unplaced = sorted(self.unplaced)[len(missing):]
+                missing = []
             if not missing:
                 return
             if time.monotonic() >= deadline:
@@ -121,11 +142,26 @@ class Directory:
             time.sleep(0.2)
 
 
+    def reports(self) -> ClientReports:
+        """Sizes and budgets of clients 0..N-1, as their nodes reported them."""
+        rows = [self.info[self.node_of[i]] for i in range(self.num_clients)]
+        return ClientReports(sizes=tuple(r[0] for r in rows), eps=tuple(r[1] for r in rows),
+                             delta=tuple(r[2] for r in rows))
+
+
+def model_record(ds: Dataset) -> ConfigRecord:
+    """The run's data as clients with their own data must match it."""
+    return ConfigRecord({"num-features": int(ds.x_train.shape[1]),
+                         "num-classes": int(ds.num_classes),
+                         "image-shape": ",".join(str(v) for v in ds.image_shape or ())})
+
+
 def _train_messages(run: ServerRun, directory: Directory, t: int,
                     sel: Iterable[int]) -> list[Message]:
     theta = ArrayRecord({"theta": Array(run.theta_numpy())})
-    config = ConfigRecord({"round": t})
-    return [Message(RecordDict({"theta": theta, "config": config}),
+    extra = {"model": directory.model} if directory.model is not None else {}
+    return [Message(RecordDict({"theta": theta,
+                                "config": ConfigRecord({"round": t, "client-id": c}), **extra}),
                     dst_node_id=directory.node_of[c], message_type=MessageType.TRAIN,
                     group_id=str(t)) for c in sel]
 
@@ -172,23 +208,33 @@ def _float(value: object) -> float:
 
 def run_rounds(grid: Grid, cfg: FlowerRunConfig, *, progress: Path | None) -> ServerRun:
     """Discover the clients and run T rounds; returns the finished run."""
-    with ThreadPoolExecutor(max_workers=1) as pool:  # load data while the clients connect
-        starting = pool.submit(ServerRun.start, cfg)
-        directory = Directory(cfg.num_clients)
+    if cfg.client_data:  # the clients report sizes and budgets first
+        ds = cfg.data_spec().load()
+        directory = Directory(cfg.num_clients, model=model_record(ds))
         directory.wait_all(grid, cfg)
-        run = starting.result()
+        run = ServerRun.start(cfg, reported=directory.reports(), dataset=ds)
+    else:
+        with ThreadPoolExecutor(max_workers=1) as pool:  # load data while clients connect
+            starting = pool.submit(ServerRun.start, cfg)
+            directory = Directory(cfg.num_clients)
+            directory.wait_all(grid, cfg)
+            run = starting.result()
     started = time.monotonic()
     for t in range(cfg.rounds):
-        metrics = run.record(t)
         directory.refresh(grid, cfg.round_timeout)
         sel = run.selected(t)
-        msgs = _train_messages(run, directory, t, sel)
-        ids, replies = _exchange(grid, msgs, cfg.round_timeout)
+        t0 = time.monotonic()
+        ids = list(grid.push_messages(_train_messages(run, directory, t, sel)))
+        metrics = run.record(t)  # theta_t evaluated while the clients compute
+        t1 = time.monotonic()
+        replies = _pull(grid, ids, max(cfg.round_timeout - (t1 - t0), 0.0))
+        t2 = time.monotonic()
         got, lost = _collect(run, t, sel, ids, replies)
         run.apply_round(t, replies=got, lost=lost)
         line = {"round": t, "selected": sel, "replied": sorted(got), "lost": lost,
                 "test_accuracy": metrics.test_accuracy[0], "test_loss": metrics.test_loss[0],
-                "elapsed_s": time.monotonic() - started}
+                "elapsed_s": time.monotonic() - started, "evaluate_s": t1 - t0,
+                "exchange_s": t2 - t1}
         log.info("fedqr round %d/%d: %d/%d replies, test accuracy %.4f%s", t + 1, cfg.rounds,
                  len(got), len(sel), metrics.test_accuracy[0], f", lost {lost}" if lost else "")
         if progress is not None:

@@ -9,6 +9,7 @@ as Algorithm 1 has them.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -45,6 +46,15 @@ class ClientReply:
     epsilon_spent: float
 
 
+@dataclass(frozen=True, kw_only=True)
+class ClientReports:
+    """What clients with their own data told the server: their sizes and budgets, by index."""
+
+    sizes: tuple[int, ...]
+    eps: tuple[float, ...]
+    delta: tuple[float, ...]
+
+
 @dataclass(kw_only=True)
 class ServerRun:
     """theta_t, the schedule and the record of one Flower run."""
@@ -64,11 +74,22 @@ class ServerRun:
     missing: list[dict[str, Any]] = field(default_factory=list)
 
     @classmethod
-    def start(cls, cfg: FlowerRunConfig) -> ServerRun:
-        """Load the data, fix the schedule and every client's noise, theta_0 = 0."""
+    def start(cls, cfg: FlowerRunConfig, *, reported: ClientReports | None = None,
+              dataset: Dataset | None = None) -> ServerRun:
+        """Load the data, fix the schedule and every client's noise, theta_0 = 0.
+
+        ``reported``: the sizes and budgets the clients reported (clients with their own
+        data); then ``dataset`` (loaded when ``None``) only evaluates the model.
+        """
+        if reported is not None:
+            cfg = dataclasses.replace(cfg, eps=reported.eps, delta=reported.delta,
+                                      client_budgets=False)
+            ds = dataset if dataset is not None else cfg.data_spec().load()
+            sizes = np.asarray(reported.sizes, dtype=np.int64)
+        else:
+            ds, part = cfg.load_data()
+            sizes = np.asarray(part.sizes, dtype=np.int64)
         sim = cfg.sim_config()
-        ds, part = cfg.load_data()
-        sizes = np.asarray(part.sizes, dtype=np.int64)
         schedule = make_schedule(num_clients=sim.num_clients,
                                  clients_per_round=sim.clients_per_round, rounds=sim.rounds,
                                  selection=sim.selection, repeats=1,

@@ -1,0 +1,119 @@
+"""``fedqr flower certs``: a CA, the SuperLink's TLS certificate and one key pair per SuperNode.
+
+Made with the ``cryptography`` package:
+
+- ``ca.pem`` / ``ca.key``: a self-signed certificate authority (EC P-384). ``ca.pem`` goes to
+  every SuperNode (``--root-certificates``); ``ca.key`` stays with whoever issues certificates.
+- ``superlink.pem`` / ``superlink.key``: the SuperLink's certificate, signed by the CA, valid
+  for the given host names and addresses (subject alternative names).
+- ``node-<i>`` (OpenSSH EC P-384 private key) / ``node-<i>.pub``: SuperNode ``i``'s
+  authentication key pair (Flower's node authentication). The private key goes to that
+  client only; the public key is registered with the SuperLink.
+
+Private keys are written with mode 0600.
+"""
+
+from __future__ import annotations
+
+import datetime
+import ipaddress
+import os
+from pathlib import Path
+
+from cryptography import x509
+from cryptography.hazmat.primitives import hashes, serialization
+from cryptography.hazmat.primitives.asymmetric import ec
+from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+
+VALID_DAYS = 365
+
+
+def _write(path: Path, data: bytes, *, private: bool) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600 if private else 0o644)
+    with os.fdopen(fd, "wb") as fh:
+        fh.write(data)
+
+
+def _name(common: str) -> x509.Name:
+    return x509.Name([x509.NameAttribute(NameOID.ORGANIZATION_NAME, "fedqr"),
+                      x509.NameAttribute(NameOID.COMMON_NAME, common)])
+
+
+def _san(hosts: list[str]) -> x509.SubjectAlternativeName:
+    names: list[x509.GeneralName] = []
+    for host in hosts:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(host)))
+        except ValueError:
+            names.append(x509.DNSName(host))
+    return x509.SubjectAlternativeName(names)
+
+
+def make_certs(out: Path, *, hosts: list[str], num_nodes: int) -> list[Path]:
+    """Write the CA, the SuperLink's certificate for ``hosts`` and ``num_nodes`` key pairs.
+
+    Returns the files written. ``out`` must not hold certificates already (nothing is
+    overwritten).
+
+    Raises
+    ------
+    ValueError
+        If ``hosts`` is empty, ``num_nodes`` < 1 or ``out`` already holds ``ca.pem``.
+    """
+    if not hosts:
+        raise ValueError("--host must name at least one host name or address of the SuperLink")
+    if num_nodes < 1:
+        raise ValueError(f"--nodes must be >= 1, got --nodes={num_nodes}")
+    if (out / "ca.pem").exists():
+        raise ValueError(f"{out} already holds ca.pem: give an empty folder (nothing is "
+                         "overwritten)")
+    out.mkdir(parents=True, exist_ok=True)
+    now = datetime.datetime.now(datetime.UTC)
+    ca_key = ec.generate_private_key(ec.SECP384R1())
+    ca = (x509.CertificateBuilder().subject_name(_name("fedqr CA")).issuer_name(_name("fedqr CA"))
+          .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
+          .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=VALID_DAYS))
+          .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .sign(ca_key, hashes.SHA384()))
+    link_key = ec.generate_private_key(ec.SECP384R1())
+    link = (x509.CertificateBuilder().subject_name(_name(hosts[0])).issuer_name(ca.subject)
+            .public_key(link_key.public_key()).serial_number(x509.random_serial_number())
+            .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=VALID_DAYS))
+            .add_extension(_san(hosts), critical=False)
+            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
+                           critical=False)
+            .sign(ca_key, hashes.SHA384()))
+    pem = serialization.Encoding.PEM
+    written = {
+        out / "ca.pem": (ca.public_bytes(pem), False),
+        out / "ca.key": (_private_pem(ca_key), True),
+        out / "superlink.pem": (link.public_bytes(pem), False),
+        out / "superlink.key": (_private_pem(link_key), True),
+    }
+    for i in range(num_nodes):
+        key = ec.generate_private_key(ec.SECP384R1())
+        written[out / f"node-{i}"] = (key.private_bytes(
+            serialization.Encoding.PEM, serialization.PrivateFormat.OpenSSH,
+            serialization.NoEncryption()), True)
+        written[out / f"node-{i}.pub"] = (key.public_key().public_bytes(
+            serialization.Encoding.OpenSSH, serialization.PublicFormat.OpenSSH), False)
+    for path, (data, private) in written.items():
+        _write(path, data, private=private)
+    return list(written)
+
+
+def _private_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
+    return key.private_bytes(serialization.Encoding.PEM,
+                             serialization.PrivateFormat.TraditionalOpenSSL,
+                             serialization.NoEncryption())
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address) is this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False

@@ -1,0 +1,195 @@
+"""``fedqr flower certs | superlink | supernode``: each party of a federation on its machine.
+
+Every check runs before anything starts or is written; bad input exits with code 2 naming
+the option or file. ``superlink`` and ``supernode`` then replace this process with the
+party's own process (a guard around ``flower-superlink``; :mod:`fedqr.flower.node_main`).
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+from rich.console import Console
+
+from fedqr.flower.certs import is_loopback, make_certs
+from fedqr.flower.parts import (
+    LinkTls,
+    check_file,
+    check_insecure,
+    check_port_free,
+    check_superlink,
+    split_address,
+    superlink_args,
+    supernode_args,
+)
+
+err = Console(stderr=True)
+out = Console()
+BINDIR = Path(sys.executable).parent
+
+
+def _fail(message: str) -> typer.Exit:
+    err.print(f"[bold red]error:[/] {message}")
+    return typer.Exit(2)
+
+
+def certs(
+    directory: Annotated[Path, typer.Argument(help="Empty folder for the files.")],
+    host: Annotated[list[str] | None, typer.Option(
+        help="SuperLink host name or address (repeat); default localhost, 127.0.0.1.")] = None,
+    nodes: Annotated[int, typer.Option(help="Number of SuperNode key pairs.")] = 3,
+) -> None:
+    """Make a CA, the SuperLink's TLS certificate and one key pair per SuperNode."""
+    try:
+        written = make_certs(directory, hosts=host or ["localhost", "127.0.0.1"],
+                             num_nodes=nodes)
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    out.print(f"wrote {len(written)} files to {directory}: ca.pem (to every SuperNode), "
+              "superlink.pem/.key (SuperLink), node-<i> (SuperNode i, secret), node-<i>.pub "
+              "(register with the SuperLink)")
+
+
+def superlink(
+    host: Annotated[str, typer.Option(help="Address to listen on (0.0.0.0: all).")]
+        = "127.0.0.1",
+    port: Annotated[int, typer.Option(help="Port of the SuperLink (all APIs).")] = 9093,
+    certs_dir: Annotated[Path | None, typer.Option(
+        "--certs", help="Folder of `fedqr flower certs` (ca.pem, superlink.pem/.key).")] = None,
+    insecure: Annotated[bool, typer.Option(help="No TLS, no node authentication.")] = False,
+    force_insecure: Annotated[bool, typer.Option(
+        help="Allow --insecure on a non-loopback address.")] = False,
+    state_dir: Annotated[Path, typer.Option(help="The SuperLink's Flower home.")]
+        = Path("superlink-state"),
+) -> None:
+    """Run the SuperLink (the server's side): TLS and node authentication unless --insecure."""
+    try:
+        if not 0 < port < 65536:
+            raise ValueError(f"--port must be in 1..65535, got --port={port}")
+        check_insecure("--host", host, insecure=insecure, force=force_insecure)
+        tls = None
+        if not insecure:
+            if certs_dir is None:
+                raise ValueError("--certs DIR is required (fedqr flower certs DIR makes it), "
+                                 "or --insecure on a loopback address")
+            tls = LinkTls(certfile=check_file("--certs", certs_dir / "superlink.pem"),
+                          keyfile=check_file("--certs", certs_dir / "superlink.key"),
+                          ca=check_file("--certs", certs_dir / "ca.pem"))
+        check_port_free("--port", host, port)
+        state_dir.mkdir(parents=True, exist_ok=True)
+    except (ValueError, OSError) as e:
+        raise _fail(str(e)) from None
+    args = superlink_args(host=host, port=port, tls=tls)
+    args[0] = str(BINDIR / args[0])
+    os.environ["FLWR_HOME"] = str(state_dir.resolve())
+    os.environ["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] = "0.5"
+    os.environ["FEDQR_GUARD_WATCH_PARENT"] = "0"  # a server outlives its shell (nohup)
+    os.environ["PATH"] = str(BINDIR) + os.pathsep + os.environ.get("PATH", "")  # flwr-* tools
+    os.execv(sys.executable, [sys.executable, "-m", "fedqr.flower.guard", *args])
+
+
+def supernode(
+    superlink_address: Annotated[str, typer.Option(
+        "--superlink", help="The SuperLink, HOST:PORT.")],
+    data: Annotated[Path, typer.Option(help=".npz with x (n, p) float and y (n,) int.")],
+    eps: Annotated[float, typer.Option(help="This client's privacy budget epsilon (> 0).")],
+    state_dir: Annotated[Path, typer.Option(help="This client's ledger and secrets.")],
+    delta: Annotated[float, typer.Option(help="This client's delta (gaussian).")] = 1e-5,
+    root_certificates: Annotated[Path | None, typer.Option(
+        help="ca.pem of the SuperLink's CA (TLS).")] = None,
+    auth_key: Annotated[Path | None, typer.Option(
+        help="This SuperNode's private key (node-<i> of fedqr flower certs).")] = None,
+    client_id: Annotated[int | None, typer.Option(
+        help="This client's index 0..N-1 (default: the server assigns one).")] = None,
+    noise_seed: Annotated[int | None, typer.Option(
+        help="Fix the noise seed (reproduction only: the seed reveals the noise).")] = None,
+    heartbeat: Annotated[float, typer.Option(
+        help="Heartbeat interval s (10..1800); the SuperLink drops the node after 2.")] = 10.0,
+    insecure: Annotated[bool, typer.Option(help="No TLS (loopback only).")] = False,
+    force_insecure: Annotated[bool, typer.Option(
+        help="Allow --insecure to a non-loopback SuperLink.")] = False,
+) -> None:
+    """Run one client: its own data, budget and ledger, on its own machine."""
+    from fedqr.flower.own_data import load_data_file
+
+    try:
+        host, port = split_address("--superlink", superlink_address)
+        if not (eps > 0 and math.isfinite(eps)):
+            raise ValueError(f"--eps must be > 0 and finite, got --eps={eps}")
+        if not 0 <= delta < 1:
+            raise ValueError(f"--delta must be in [0, 1), got --delta={delta}")
+        if not 10 <= heartbeat <= 1800:
+            raise ValueError(f"--heartbeat must be in [10, 1800] s, got --heartbeat={heartbeat}")
+        if client_id is not None and client_id < 0:
+            raise ValueError(f"--client-id must be >= 0, got --client-id={client_id}")
+        check_insecure("--superlink", host, insecure=insecure, force=force_insecure)
+        if not insecure and root_certificates is None:
+            raise ValueError("--root-certificates CA.pem is required (TLS), or --insecure on "
+                             "a loopback address")
+        ca = None if insecure else check_file("--root-certificates", root_certificates
+                                              or Path())
+        key = check_file("--auth-key", auth_key) if auth_key is not None else None
+        data = check_file("--data", data)
+        load_data_file(data)
+        check_superlink(host, port, ca=ca)
+        state_dir.mkdir(parents=True, exist_ok=True)
+    except (ValueError, OSError) as e:
+        raise _fail(str(e)) from None
+    config: dict[str, str | int | float] = {
+        "data-file": str(data), "eps": eps, "delta": delta,
+        "state-dir": str(state_dir.resolve()), "client-id": -1 if client_id is None else client_id,
+        "noise-seed": -1 if noise_seed is None else noise_seed}
+    import socket
+
+    with socket.socket() as s:  # the node's own Runtime API, on loopback only
+        s.bind(("127.0.0.1", 0))
+        runtime_port = int(s.getsockname()[1])
+    args = supernode_args(superlink=superlink_address, runtime_port=runtime_port,
+                          node_config=config, root_cert=ca, auth_key=key)
+    os.environ.setdefault("FLWR_HOME", str((state_dir / "flwr-home").resolve()))
+    os.environ["FEDQR_FLOWER_HEARTBEAT_S"] = str(heartbeat)
+    os.execv(args[0], args)
+
+
+def register(
+    public_key: Annotated[Path, typer.Argument(help="node-<i>.pub of fedqr flower certs.")],
+    superlink_address: Annotated[str, typer.Option(
+        "--superlink", help="The SuperLink, HOST:PORT.")] = "127.0.0.1:9093",
+    root_certificates: Annotated[Path | None, typer.Option(
+        help="ca.pem of the SuperLink's CA (TLS).")] = None,
+) -> None:
+    """Admit a SuperNode's public key to the SuperLink (``flwr supernode register``)."""
+    import subprocess
+    import tempfile
+
+    import tomli_w
+
+    from fedqr.flower.parts import cli_config
+
+    try:
+        key = check_file("public key", public_key)
+        host, port = split_address("--superlink", superlink_address)
+        ca = None if root_certificates is None else check_file("--root-certificates",
+                                                                root_certificates)
+        check_superlink(host, port, ca=ca)
+    except ValueError as e:
+        raise _fail(str(e)) from None
+    with tempfile.TemporaryDirectory(prefix="fedqr-flwr-") as home:
+        Path(home, "config.toml").write_text(tomli_w.dumps(cli_config(superlink_address,
+                                                                      ca=ca)))
+        done = subprocess.run([str(BINDIR / "flwr"), "supernode", "register", str(key),
+                               "fedqr"], env={**os.environ, "FLWR_HOME": home},
+                              capture_output=True, text=True, check=False)
+    if done.returncode != 0:
+        err.print(f"[bold red]error:[/] flwr supernode register failed: {done.stdout.strip()} "
+                  f"{done.stderr.strip()}")
+        raise typer.Exit(1)
+    out.print(f"registered {key.name}: {done.stdout.strip()}")
+
+
+__all__ = ["certs", "is_loopback", "register", "superlink", "supernode"]

@@ -1,0 +1,145 @@
+"""The command lines of the two sides (a SuperLink, a SuperNode) and their start-up checks.
+
+Shared by ``fedqr flower superlink`` / ``supernode`` / ``run`` (one party each, on its own
+machine) and ``fedqr flower deploy`` (all of them on 127.0.0.1).
+"""
+
+from __future__ import annotations
+
+import json
+import socket
+import ssl
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from fedqr.flower.certs import is_loopback
+
+NodeConfigValue = str | int | float
+
+
+@dataclass(frozen=True, kw_only=True)
+class LinkTls:
+    """The SuperLink's TLS files (``fedqr flower certs``) and whether it admits only
+    registered SuperNodes."""
+
+    certfile: Path
+    keyfile: Path
+    ca: Path
+    auth: bool = True
+
+
+def split_address(name: str, address: str) -> tuple[str, int]:
+    """``HOST:PORT`` as ``(host, port)``.
+
+    Raises
+    ------
+    ValueError
+        Naming the option, if it is not ``HOST:PORT`` with a port in 1..65535.
+    """
+    host, sep, port = address.rpartition(":")
+    if not sep or not host or not port.isdigit() or not 0 < int(port) < 65536:
+        raise ValueError(f"{name} must be HOST:PORT with a port in 1..65535, got "
+                         f"{name}={address!r}")
+    return host.strip("[]"), int(port)
+
+
+def check_insecure(name: str, host: str, *, insecure: bool, force: bool) -> None:
+    """Refuse ``--insecure`` for an address other than this machine unless forced."""
+    if insecure and not is_loopback(host) and not force:
+        raise ValueError(f"{name}={host} is not a loopback address: --insecure would send "
+                         "models and replies in clear text; use TLS (fedqr flower certs), or "
+                         "add --force-insecure if the network is private")
+
+
+def check_port_free(name: str, host: str, port: int) -> None:
+    """Raise ``ValueError`` naming the option if ``host:port`` cannot be bound."""
+    with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET,
+                       socket.SOCK_STREAM) as s:
+        try:
+            s.bind((host, port))
+        except OSError as e:
+            raise ValueError(f"{name}: cannot listen on {host}:{port} ({e.strerror}); is the "
+                             "port in use?") from None
+
+
+def check_superlink(host: str, port: int, *, ca: Path | None, timeout_s: float = 5.0) -> None:
+    """Connect to the SuperLink; with ``ca``, verify its certificate (TLS handshake).
+
+    Raises
+    ------
+    ValueError
+        Naming ``--superlink`` (unreachable) or ``--root-certificates`` (no match).
+    """
+    try:
+        sock = socket.create_connection((host, port), timeout=timeout_s)
+    except OSError as e:
+        raise ValueError(f"--superlink: cannot reach {host}:{port} "
+                         f"({e.strerror or e}); is the SuperLink running and the port "
+                         "open?") from None
+    with sock:
+        if ca is None:
+            return
+        try:
+            context = ssl.create_default_context(cafile=str(ca))
+        except (ssl.SSLError, OSError) as e:
+            raise ValueError(f"--root-certificates: {ca} is not a PEM CA certificate "
+                             f"({e})") from None
+        try:
+            with context.wrap_socket(sock, server_hostname=host):
+                pass
+        except ssl.SSLError as e:
+            raise ValueError(f"--root-certificates: {ca} does not verify the SuperLink's "
+                             f"certificate at {host}:{port} ({e})") from None
+
+
+def check_file(name: str, path: Path) -> Path:
+    """``path``, resolved, if it is a readable file."""
+    if not path.is_file():
+        raise ValueError(f"{name}: no such file: {path}")
+    return path.resolve()
+
+
+def superlink_args(*, host: str, port: int, tls: LinkTls | None,
+                   simulation: bool = False) -> list[str]:
+    """``flower-superlink`` and its arguments (insecure when ``tls`` is ``None``)."""
+    args = ["flower-superlink", "--host", host, "--port", str(port),
+            "--disable-runtime-dependency-installation"]
+    if tls is None:
+        args.append("--insecure")
+    else:
+        args += ["--ssl-certfile", str(tls.certfile), "--ssl-keyfile", str(tls.keyfile),
+                 "--ssl-ca-certfile", str(tls.ca)]
+        if tls.auth:
+            args.append("--enable-supernode-auth")
+    if simulation:
+        args.append("--simulation")
+    return args
+
+
+def node_config_text(config: dict[str, NodeConfigValue]) -> str:
+    """Flower's ``--node-config`` string (strings quoted)."""
+    return " ".join(f"{k}={json.dumps(v) if isinstance(v, str) else v}"
+                    for k, v in config.items())
+
+
+def supernode_args(*, superlink: str, runtime_port: int, node_config: dict[str, NodeConfigValue],
+                   root_cert: Path | None, auth_key: Path | None) -> list[str]:
+    """fedqr's SuperNode process (:mod:`fedqr.flower.node_main`) and its arguments."""
+    args = [sys.executable, "-m", "fedqr.flower.node_main", "--superlink", superlink,
+            "--isolation", "process", "--host", "127.0.0.1", "--port", str(runtime_port),
+            "--node-config", node_config_text(node_config)]
+    args += ["--root-certificates", str(root_cert)] if root_cert is not None else ["--insecure"]
+    if auth_key is not None:
+        args += ["--auth-supernode-private-key", str(auth_key)]
+    return args
+
+
+def cli_config(address: str, *, ca: Path | None) -> dict[str, object]:
+    """The ``flwr`` CLI's ``config.toml`` naming this SuperLink as federation ``fedqr``."""
+    conn: dict[str, object] = {"address": address}
+    if ca is None:
+        conn["insecure"] = True
+    else:
+        conn["root-certificates"] = str(ca)
+    return {"superlink": {"default": "fedqr", "fedqr": conn}}

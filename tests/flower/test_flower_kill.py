@@ -1,0 +1,97 @@
+"""``fedqr flower deploy`` killed by SIGKILL mid-run leaves no Flower process (within 10 s).
+
+Every process the deployment starts gets a parent-death signal, and Flower's own children
+(SuperExec, ServerApp) watch their parent's pid, so nothing keeps training or charging a
+ledger once ``fedqr`` is gone.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from .conftest import require_flwr
+
+pytestmark = pytest.mark.slow
+
+
+def _processes_in(work: Path) -> list[int]:
+    """Live processes whose working folder is ``work`` (every Flower process of the run)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit() or int(entry) == os.getpid():
+            continue
+        try:
+            cwd = os.readlink(f"/proc/{entry}/cwd")
+            with open(f"/proc/{entry}/stat", encoding="utf-8") as fh:
+                state = fh.read().rsplit(")", 1)[1].split()[0]
+        except OSError:
+            continue
+        if state != "Z" and Path(cwd) == work:
+            found.append(int(entry))
+    return found
+
+
+def _cmdline(pid: int) -> str:
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as fh:
+            return fh.read().replace(b"\0", b" ").decode(errors="replace")[:200]
+    except OSError:
+        return "?"
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="parent-death signal: Linux")
+@pytest.mark.parametrize("sig", [signal.SIGKILL])  # SIGHUP, SIGTERM: the same path
+def test_killed_deploy_leaves_no_flower_process(tmp_path: Path, sig: signal.Signals) -> None:
+    require_flwr()
+    work = (tmp_path / "work").resolve()
+    cmd = [sys.executable, "-c", "from fedqr.cli import app; app()", "flower", "deploy",
+           "--dataset", "digits", "--num-clients", "2", "--clients-per-round", "2",
+           "--rounds", "500",
+           "--work-dir", str(work), "--out", str(tmp_path / "out")]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 180
+        progress = work / "server-out" / "progress.jsonl"
+        while not (progress.is_file() and progress.read_text().strip()):
+            assert proc.poll() is None, "fedqr flower deploy ended before round 0"
+            assert time.monotonic() < deadline, "round 0 not done within 180 s"
+            time.sleep(0.2)
+        assert len(_processes_in(work)) >= 4  # SuperLink, its app processes, 2 SuperNodes
+    finally:
+        os.kill(proc.pid, sig)
+        proc.wait()
+    deadline = time.monotonic() + 10
+    while _processes_in(work) and time.monotonic() < deadline:
+        time.sleep(0.2)
+    left = {pid: _cmdline(pid) for pid in _processes_in(work)}
+    for pid in left:  # do not leave them to the other tests
+        os.kill(pid, signal.SIGKILL)
+    assert not left, f"Flower processes still running 10 s after {sig.name}: {left}"
+    assert not (tmp_path / "out").exists()  # nothing written
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="/proc: Linux")
+def test_guard_takes_its_descendants_down(tmp_path: Path) -> None:
+    """The guard kills its child's own children, even in a session of their own."""
+    script = ("import subprocess, sys, time; "
+              "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'], "
+              "start_new_session=True); time.sleep(60)")
+    guard = subprocess.Popen([sys.executable, "-m", "fedqr.flower.guard", sys.executable, "-c",
+                              script], start_new_session=True, cwd=tmp_path)
+    deadline = time.monotonic() + 30
+    while len(_processes_in(tmp_path.resolve())) < 3:  # guard, child, grandchild
+        assert time.monotonic() < deadline, "the guarded processes did not start"
+        time.sleep(0.05)
+    os.kill(guard.pid, signal.SIGTERM)
+    guard.wait(timeout=10)
+    deadline = time.monotonic() + 10
+    while _processes_in(tmp_path.resolve()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not _processes_in(tmp_path.resolve())

@@ -1,0 +1,55 @@
+"""A client with its own data and budget: what it spends, what it refuses, its secret seed."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from fedqr.data import DatasetName
+from fedqr.flower.config import FlowerRunConfig
+from fedqr.flower.own_data import BudgetRefused, NodeSettings, effective_budget, run_for_client
+
+
+def _settings(tmp_path: Path, **kw: object) -> NodeSettings:
+    node: dict[str, object] = {"data-file": str(tmp_path / "d.npz"), "eps": 2.0,
+                               "delta": 1e-5, "state-dir": str(tmp_path / "state"), **kw}
+    settings = NodeSettings.from_node_config(node)
+    assert settings is not None
+    return settings
+
+
+def test_client_spends_its_own_budget_or_what_the_run_asks_within_it(tmp_path: Path) -> None:
+    own = _settings(tmp_path)
+    cfg = FlowerRunConfig(num_clients=3, clients_per_round=3, rounds=2,
+                          dataset=DatasetName.DIGITS, client_data=True, client_budgets=True)
+    assert effective_budget(own, cfg, client=0) == (2.0, 1e-5)
+    asks = dataclasses.replace(cfg, client_budgets=False, eps=(1.5,))
+    assert effective_budget(own, asks, client=1) == (1.5, 1e-5)
+    per_client = dataclasses.replace(asks, eps=(1.0, 3.0, 1.0))
+    assert effective_budget(own, per_client, client=0) == (1.0, 1e-5)
+    with pytest.raises(BudgetRefused, match=r"client budget is eps=2, delta=1e-05; the run "
+                                            r"asks eps=3"):
+        effective_budget(own, per_client, client=1)
+
+
+def test_noise_seed_is_the_nodes_secret_unless_fixed(tmp_path: Path) -> None:
+    own = _settings(tmp_path)
+    seed = own.seed()
+    assert seed == own.seed()  # made once, kept: a restarted node draws the same noise
+    assert (tmp_path / "state" / "noise-seed").stat().st_mode & 0o077 == 0
+    other = _settings(tmp_path / "b")
+    assert other.seed() != seed  # 63 random bits each
+    cfg = FlowerRunConfig(num_clients=2, clients_per_round=2, rounds=2,
+                          dataset=DatasetName.DIGITS, client_data=True, client_budgets=True)
+    assert run_for_client(cfg, own, client=0).seed == seed
+    assert _settings(tmp_path / "c", **{"noise-seed": 7}).seed() == 7
+
+
+def test_node_config_errors_are_named(tmp_path: Path) -> None:
+    assert NodeSettings.from_node_config({"partition-id": 0}) is None
+    with pytest.raises(ValueError, match="must set eps"):
+        NodeSettings.from_node_config({"data-file": "x.npz"})
+    with pytest.raises(ValueError, match="client-id and noise-seed must be integers"):
+        _settings(tmp_path, **{"client-id": "one"})

@@ -1,0 +1,142 @@
+"""Bad input to ``fedqr flower supernode | superlink | run | certs``: exit 2, a message naming
+the option or file, nothing written, no process started."""
+
+from __future__ import annotations
+
+import socket
+import ssl
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from fedqr.flower.certs import make_certs
+from fedqr.flower.cli import flower_app
+
+
+def _invoke(args: list[str]) -> tuple[int, str]:
+    result = CliRunner().invoke(flower_app, args)
+    return result.exit_code, " ".join(result.output.split())
+
+
+@pytest.fixture
+def good_data(tmp_path: Path) -> Path:
+    path = tmp_path / "client.npz"
+    np.savez(path, x=np.zeros((4, 3), np.float32), y=np.array([0, 1, 0, 1]))
+    return path
+
+
+@pytest.fixture
+def listening() -> Iterator[int]:
+    """A TCP port something listens on (a port in use)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield int(s.getsockname()[1])
+
+
+def _supernode(tmp_path: Path, data: Path, port: int, *extra: str) -> list[str]:
+    return ["supernode", "--superlink", f"127.0.0.1:{port}", "--data", str(data), "--eps", "1",
+            "--state-dir", str(tmp_path / "state"), *extra]
+
+
+@pytest.mark.parametrize("content, needle", [
+    (None, "--data: no such file"),
+    (b"not a zip", "is not a NumPy .npz file"),
+    ({"x": np.zeros((4, 3))}, "must hold arrays 'x' and 'y'"),
+    ({"x": np.zeros((4, 3)), "y": np.zeros(5, dtype=int)}, "x of shape (n, p) and y of shape"),
+    ({"x": np.zeros((4, 3)), "y": np.zeros(4)}, "y in"),
+    ({"x": np.full((4, 3), np.nan), "y": np.zeros(4, dtype=int)}, "must be finite numbers"),
+])
+def test_bad_data_file_is_named(tmp_path: Path, listening: int, content: object,
+                                needle: str) -> None:
+    data = tmp_path / "client.npz"
+    if isinstance(content, bytes):
+        data.write_bytes(content)
+    elif isinstance(content, dict):
+        np.savez(data, **content)
+    code, text = _invoke(_supernode(tmp_path, data, listening, "--insecure"))
+    assert code == 2 and needle in text and "--data" in text, text
+    assert not (tmp_path / "state").exists()
+
+
+def test_unreachable_superlink_is_named(tmp_path: Path, good_data: Path) -> None:
+    with socket.socket() as s:  # a port nobody listens on
+        s.bind(("127.0.0.1", 0))
+        port = int(s.getsockname()[1])
+    code, text = _invoke(_supernode(tmp_path, good_data, port, "--insecure"))
+    assert code == 2 and f"--superlink: cannot reach 127.0.0.1:{port}" in text, text
+    assert not (tmp_path / "state").exists()
+
+
+def test_certificate_that_does_not_match_is_named(tmp_path: Path, good_data: Path) -> None:
+    make_certs(tmp_path / "a", hosts=["127.0.0.1"], num_nodes=1)
+    make_certs(tmp_path / "b", hosts=["127.0.0.1"], num_nodes=1)
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.load_cert_chain(tmp_path / "a" / "superlink.pem", tmp_path / "a" / "superlink.key")
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen()
+    port = int(server.getsockname()[1])
+
+    def serve() -> None:  # a TLS server with CA a's certificate
+        conn, _ = server.accept()
+        try:
+            with context.wrap_socket(conn, server_side=True):
+                pass
+        except (ssl.SSLError, OSError):
+            pass
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    try:
+        code, text = _invoke(_supernode(tmp_path, good_data, port, "--root-certificates",
+                                        str(tmp_path / "b" / "ca.pem")))
+    finally:
+        thread.join(timeout=10)
+        server.close()
+    assert code == 2 and "--root-certificates" in text and "does not verify" in text, text
+    assert not (tmp_path / "state").exists()
+
+
+def test_superlink_port_in_use_is_named(tmp_path: Path, listening: int) -> None:
+    code, text = _invoke(["superlink", "--port", str(listening), "--insecure",
+                          "--state-dir", str(tmp_path / "link")])
+    assert code == 2 and f"--port: cannot listen on 127.0.0.1:{listening}" in text, text
+    assert not (tmp_path / "link").exists()
+
+
+def test_insecure_outside_loopback_is_refused(tmp_path: Path, good_data: Path) -> None:
+    code, text = _invoke(["superlink", "--host", "0.0.0.0", "--insecure",
+                          "--state-dir", str(tmp_path / "link")])
+    assert code == 2 and "not a loopback address" in text, text
+    args = _supernode(tmp_path, good_data, 9093, "--insecure")
+    args[2] = "10.1.2.3:9093"
+    code, text = _invoke(args)
+    assert code == 2 and "--superlink=10.1.2.3 is not a loopback address" in text, text
+    code, text = _invoke(["superlink", "--state-dir", str(tmp_path / "link")])
+    assert code == 2 and "--certs DIR is required" in text, text
+    assert not (tmp_path / "link").exists() and not (tmp_path / "state").exists()
+
+
+def test_run_needs_a_reachable_superlink(tmp_path: Path) -> None:
+    code, text = _invoke(["run", "--superlink", "127.0.0.1:1", "--insecure", "--dataset",
+                          "digits", "--out", str(tmp_path / "out")])
+    assert code == 2 and "--superlink: cannot reach 127.0.0.1:1" in text, text
+    code, text = _invoke(["deploy", "--superlink", "127.0.0.1:1", "--out",
+                          str(tmp_path / "out")])
+    assert code == 2 and "only used there" in text, text
+    assert not (tmp_path / "out").exists()
+
+
+def test_certs_refuse_to_overwrite(tmp_path: Path) -> None:
+    assert _invoke(["certs", str(tmp_path / "c"), "--nodes", "2"])[0] == 0
+    names = sorted(p.name for p in (tmp_path / "c").iterdir())
+    assert names == ["ca.key", "ca.pem", "node-0", "node-0.pub", "node-1", "node-1.pub",
+                     "superlink.key", "superlink.pem"]
+    assert (tmp_path / "c" / "node-0").stat().st_mode & 0o077 == 0  # private: owner only
+    code, text = _invoke(["certs", str(tmp_path / "c")])
+    assert code == 2 and "already holds ca.pem" in text, text
