@@ -163,10 +163,14 @@ def _cache_key(scenario: Scenario, choice: ProxyChoice, settings: SearchSettings
     return hashlib.sha256(text.encode()).hexdigest()[:20]
 
 
+_INF_JSON = 1e308  # a diverged twin run's loss in the cache file (strict JSON has no inf)
+
+
 def _load_memo(path: Path) -> Memo | None:
     try:
         rows = json.loads(path.read_text())["memo"]
-        return {(int(b), float(q), int(t)): tuple(float(v) for v in losses)
+        return {(int(b), float(q), int(t)): tuple(math.inf if float(v) >= _INF_JSON else float(v)
+                                                  for v in losses)
                 for b, q, t, losses in rows}
     except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
         return None
@@ -175,7 +179,7 @@ def _load_memo(path: Path) -> Memo | None:
 def _save_memo(path: Path, memo: Memo) -> None:
     from fedqr.sim.result import write_json_atomic
 
-    rows = [[b, q, t, [v if math.isfinite(v) else 1e308 for v in losses]]
+    rows = [[b, q, t, [v if math.isfinite(v) else _INF_JSON for v in losses]]
             for (b, q, t), losses in sorted(memo.items())]
     write_json_atomic(path, {"version": PLANNER_VERSION, "memo": rows})
 
