@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from fedqr.data import ClientData, Dataset, DataSpec
+from fedqr.models.factory import ModelName, default_model
 from fedqr.models.logreg import Norm
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import Memo, Prediction, Searcher, SearchSettings, untrained_loss
@@ -214,9 +215,11 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     choice = proxy or ProxyChoice()
     st = settings or SearchSettings(seed=scenario.data.seed)
     dev = torch.device(device)
-    if scenario.data.dataset.value == "femnist":
-        raise ValueError("the twin planner simulates logistic regression (mnist, digits); "
-                         "for femnist use --method bound")
+    model = default_model(scenario.data.dataset)  # the model factory owns the choice
+    if model is not ModelName.LOGREG:
+        raise ValueError(f"the twin planner simulates logistic regression, got "
+                         f"dataset={scenario.data.dataset.value} (model {model.value}); "
+                         "use --method bound")
     real = scenario.data.build()
     norm = scenario.spec.norm
     twin, data_used = _proxy(scenario, choice, real, norm, dev)
