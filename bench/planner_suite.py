@@ -11,6 +11,7 @@ schedule and loss, the plan, its regret ``loss(plan) / loss(best) - 1`` and rank
 for the fixed rules. Resumable: every finished run is stored in ``OUT/<scenario>.json``.
 
     python bench/planner_suite.py --out runs/planner-suite [--only NAME] [--threads 2]
+                                  [--grid-only]
 """
 
 from __future__ import annotations
@@ -134,11 +135,12 @@ def _score(runs: dict[str, list[float]], key: str) -> tuple[float, int]:
     return means[key] / best - 1.0, ranked.index(key) + 1
 
 
-def run_case(case: Case, index: int, out: Path) -> dict[str, Any]:
+def run_case(case: Case, index: int, out: Path, *, grid_only: bool = False
+             ) -> dict[str, Any] | None:
     path = out / f"{case.name}.json"
     doc: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {"runs": {}}
     sc = case.scenario()
-    if "plan" not in doc:
+    if "plan" not in doc and not grid_only:
         started = time.perf_counter()
         plan = make_plan(sc, use_cache=True)
         r = plan.recommended
@@ -174,13 +176,15 @@ def run_case(case: Case, index: int, out: Path) -> dict[str, Any]:
         ts.append(2 * top)
         for b in bs:
             ensure(2 * top, b, q)
-    p = doc["plan"]
-    ensure(p["T"], p["b"], p["q"]) if p["T"] > 0 else None
     ensure(50, n, q)
     ensure(10, 1, q)
     bd = doc["bound"]
     if bd["T"] > 0:
         ensure(bd["T"], bd["b"], q)
+    if grid_only:
+        return None
+    p = doc["plan"]
+    ensure(p["T"], p["b"], p["q"]) if p["T"] > 0 else None
     runs = dict(doc["runs"])
     untrained = float(np.log(10))
     if p["T"] == 0 or bd["T"] == 0:  # T = 0 is the untrained model
@@ -208,6 +212,8 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path("runs/planner-suite"))
     ap.add_argument("--only", default=None)
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--grid-only", action="store_true",
+                    help="run the real grids, the fixed rules and the bound only (no plan)")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -216,7 +222,10 @@ def main() -> None:
         if args.only and args.only not in case.name:
             continue
         started = time.perf_counter()
-        s = run_case(case, i, args.out)
+        s = run_case(case, i, args.out, grid_only=args.grid_only)
+        if s is None:
+            print(f"{case.name:38s} grid done ({time.perf_counter() - started:.0f} s)", flush=True)
+            continue
         rows.append(s)
         print(f"{case.name:38s} best {s['grid_best']:>12s} {s['grid_best_loss']:.4f} | plan "
               f"{s['plan']:>12s} {s['plan_loss']:.4f} (pred {s['predicted']:.4f}) regret "

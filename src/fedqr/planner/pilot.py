@@ -57,7 +57,7 @@ def plan_with_pilot(scenario: Scenario, *, proxy: ProxyChoice, settings: SearchS
 
     real = scenario.data.build()
     norm = scenario.spec.norm
-    twin, _ = _proxy(pilot_sc, proxy, real, norm, device)
+    twin, _ = _proxy(pilot_sc, proxy, real, real.partition.sizes, norm, device)
     searcher = Searcher(scenario=pilot_sc, proxy=twin, settings=settings, device=device)
     searcher.evaluate(r.clients_per_round, r.sample_rate, [t_pilot])
     predicted = searcher.predictions()[0]

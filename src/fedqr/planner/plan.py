@@ -102,11 +102,12 @@ def _auto_share(sizes: np.ndarray) -> float:
     return min(1.0, AUTO_PROXY_ROWS / float(sizes.sum()))
 
 
-def _proxy(scenario: Scenario, choice: ProxyChoice, real: ClientData, norm: Norm,
-           device: torch.device) -> tuple[Proxy, dict[str, Any]]:
-    sizes = real.partition.sizes
+def _proxy(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,
+           sizes: np.ndarray, norm: Norm, device: torch.device
+           ) -> tuple[Proxy, dict[str, Any]]:
     rng = np.random.default_rng([scenario.data.seed, 3])
     if choice.use is DataUse.CLEAR_PROXY:
+        assert real is not None  # make_plan builds the clients' data for a clear proxy
         share = _auto_share(sizes) if choice.share is None else choice.share
         rows = proxy_rows(real.partition, share=share, rng=rng)
         proxy = make_proxy(real, rows=rows, test=real.dataset, real_sizes=sizes, norm=norm,
@@ -117,7 +118,8 @@ def _proxy(scenario: Scenario, choice: ProxyChoice, real: ClientData, norm: Norm
                                   "WITHOUT differential privacy (simulation only)"}
     assert choice.public is not None  # checked by ProxyChoice
     pub = choice.public.build()
-    _check_compatible(pub.dataset, real.dataset)
+    if real is not None:
+        _check_compatible(pub.dataset, real.dataset)
     share = _auto_share(pub.partition.sizes) if choice.share is None else choice.share
     rows = proxy_rows(pub.partition, share=share, rng=rng)
     proxy = make_proxy(pub, rows=rows, test=pub.dataset, real_sizes=sizes, norm=norm,
@@ -152,10 +154,12 @@ def cache_dir() -> Path:
     return (Path(root) if root else Path.home() / ".cache" / "fedqr") / "plans"
 
 
-def _cache_key(scenario: Scenario, choice: ProxyChoice, settings: SearchSettings) -> str:
+def _cache_key(scenario: Scenario, choice: ProxyChoice, settings: SearchSettings,
+               sizes: np.ndarray | None = None) -> str:
     from fedqr.sim.result import jsonable
 
     doc = {"version": PLANNER_VERSION, "data": scenario.data.identity(),
+           "sizes": None if sizes is None else [int(v) for v in sizes],
            "scenario": jsonable({k: v for k, v in vars(scenario).items() if k != "data"}),
            "proxy": {"use": choice.use.value, "share": choice.share,
                      "public": None if choice.public is None else choice.public.identity()},
@@ -187,7 +191,8 @@ def _save_memo(path: Path, memo: Memo) -> None:
 
 def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
               settings: SearchSettings | None = None, device: str | torch.device = "cpu",
-              use_cache: bool = True, progress: Any = None) -> Plan:
+              use_cache: bool = True, progress: Any = None,
+              sizes: np.ndarray | None = None) -> Plan:
     """Predict the final test loss of every schedule with the twin and pick the best.
 
     Parameters
@@ -203,6 +208,10 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
         Reuse (and store) the simulated losses of an identical earlier plan.
     progress:
         ``progress(label, simulated_rounds)`` while simulating.
+    sizes:
+        The clients' sizes ``d_i`` as they reported them, for a planner that never sees their
+        data (a Flower federation): only with a ``public-proxy``; the scenario's data recipe
+        then names the proxy's data set (the model) and N, and is not built.
 
     Returns
     -------
@@ -220,10 +229,22 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
         raise ValueError(f"the twin planner simulates logistic regression, got "
                          f"dataset={scenario.data.dataset.value} (model {model.value}); "
                          "use --method bound")
-    real = scenario.data.build()
+    if sizes is None:
+        real: ClientData | None = scenario.data.build()
+        assert real is not None
+        real_sizes = real.partition.sizes
+    else:
+        real_sizes = np.asarray(sizes, dtype=np.int64)
+        if choice.use is not DataUse.PUBLIC_PROXY:
+            raise ValueError("sizes are given only to plan from a public proxy (the planner "
+                             "then never reads the clients' data)")
+        if real_sizes.shape != (scenario.num_clients,) or (real_sizes < 1).any():
+            raise ValueError(f"sizes must be {scenario.num_clients} positive client sizes, "
+                             f"got {real_sizes.tolist()}")
+        real = None
     norm = scenario.spec.norm
-    twin, data_used = _proxy(scenario, choice, real, norm, dev)
-    key = _cache_key(scenario, choice, st)
+    twin, data_used = _proxy(scenario, choice, real, real_sizes, norm, dev)
+    key = _cache_key(scenario, choice, st, sizes)
     path = cache_dir() / f"{key}.json"
     memo = (_load_memo(path) if use_cache and path.is_file() else None)
     cached = memo is not None
