@@ -24,7 +24,7 @@ from fedqr.privacy import Mechanism, mechanism_for
 
 __all__ = ["PLANNER_VERSION", "Plan", "ProxyChoice", "make_plan"]
 
-PLANNER_VERSION = 3  # 2: automatic twin repeats; 3: extend T only for a 1% gain
+PLANNER_VERSION = 4  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit
 """Bumped when the twin or the search change: cached simulations are then not reused."""
 AUTO_PROXY_ROWS = 4000
 """With ``share=None`` a clear proxy holds about this many rows in all (all rows if fewer)."""
@@ -91,7 +91,8 @@ class Plan:
         return {"rounds": r.rounds, "clients_per_round": r.clients_per_round,
                 "sample_rate": r.sample_rate if mechanism_for(mechanism).batch_rate(0.5) < 1
                 else None,
-                "predicted_test_loss": {"mean": r.mean, "stderr": r.stderr},
+                "predicted_test_loss": {"mean": r.mean, "stderr": r.stderr,
+                                        "fitted": r.fitted},
                 "method": self.method, "data_used": self.data_used,
                 "privacy_cost": self.privacy_cost, "useful": self.useful,
                 "message": self.message,

@@ -1,12 +1,19 @@
 """Search (T, b, q) with the twin: coarse grids, extension while the loss falls, refinement.
 
-1. For every b (all of 1..N when N <= 12, else a log grid) and every q (the given one, or a
-   log grid for ``--sample-rate auto``), simulate the horizons T = 0, 1, 2, 4, ... up to
-   ``t_first`` as one batch; while the best T of a (b, q) is the largest simulated, extend
-   that (b, q) to four times the horizon (up to ``t_limit``).
-2. Refine b between the best b and its evaluated neighbours, and q by geometric midpoints.
-3. For the best few (b, q), simulate T on a fine log grid (neighbours at most 1.25 apart)
-   from T*/2 to 2 T*.
+1. A race of the arms (b, q): every b (a log grid of 1..N) and every q (the given one, or a
+   log grid for ``--sample-rate auto``) simulates the horizons T = 0, 1, 2, 4, ... up to
+   ``t_first`` as one batch. Then, while an arm's loss still falls at its largest T (by more
+   than ``min_gain``), it is extended to twice the horizon (up to ``t_limit``), but only if
+   it is among the best half of the arms at that horizon and within ``race_margin`` of the
+   best of them: a doubling costs as much as everything before it, so it is spent on the
+   arms that can still win.
+2. Refine b between the best b and its evaluated neighbours, and q by geometric midpoints
+   (a race of the new arms against those already run).
+3. For the best few arms, T on a fine log grid (neighbours at most 1.25 apart) from T*/2 to
+   2 T*: simulated where T* <= ``fine_simulate_up_to``; beyond, each repeat's coarse curve
+   (common random numbers make it smooth) is fitted by a parabola in log T and read on the
+   fine grid, which costs nothing and is as precise as the twin's repeats there (the loss is
+   flat near a large T*; docs/planner.md).
 4. Recommend the schedule with the lowest predicted mean test loss.
 """
 
@@ -47,6 +54,11 @@ class SearchSettings:
     min_gain:
         The coarse grid is extended to larger T only while its largest T beats the one below
         by more than this share of the loss.
+    race_margin:
+        An arm is extended only while its loss at the current horizon is within this share
+        of the best arm's there (and among the best half).
+    fine_simulate_up_to:
+        The fine T grid is simulated up to this T* and read off a fitted curve beyond.
     seed:
         Seed of the twin's draws.
     """
@@ -58,6 +70,8 @@ class SearchSettings:
     fine_ratio: float = 1.25
     finalists: int = 3
     min_gain: float = 0.01
+    race_margin: float = 0.02
+    fine_simulate_up_to: int = 256
     seed: int = 0
 
     def __post_init__(self) -> None:
@@ -66,6 +80,8 @@ class SearchSettings:
         if not 1 <= self.t_first <= self.t_limit:
             raise ValueError(f"need 1 <= t_first <= t_limit, got t_first={self.t_first}, "
                              f"t_limit={self.t_limit}")
+        if not 1 < self.coarse_ratio:
+            raise ValueError(f"coarse_ratio must be > 1, got {self.coarse_ratio}")
         if not 1 < self.fine_ratio <= 1.25:
             raise ValueError(f"fine_ratio must be in (1, 1.25], got {self.fine_ratio}")
 
@@ -79,12 +95,13 @@ class Prediction:
     sample_rate: float
     mean: float
     stderr: float
+    fitted: bool = False  # read off the fitted coarse curve rather than simulated
 
-    def as_dict(self) -> dict[str, float | int]:
+    def as_dict(self) -> dict[str, float | int | bool]:
         """JSON-ready."""
         return {"rounds": self.rounds, "clients_per_round": self.clients_per_round,
                 "sample_rate": self.sample_rate, "predicted_test_loss": self.mean,
-                "stderr": self.stderr}
+                "stderr": self.stderr, "fitted": self.fitted}
 
 
 Memo = dict[tuple[int, float, int], tuple[float, ...]]
@@ -100,6 +117,7 @@ class Searcher:
     settings: SearchSettings
     device: torch.device
     memo: Memo = field(default_factory=dict)
+    fitted: Memo = field(default_factory=dict)  # read off fitted curves, not simulated
     progress: Progress | None = None
     simulated_rounds: int = 0
 
@@ -139,7 +157,7 @@ class Searcher:
     def predictions(self, keys: set[tuple[int, float, int]] | None = None) -> list[Prediction]:
         """Every simulated schedule (or those of ``keys``), best first."""
         out = []
-        for (b, q, t), losses in self.memo.items():
+        for (b, q, t), losses in {**self.fitted, **self.memo}.items():
             if keys is not None and (b, q, t) not in keys:
                 continue
             arr = np.asarray(losses)
@@ -147,7 +165,7 @@ class Searcher:
             mean = float(arr.mean()) if finite else float("inf")
             se = float(arr.std(ddof=1) / np.sqrt(len(arr))) if finite else float("inf")
             out.append(Prediction(rounds=t, clients_per_round=b, sample_rate=q, mean=mean,
-                                  stderr=se))
+                                  stderr=se, fitted=(b, q, t) not in self.memo))
         return sorted(out, key=lambda p: (p.mean, p.rounds, p.clients_per_round))
 
     def _best(self, b: int, q: float,
@@ -159,7 +177,7 @@ class Searcher:
     # -- the search ---------------------------------------------------------------------
     def run(self) -> list[Prediction]:
         """Search and return every prediction, best first."""
-        s, st = self.scenario, self.settings
+        s = self.scenario
         n = s.num_clients
         bs = [s.clients_per_round] if s.clients_per_round else [int(b) for b in b_grid(n)]
         if not s.poisson:
@@ -174,23 +192,38 @@ class Searcher:
                     self.evaluate(b, q, [0, s.rounds])
             self._refine_b_q(bs, qs, fixed_t=s.rounds)
             return self.predictions()
-        coarse = [0, *[int(t) for t in log_grid(1, st.t_first, ratio=st.coarse_ratio)]]
-        for b in bs:
-            for q in qs:
-                self._coarse(b, q, coarse)
+        self._race([(b, q) for b in bs for q in qs])
         self._refine_b_q(bs, qs, fixed_t=None)
         self._fine()
         return self.predictions()
 
-    def _coarse(self, b: int, q: float, grid: list[int]) -> None:
+    def _race(self, arms: list[tuple[int, float]]) -> None:
+        """Coarse horizons up to ``t_first`` for every arm, then doublings for the arms that
+        still improve and can still win (module docstring, step 1)."""
         st = self.settings
-        self.evaluate(b, q, grid)
-        hi = max(grid)
-        # extend while the loss still falls at the largest T by more than min_gain
-        while self._still_falling(b, q, hi) and hi < st.t_limit:
-            new_hi = min(st.t_limit, 4 * hi)
-            self.evaluate(b, q, [int(t) for t in log_grid(hi, new_hi, ratio=st.coarse_ratio)])
+        grid = [0, *[int(t) for t in log_grid(1, st.t_first, ratio=st.coarse_ratio)]]
+        for b, q in arms:
+            self.evaluate(b, q, grid)
+        hi = st.t_first
+        alive = [arm for arm in arms if self._still_falling(*arm, hi)]
+        while alive and hi < st.t_limit:
+            alive = self._survivors(alive, hi)
+            new_hi = min(st.t_limit, max(hi + 1, int(hi * st.coarse_ratio)))
+            for b, q in alive:
+                self.evaluate(b, q, [new_hi])
             hi = new_hi
+            alive = [arm for arm in alive if self._still_falling(*arm, hi)]
+
+    def _survivors(self, alive: list[tuple[int, float]], t: int) -> list[tuple[int, float]]:
+        """The alive arms among the best half of every arm simulated at ``t`` and within
+        ``race_margin`` of the best of them."""
+        at_t = {(b, q): p.mean for p in self.predictions(self._coarse_keys)
+                for b, q in [(p.clients_per_round, p.sample_rate)] if p.rounds == t}
+        ranked = sorted(at_t, key=lambda arm: at_t[arm])
+        keep = set(ranked[:max(1, -(-len(ranked) // 2))])
+        best = at_t[ranked[0]]
+        limit = best + self.settings.race_margin * abs(best)
+        return [arm for arm in alive if arm in keep and at_t[arm] <= limit]
 
     def _still_falling(self, b: int, q: float, hi: int) -> bool:
         """Whether T = hi is the best coarse horizon of (b, q) and beats the one below by
@@ -205,23 +238,23 @@ class Searcher:
         return below - top > self.settings.min_gain * abs(top)
 
     def _refine_b_q(self, bs: list[int], qs: list[float], *, fixed_t: int | None) -> None:
-        s, st = self.scenario, self.settings
+        s = self.scenario
         best = self.predictions(self._coarse_keys)[0]
-        grid = [0, fixed_t] if fixed_t else [0, *[int(t) for t in log_grid(
-            1, st.t_first, ratio=st.coarse_ratio)]]
         if s.clients_per_round is None:
-            for b in refine_b(best.clients_per_round, set(bs), s.num_clients):
-                if fixed_t:
-                    self.evaluate(b, best.sample_rate, grid)
-                else:
-                    self._coarse(b, best.sample_rate, grid)
+            new_bs = refine_b(best.clients_per_round, set(bs), s.num_clients)
+            if fixed_t:
+                for b in new_bs:
+                    self.evaluate(b, best.sample_rate, [0, fixed_t])
+            else:
+                self._race([(b, best.sample_rate) for b in new_bs])
         if s.poisson and s.sample_rate is None:
             best = self.predictions(self._coarse_keys)[0]
-            for q in refine_q(best.sample_rate, np.asarray(qs)):
-                if fixed_t:
-                    self.evaluate(best.clients_per_round, q, grid)
-                else:
-                    self._coarse(best.clients_per_round, q, grid)
+            new_qs = refine_q(best.sample_rate, np.asarray(qs))
+            if fixed_t:
+                for q in new_qs:
+                    self.evaluate(best.clients_per_round, q, [0, fixed_t])
+            else:
+                self._race([(best.clients_per_round, q) for q in new_qs])
 
     def _fine(self) -> None:
         st = self.settings
@@ -236,8 +269,32 @@ class Searcher:
         for b, q in firsts:
             t_best = max(1, self._best(b, q, coarse).rounds)
             lo, hi = max(1, t_best // 2), min(st.t_limit, 2 * t_best)
-            self.evaluate(b, q, [int(t) for t in log_grid(lo, max(lo, hi),
-                                                          ratio=st.fine_ratio)])
+            fine = [int(t) for t in log_grid(lo, max(lo, hi), ratio=st.fine_ratio)]
+            if t_best <= st.fine_simulate_up_to:
+                self.evaluate(b, q, fine)
+            else:
+                self._fit(b, q, fine, coarse)
+
+    def _fit(self, b: int, q: float, fine: list[int],
+             coarse: set[tuple[int, float, int]]) -> None:
+        """Read the fine horizons off a parabola in log T through each repeat's coarse losses
+        (the points within a factor 4 of the coarse best)."""
+        t_best = self._best(b, q, coarse).rounds
+        ts = sorted(t for (bb, qq, t) in coarse if (bb, qq) == (b, q)
+                    and t > 0 and t_best / 4 <= t <= 4 * t_best and (b, q, t) in self.memo)
+        losses = np.asarray([self.memo[(b, q, t)] for t in ts])  # (points, repeats)
+        if len(ts) < 3 or not np.isfinite(losses).all():
+            return
+        x = np.log(np.asarray(ts, dtype=np.float64))
+        coef = np.polyfit(x, losses, deg=2)  # one parabola per repeat
+        if not (coef[0] > 0).all():  # not convex: no fit to trust, the coarse grid stands
+            return
+        for t in fine:
+            if (b, q, t) in self.memo or not min(ts) <= t <= max(ts):
+                continue  # simulated, or outside the fitted points (no extrapolation)
+            xt = np.log(float(t))
+            values = coef[0] * xt ** 2 + coef[1] * xt + coef[2]
+            self.fitted[(b, q, t)] = tuple(float(v) for v in values)
 
 
 AUTO_REPEAT_ROWS = 9000

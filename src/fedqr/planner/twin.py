@@ -11,7 +11,9 @@ For one b, all horizons T of a grid and K repeats run as ``C K`` columns of one 
 round t is computed once for the columns still running (those with ``T > t``), and a
 column's test loss is recorded when it reaches its T. Columns of the same repeat share
 their noise draws and Poisson batches (common random numbers, scaled by each column's own
-std), so the loss differences between horizons are not blurred by independent noise.
+std), so the loss differences between horizons are not blurred by independent noise. The
+Gaussian noise of a round's b replies is drawn as its sum (one normal vector of the summed
+variance per repeat: the same law, b times fewer draws).
 """
 
 from __future__ import annotations
@@ -28,16 +30,11 @@ from torch import Tensor
 
 from fedqr.data import ClientData, Dataset, Partition
 from fedqr.models.logreg import Norm
+from fedqr.planner.gradients import full_batch_gradient, poisson_gradient
 from fedqr.privacy import Mechanism, mechanism_for
 from fedqr.sim.config import Aggregation, LearningRate, Selection
 from fedqr.sim.engine import draw_noise
-from fedqr.sim.passes import (
-    ClientLayout,
-    client_layout,
-    evaluate,
-    full_batch_sums,
-    poisson_positions,
-)
+from fedqr.sim.passes import ClientLayout, client_layout, evaluate
 from fedqr.sim.schedule import make_schedule
 
 __all__ = ["Proxy", "TwinRun", "make_proxy", "simulate_columns"]
@@ -122,22 +119,6 @@ def _weights(run: TwinRun, real: NDArray[np.int64], sel: NDArray[np.int64]) -> N
     return np.asarray(d_sel * scale, dtype=np.float64)
 
 
-def _sub_layout(proxy: Proxy, sel: NDArray[np.int64], *, q: float,
-                generator: torch.Generator) -> ClientLayout:
-    """The Poisson batches of the selected clients as a layout of b 'clients'."""
-    lay = proxy.layout
-    dev = lay.x.device
-    sizes = torch.as_tensor(proxy.proxy_sizes[sel], device=dev)
-    pos, valid = poisson_positions(sizes, sample_rate=q, generator=generator)
-    starts = torch.as_tensor(lay.offsets[:-1][sel], device=dev)
-    rows = (starts[:, None] + pos)[valid]
-    counts = valid.sum(dim=1).cpu().numpy()
-    return ClientLayout(x=lay.x.index_select(0, rows), y=lay.y.index_select(0, rows),
-                        x_norm=lay.x_norm.index_select(0, rows),
-                        offsets=np.concatenate([[0], np.cumsum(counts)]).astype(np.int64),
-                        num_classes=lay.num_classes, blocks=None)
-
-
 def simulate_columns(proxy: Proxy, run: TwinRun, *, horizons: NDArray[np.int64],
                      std: NDArray[np.float64], generator: torch.Generator,
                      on_round: Callable[[int], None] | None = None) -> NDArray[np.float64]:
@@ -187,6 +168,8 @@ def simulate_columns(proxy: Proxy, run: TwinRun, *, horizons: NDArray[np.int64],
         finite = torch.isfinite(th).flatten(1).all(dim=1).cpu().numpy().reshape(-1, k_rep)
         losses[cols] = np.where(finite & np.isfinite(values), values, np.inf)
 
+    noise_kind = _continuous(run.mechanism)
+    gaussian = noise_kind is Mechanism.GAUSSIAN
     n_done = int((hs == 0).sum())
     if n_done:
         record(slice(len(hs) - n_done, len(hs)))
@@ -198,10 +181,14 @@ def simulate_columns(proxy: Proxy, run: TwinRun, *, horizons: NDArray[np.int64],
         c = torch.as_tensor(_weights(run, proxy.real_sizes, sel), dtype=torch.float32,
                             device=dev)
         g_sum = _gradient_term(proxy, run, th, sel, c, q_twin=q_twin, generator=generator)
-        unit = draw_noise(_continuous(run.mechanism), torch.ones(k_rep, b, device=dev),
-                          n_cls * p, generator)
-        w = (c[None, :] * std_sorted[:c_act][:, sel]).view(c_act, 1, b)  # (C, 1, b)
-        noise = torch.einsum("cb,kbp->ckp", w[:, 0], unit).reshape(a, n_cls, p)
+        w = c[None, :] * std_sorted[:c_act][:, sel]  # (C, b): each reply's weighted std
+        if gaussian:  # sum_i w_i z_i is N(0, sum_i w_i^2): one draw per repeat, exact law
+            unit = draw_noise(noise_kind, torch.ones(k_rep, device=dev), n_cls * p, generator)
+            noise = (w.square().sum(dim=1).sqrt()[:, None, None] * unit).reshape(a, n_cls, p)
+        else:
+            unit = draw_noise(noise_kind, torch.ones(k_rep, b, device=dev), n_cls * p,
+                              generator)
+            noise = torch.einsum("cb,kbp->ckp", w, unit).reshape(a, n_cls, p)
         theta = torch.cat([
             float(c.sum()) * th - run.lr.at(t) * (g_sum + noise), theta[a:]])
         stop = int((hs > t + 1).sum())
@@ -215,26 +202,12 @@ def simulate_columns(proxy: Proxy, run: TwinRun, *, horizons: NDArray[np.int64],
 def _gradient_term(proxy: Proxy, run: TwinRun, theta: Tensor, sel: NDArray[np.int64],
                    c: Tensor, *, q_twin: float, generator: torch.Generator) -> Tensor:
     """``sum_i c_i (clipped mean gradient_i + w theta)`` of every running column."""
-    a, n_cls, p = theta.shape
-    b = len(sel)
+    m = torch.as_tensor(proxy.proxy_sizes[sel], dtype=theta.dtype, device=theta.device)
     if q_twin >= 1:  # every client uses all its proxy rows
-        sums = full_batch_sums(proxy.layout, theta, np.broadcast_to(sel, (a, b)),
-                               clip=run.clip, norm=proxy.norm, chunk_rows=run.chunk_rows,
-                               with_train_loss=False)
-        denom = torch.as_tensor(proxy.proxy_sizes[sel], dtype=torch.float32,
-                                device=theta.device)
-        grad = sums.grad
+        g = full_batch_gradient(proxy.layout, theta, sel, c / m, clip=run.clip,
+                                norm=proxy.norm, chunk_rows=run.chunk_rows)
     else:  # Poisson batches, shared by the columns of one repeat
-        k_rep = run.repeats
-        grad = torch.empty(a, b, n_cls * p, dtype=theta.dtype, device=theta.device)
-        for k in range(k_rep):
-            sub = _sub_layout(proxy, sel, q=q_twin, generator=generator)
-            th_k = theta[k::k_rep]
-            sums = full_batch_sums(sub, th_k, np.broadcast_to(np.arange(b), (len(th_k), b)),
-                                   clip=run.clip, norm=proxy.norm, chunk_rows=run.chunk_rows,
-                                   with_train_loss=False)
-            grad[k::k_rep] = sums.grad
-        denom = torch.as_tensor(q_twin * proxy.proxy_sizes[sel], dtype=torch.float32,
-                                device=theta.device)
-    g = torch.einsum("b,abp->ap", c / denom, grad).view(a, n_cls, p)
+        g = poisson_gradient(proxy.layout, theta, sel, c / (q_twin * m), repeats=run.repeats,
+                             sample_rate=q_twin, clip=run.clip, norm=proxy.norm,
+                             generator=generator)
     return g + float(c.sum()) * run.weight_decay * theta
