@@ -8,11 +8,13 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
+import fedqr.cli.audit
+from fedqr.audit import AuditConfig, AuditReport, run_audit
 from fedqr.cli import app
 
 runner = CliRunner()
 SMALL = ["audit", "--num-clients", "4", "--clients-per-round", "1", "--rounds", "4",
-         "--trials", "400"]
+         "--trials", "400", "--one-reply-trials", "400"]
 
 
 def test_audit_writes_json_and_prints_a_table(tmp_path: Path) -> None:
@@ -65,3 +67,21 @@ def test_out_that_is_a_folder_or_unwritable_is_refused(tmp_path: Path) -> None:
     res = runner.invoke(app, [*SMALL, "--out", str(blocker / "a.json")])
     assert res.exit_code == 2 and "writable folder" in res.output
     assert blocker.read_text() == "x"
+
+
+def test_a_violation_exits_1_and_still_writes_the_audit(tmp_path: Path,
+                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Noise under-scaled by the private hook: exit 1 (a fault found), JSON says so."""
+    def broken(config: AuditConfig) -> AuditReport:
+        return run_audit(config, _noise_scale_factor=0.2)
+
+    monkeypatch.setattr(fedqr.cli.audit, "run_audit", broken)
+    out = tmp_path / "audit.json"
+    res = runner.invoke(app, ["audit", "--mechanism", "laplace", "--num-clients", "10",
+                              "--clients-per-round", "1", "--rounds", "10", "--trials", "4000",
+                              "--one-reply-trials", "4000", "--out", str(out)])
+    assert res.exit_code == 1, res.output
+    assert "VIOLATION" in res.output and "Traceback" not in res.output
+    doc = json.loads(out.read_text())
+    assert doc["violation"] is True and doc["epsilon_lower_bound"] > doc["epsilon_claimed"]
+    assert [r["violation"] for r in doc["results"]][::2] == [True, True]

@@ -125,6 +125,21 @@ def test_plot_names_a_damaged_manifest(tmp_path: Path, damage: str) -> None:
 
 
 @pytest.mark.parametrize("damage", sorted(DAMAGE))
+def test_plot_cli_names_a_damaged_run_file(tmp_path: Path, damage: str) -> None:
+    (tmp_path / "manifest.json").write_text(json.dumps(
+        {"entries": [{"key": "k"}], "constants": {}, "plans": {}, "settings": {},
+         "base_fraction": 1.0}))
+    run = tmp_path / "runs" / "k.json"
+    run.parent.mkdir()
+    run.write_bytes(DAMAGE[damage](b'{"runs": [], "clients": [], "summary": {}}'))
+    res = runner.invoke(app, ["plot", str(tmp_path)])
+    assert res.exit_code == 1, res.output
+    text = "".join(res.output.split())  # rich may wrap inside a long path
+    assert "Traceback" not in res.output and str(run) in text and "rerunfedqrreproduce" in text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["manifest.json", "runs"]
+
+
+@pytest.mark.parametrize("damage", sorted(DAMAGE))
 def test_reproduce_rebuilds_a_damaged_manifest_and_plot_names_a_damaged_run(
         tmp_path: Path, damage: str) -> None:
     from fedqr.experiments.analysis import load_runs

@@ -15,6 +15,7 @@ from fedqr.audit.trials import final_model_scores, reply_scores
 from fedqr.privacy import Mechanism
 
 ONE_REPLY: dict[str, Any] = {"num_clients": 10, "clients_per_round": 1, "rounds": 10}  # R_i = 1
+FAST: dict[str, Any] = {"one_reply_trials": 200_000}
 LAPLACE: dict[str, Any] = {"mechanism": Mechanism.LAPLACE, "sample_rate": 1.0, "clip": 300.0}
 GAUSS_FULL: dict[str, Any] = {"mechanism": Mechanism.GAUSSIAN, "sample_rate": 1.0}
 
@@ -72,9 +73,33 @@ def test_laplace_audit_is_nearly_tight_for_one_reply() -> None:
 
 @pytest.mark.parametrize("mech", [LAPLACE, GAUSS_FULL, {"mechanism": Mechanism.GAUSSIAN}])
 def test_bound_stays_below_the_claim_at_eps_1(mech: dict[str, Any]) -> None:
-    rep = run_audit(AuditConfig(eps=1.0, trials=4000, **mech, **ONE_REPLY))
-    assert len(rep.results) == 2
-    assert all(r.epsilon_lower_bound <= 1.0 for r in rep.results)
+    rep = run_audit(AuditConfig(eps=1.0, trials=4000, **mech, **ONE_REPLY, **FAST))
+    assert [r.threat_model for r in rep.results] == [
+        ThreatModel.REPLIES, ThreatModel.FINAL_MODEL, ThreatModel.ONE_REPLY]
+    assert all(r.epsilon_lower_bound <= r.epsilon_claimed for r in rep.results)
+    assert rep.epsilon_claimed == 1.0 and not rep.violation
+    # every bound at 1 - 0.05 / 3, so that all three hold at once with probability 0.95
+    assert all(r.confidence == pytest.approx(1 - 0.05 / 3) for r in rep.results)
+
+
+@pytest.mark.parametrize("mech", [LAPLACE, {"mechanism": Mechanism.GAUSSIAN}])
+def test_one_reply_audit_is_informative_where_the_whole_run_audit_is_not(
+        mech: dict[str, Any]) -> None:
+    """``fedqr run``'s default scenario (R = 100): the whole-run bound is about 0 (see
+    docs/privacy.md), the per-reply bound within a factor 1.5 of its claim: eps / R for
+    Laplace (eps = 4: 0.04, about 0.037 expected, sd 0.001), the unsampled eps of the
+    calibrated z for Gaussian (eps = 1: about 4.0; about 3.3 expected)."""
+    eps = 4.0 if mech is LAPLACE else 1.0
+    rep = run_audit(AuditConfig(eps=eps, trials=2000, one_reply_trials=2_000_000,
+                                threat_model=ThreatModel.ONE_REPLY, **mech))
+    (one,) = rep.results
+    assert rep.replies == 100
+    if mech is LAPLACE:
+        assert one.epsilon_claimed == pytest.approx(0.04)
+    else:  # z calibrated for q = 0.01 over 100 replies is about 0.93: one reply is 4 eps
+        assert 3.5 < one.epsilon_claimed < 4.5
+    assert one.epsilon_claimed / 1.5 <= one.epsilon_lower_bound <= one.epsilon_claimed
+    assert rep.epsilon_lower_bound == 0.0  # no whole-run audit ran
 
 
 @pytest.mark.parametrize(("mech", "trials"), [
@@ -83,10 +108,21 @@ def test_bound_stays_below_the_claim_at_eps_1(mech: dict[str, Any]) -> None:
 ])
 def test_under_scaled_noise_is_reported_as_a_violation(mech: dict[str, Any],
                                                        trials: int) -> None:
-    config = AuditConfig(eps=1.0, trials=trials, **mech, **ONE_REPLY)
+    config = AuditConfig(eps=1.0, trials=trials, **mech, **ONE_REPLY, **FAST)
     broken = run_audit(config, _noise_scale_factor=0.2)
-    assert broken.epsilon_lower_bound > broken.epsilon_claimed
-    assert run_audit(config).epsilon_lower_bound <= config.eps
+    assert broken.epsilon_lower_bound > broken.epsilon_claimed and broken.violation
+    assert all(r.violation for r in broken.results if r.threat_model is not
+               ThreatModel.FINAL_MODEL)
+    assert not run_audit(config).violation
+
+
+@pytest.mark.parametrize("mech", [LAPLACE, {"mechanism": Mechanism.GAUSSIAN}])
+def test_one_reply_audit_finds_a_bug_the_whole_run_audit_misses(mech: dict[str, Any]) -> None:
+    """Noise at 0.6 of its calibration over R = 100 replies (``fedqr run``'s default)."""
+    config = AuditConfig(eps=1.0, trials=2000, one_reply_trials=4_000_000, **mech)
+    broken = run_audit(config, _noise_scale_factor=0.6)
+    assert [r.violation for r in broken.results] == [False, False, True]
+    assert broken.violation and broken.epsilon_lower_bound <= broken.epsilon_claimed
 
 
 def test_a_mild_laplace_bug_over_several_replies_is_found() -> None:
@@ -98,7 +134,8 @@ def test_a_mild_laplace_bug_over_several_replies_is_found() -> None:
 
 
 def test_report_is_reproducible_and_json_complete() -> None:
-    config = AuditConfig(trials=200, num_clients=3, clients_per_round=2, rounds=4, seed=5)
+    config = AuditConfig(trials=200, one_reply_trials=200, num_clients=3, clients_per_round=2,
+                         rounds=4, seed=5)
     a, b = run_audit(config).to_json(), run_audit(config).to_json()
     a.pop("wall_time_s")
     b.pop("wall_time_s")
@@ -108,13 +145,17 @@ def test_report_is_reproducible_and_json_complete() -> None:
             "mechanism", "scenario", "results"} <= set(a)
     # round robin over 3 clients, 2 per round, 4 rounds: replies 3, 3, 2; the audit takes 2
     assert a["audited_client"] == {**a["audited_client"], "id": 2, "replies": 2}
-    assert [r["threat_model"] for r in a["results"]] == ["replies", "final-model"]
+    assert [r["threat_model"] for r in a["results"]] == ["replies", "final-model",
+                                                         "one-reply"]
+    assert a["violation"] is False and a["one_reply_trials"] == 200
+    assert a["results"][0]["epsilon_claimed"] == 1.0 and a["results"][2]["claim"]
     ev = a["results"][0]["evaluation"]
     assert ev["trials_in"] == ev["trials_out"] == 100
 
 
 @pytest.mark.parametrize(("kwargs", "name"), [
     ({"eps": 0.0}, "eps"), ({"eps": math.inf}, "eps"), ({"trials": 9}, "trials"),
+    ({"one_reply_trials": 9}, "one_reply_trials"),
     ({"confidence": 1.0}, "confidence"), ({"confidence": 0.0}, "confidence"),
     ({"delta": 1.0}, "delta"), ({"delta": -0.1}, "delta"),
     ({"mechanism": Mechanism.NONE}, "mechanism"), ({"rounds": 0}, "rounds"),

@@ -10,15 +10,23 @@ the code a run uses rather than a re-derivation of it.
 
 from __future__ import annotations
 
+import dp_accounting
 import numpy as np
 import torch
 
-from fedqr.privacy import Accountant, Mechanism, sample_gaussian, sample_laplace
+from fedqr.privacy import (
+    Accountant,
+    Mechanism,
+    epsilon_spent,
+    sample_gaussian,
+    sample_laplace,
+)
 from fedqr.sim.budget import client_noise
 from fedqr.sim.config import PrivacyConfig, Selection, SimConfig
 from fedqr.sim.schedule import make_schedule, reply_counts
 
-__all__ = ["draw_noise", "noise_parameter", "round_robin_replies", "scenario"]
+__all__ = ["draw_noise", "noise_parameter", "one_reply_claim", "round_robin_replies",
+           "scenario"]
 
 
 def scenario(*, mechanism: Mechanism, eps: float, delta: float, clip: float,
@@ -59,6 +67,29 @@ def noise_parameter(config: SimConfig, *, client: int, replies: int, num_samples
     param, std, _ = client_noise(config, replies=replies, size=num_samples, eps=eps,
                                  delta=delta)
     return param if p.mechanism is Mechanism.LAPLACE else std
+
+
+def one_reply_claim(config: SimConfig, *, client: int, replies: int,
+                    num_samples: int) -> float:
+    """Epsilon of one reply with the record in its batch, as the run's accounting states it.
+
+    The per-reply event the calibration hands the accountant, unwrapped of its Poisson
+    sampling: ``LaplaceDpEvent`` (pure, eps_i / R_i) or ``GaussianDpEvent(z)`` (epsilon at
+    the client's delta by dp-accounting's PLD accountant). The run's claim is this event,
+    sampled at rate ``q`` and composed ``R_i`` times by dp-accounting, a theorem the audit
+    does not test; :data:`fedqr.audit.ThreatModel.ONE_REPLY` audits this per-reply claim.
+    """
+    p = config.privacy
+    eps = p.client_eps(config.num_clients)[client]
+    delta = p.client_delta(config.num_clients)[client]
+    _, _, event = client_noise(config, replies=replies, size=num_samples, eps=eps, delta=delta)
+    if isinstance(event, dp_accounting.PoissonSampledDpEvent):
+        event = event.event
+    if isinstance(event, dp_accounting.LaplaceDpEvent):
+        return epsilon_spent({event: 1}, delta=0.0, accountant=Accountant.PURE)
+    if isinstance(event, dp_accounting.GaussianDpEvent):
+        return epsilon_spent({event: 1}, delta=delta, accountant=Accountant.PLD)
+    raise ValueError(f"mechanism must be laplace or gaussian, got mechanism={p.mechanism.value}")
 
 
 def draw_noise(mechanism: Mechanism, scale: float, shape: tuple[int, ...], *,

@@ -13,12 +13,20 @@ from fedqr.privacy import Accountant, Mechanism
 if TYPE_CHECKING:
     from fedqr.sim.config import SimConfig
 
-__all__ = ["MAX_SEED", "MAX_TRIALS", "NUM_SAMPLES", "AuditConfig", "ThreatModel"]
+__all__ = [
+    "MAX_ONE_REPLY_TRIALS",
+    "MAX_SEED",
+    "MAX_TRIALS",
+    "NUM_SAMPLES",
+    "AuditConfig",
+    "ThreatModel",
+]
 
 NUM_SAMPLES = 100
 """``d_i`` of every simulated client. The canary's effect and the noise both scale as
 ``clip / d_i`` (and ``clip / (q d_i)``), so no audit figure depends on it (nor on ``clip``)."""
 MAX_TRIALS = 10_000_000
+MAX_ONE_REPLY_TRIALS = 100_000_000
 MAX_SEED = 2**63 - 1
 
 
@@ -29,8 +37,21 @@ class ThreatModel(StrEnum):
     """Every noisy reply of the audited client (the server, or an eavesdropper)."""
     FINAL_MODEL = "final-model"
     """Only the final model theta_T (another client, or anyone the model is published to)."""
+    ONE_REPLY = "one-reply"
+    """One reply, the canary in its batch (worst case per step): audits the per-reply
+    guarantee that the accountant composes, not the whole-run claim (see docs/privacy.md)."""
     BOTH = "both"
-    """Both audits, with independent trials; the reported bound is the larger one."""
+    """``replies`` and ``final-model``, with independent trials."""
+    ALL = "all"
+    """``replies``, ``final-model`` and ``one-reply``, with independent trials."""
+
+    def audits(self) -> tuple[ThreatModel, ...]:
+        """The single threat models this one stands for."""
+        if self is ThreatModel.BOTH:
+            return (ThreatModel.REPLIES, ThreatModel.FINAL_MODEL)
+        if self is ThreatModel.ALL:
+            return (ThreatModel.REPLIES, ThreatModel.FINAL_MODEL, ThreatModel.ONE_REPLY)
+        return (self,)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -47,9 +68,14 @@ class AuditConfig:
     seed
         Seed of every draw of the audit.
     trials
-        Trials per world (with and without the canary); half choose the test, half evaluate it.
+        Trials per world (with and without the canary) of the whole-run audits (``replies``,
+        ``final-model``); half choose the test, half evaluate it.
+    one_reply_trials
+        Trials per world of the ``one-reply`` audit (one scalar draw each, so millions are
+        cheap; a per-reply epsilon of ``eps / R`` needs them).
     confidence
-        Probability that the reported lower bound holds, in (0, 1).
+        Probability that every reported lower bound holds at once, in (0, 1) (each audit
+        is evaluated at ``1 - (1 - confidence) / k`` for ``k`` audits, a union bound).
     threat_model
         What the adversary observes.
     """
@@ -65,8 +91,9 @@ class AuditConfig:
     rounds: int = 100
     seed: int = 0
     trials: int = 5000
+    one_reply_trials: int = 4_000_000
     confidence: float = 0.95
-    threat_model: ThreatModel = ThreatModel.BOTH
+    threat_model: ThreatModel = ThreatModel.ALL
 
     def __post_init__(self) -> None:
         if self.mechanism is Mechanism.NONE:
@@ -79,6 +106,11 @@ class AuditConfig:
         if not (isinstance(self.trials, int) and 10 <= self.trials <= MAX_TRIALS):
             raise ValueError(f"trials must be an integer in [10, {MAX_TRIALS}], "
                              f"got trials={self.trials}")
+        if not (isinstance(self.one_reply_trials, int)
+                and 10 <= self.one_reply_trials <= MAX_ONE_REPLY_TRIALS):
+            raise ValueError("one_reply_trials must be an integer in "
+                             f"[10, {MAX_ONE_REPLY_TRIALS}], "
+                             f"got one_reply_trials={self.one_reply_trials}")
         if not (isinstance(self.confidence, int | float) and 0 < self.confidence < 1):
             raise ValueError(f"confidence must be in (0, 1), got confidence={self.confidence}")
         if not 1 <= self.rounds:

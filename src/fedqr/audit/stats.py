@@ -22,6 +22,7 @@ import numpy as np
 from scipy.stats import beta
 
 __all__ = [
+    "MAX_CANDIDATES",
     "Direction",
     "Evaluation",
     "clopper_pearson_lower",
@@ -30,6 +31,10 @@ __all__ = [
     "evaluate",
     "select_threshold",
 ]
+
+
+MAX_CANDIDATES = 20_000
+"""Most thresholds :func:`select_threshold` tries (each costs four beta quantiles)."""
 
 
 class Direction(StrEnum):
@@ -137,13 +142,22 @@ def select_threshold(scores_in: np.ndarray, scores_out: np.ndarray, *, delta: fl
                      confidence: float) -> Evaluation:
     """The threshold and direction with the largest bound on these (selection) trials.
 
-    Every distinct score is a candidate. The returned bound is optimistic (the best of many
+    Every distinct score is a candidate, up to :data:`MAX_CANDIDATES`; beyond that, the
+    ``MAX_CANDIDATES // 4`` smallest and largest (where the best tests of a privacy audit
+    lie) and an even grid in between. The returned bound is optimistic (the best of many
     tests on the same trials); evaluate the chosen test on fresh trials with :func:`evaluate`.
     """
     thresholds = np.unique(np.concatenate([scores_in, scores_out]))
     thresholds = thresholds[np.isfinite(thresholds)]
     if len(thresholds) == 0:
         raise ValueError("the scores must contain a finite value")
+    if len(thresholds) > MAX_CANDIDATES:
+        tail = MAX_CANDIDATES // 4
+        keep = np.concatenate([np.arange(tail), np.arange(len(thresholds) - tail,
+                                                          len(thresholds)),
+                               np.linspace(tail, len(thresholds) - tail - 1,
+                                           MAX_CANDIDATES - 2 * tail).astype(np.int64)])
+        thresholds = thresholds[np.unique(keep)]
     alpha = (1.0 - confidence) / 2.0
     k_in, k_out = _counts(scores_in, thresholds), _counts(scores_out, thresholds)
     best: Evaluation | None = None

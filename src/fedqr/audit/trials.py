@@ -121,13 +121,18 @@ def final_model_scores(mechanism: Mechanism, *, canary: bool, trials: int, repli
                           sample_rate=sample_rate, generator=generator).sum(dim=1)
             out.append((sig + draw_noise(mechanism, std, (n,), generator=generator)).numpy())
         return np.concatenate(out)
-    width = replies + sum(r for r, _ in others)
-    for n in _chunks(trials, width):
+    # the audited client's replies are drawn by fedqr's sampler; every other client's sum of
+    # r i.i.d. Laplace(s) draws is drawn exactly as s (G1 - G2), G ~ Gamma(r, 1), as
+    # Laplace(s) = s (E1 - E2) with E ~ Exp(1): two draws per client instead of 2 r
+    seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+    rng = np.random.default_rng(seed)
+    for n in _chunks(trials, replies + 2 * len(others)):
         y = _signal(mechanism, canary=canary, shape=(n,), shift=shift * replies,
                     sample_rate=sample_rate, generator=generator)
         y = y + draw_noise(mechanism, scale, (n, replies), generator=generator).sum(dim=1)
+        rest = np.zeros(n)
         for r, s in others:
             if r > 0:
-                y = y + draw_noise(mechanism, s, (n, r), generator=generator).sum(dim=1)
-        out.append(y.numpy())
+                rest += s * (rng.standard_gamma(r, n) - rng.standard_gamma(r, n))
+        out.append(y.numpy() + rest)
     return np.concatenate(out)
