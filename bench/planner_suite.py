@@ -6,7 +6,8 @@ T in {5, 10, 20, 40, 80, 160, 320} (extended to 640 and 1280 while some b still 
 the largest T), the plan's schedule, the fixed rules (b = N, T = 50) and (b = 1, T = 10)
 and the bound's plan (Theorems 3/4, constants estimated on the clients' data; T = 0 is the
 untrained model),
-each with 3 repeats from seeds the planner never used. Reports per scenario the grid-best
+each with 3 repeats from seeds the planner never used (FEMNIST: logistic regression, the model
+the twin simulates). Reports per scenario the grid-best
 schedule and loss, the plan, its regret ``loss(plan) / loss(best) - 1`` and rank, and the same
 for the fixed rules. Resumable: every finished run is stored in ``OUT/<scenario>.json``.
 
@@ -28,6 +29,7 @@ import numpy as np
 import torch
 
 from fedqr.data import DatasetName, DataSpec, PartitionKind
+from fedqr.models.factory import ModelName
 from fedqr.planner import Scenario, make_plan
 from fedqr.privacy import Accountant, Mechanism
 from fedqr.sim.config import LearningRate
@@ -39,8 +41,9 @@ REPEATS = 3
 VALIDATION_SEED = 1000  # the planner's twin uses the data seed (0); real runs use 1000 + i
 T_GRID = (5, 10, 20, 40, 80, 160, 320)
 
-MNIST, DIGITS = DatasetName.MNIST, DatasetName.DIGITS
+MNIST, DIGITS, FEMNIST = DatasetName.MNIST, DatasetName.DIGITS, DatasetName.FEMNIST
 TWO, IID, DIR = PartitionKind.TWO_DIGITS, PartitionKind.IID, PartitionKind.DIRICHLET
+WRITERS = PartitionKind.BY_WRITER
 LAP, GAU = Mechanism.LAPLACE, Mechanism.GAUSSIAN
 
 
@@ -61,6 +64,7 @@ class Case:
 
     def scenario(self) -> Scenario:
         return Scenario(
+            model=ModelName.LOGREG,
             data=DataSpec(dataset=self.dataset, fraction=self.fraction,
                           partition=self.partition, alpha=self.alpha, num_clients=self.n),
             mechanism=self.mechanism, eps=self.eps, clip=self.clip,
@@ -90,6 +94,8 @@ SCENARIOS = [
          q=0.02, fraction=0.3),
     Case("mnist-dir0.3-lap-eps3-f0.3", MNIST, DIR, 10, LAP, (3.0,), 50.0, fraction=0.3,
          alpha=0.3),
+    Case("femnist-writers-gauss-eps4-f0.05", FEMNIST, WRITERS, 10, GAU, (4.0,), 5.0, q=0.1,
+         fraction=0.05, lr=0.3),
 ]
 
 
@@ -186,7 +192,7 @@ def run_case(case: Case, index: int, out: Path, *, grid_only: bool = False
     p = doc["plan"]
     ensure(p["T"], p["b"], p["q"]) if p["T"] > 0 else None
     runs = dict(doc["runs"])
-    untrained = float(np.log(10))
+    untrained = float(np.log(data.dataset.num_classes))
     if p["T"] == 0 or bd["T"] == 0:  # T = 0 is the untrained model
         runs["0,0,0"] = [untrained] * REPEATS
     plan_key = f"{p['T']},{p['b']},{p['q']:g}" if p["T"] > 0 else "0,0,0"

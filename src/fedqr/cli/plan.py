@@ -13,6 +13,7 @@ from fedqr.cli._common import check_out_file, err, fail, out, write_file_atomic
 from fedqr.cli.constants import EstimateSpec, estimate_for, read_constants
 from fedqr.cli.tables import print_gaussian, print_laplace
 from fedqr.data import DataNotFoundError, DatasetName, PartitionKind
+from fedqr.models.factory import ModelName
 from fedqr.planner import DataUse, Method
 from fedqr.privacy import Accountant, Mechanism
 from fedqr.sim.config import Aggregation, LrSchedule
@@ -216,6 +217,9 @@ def plan(
         = Mechanism.GAUSSIAN,
     dataset: Annotated[DatasetName | None, typer.Option(
         help="Data set of the deployment (default mnist).")] = None,
+    model: Annotated[ModelName | None, typer.Option(
+        help="Model trained (default: the data set's paper model; the twin plans logreg).")]
+        = None,
     partition: PartitionOpt = None,
     alpha: AlphaOpt = 0.5,
     fraction: Annotated[float, typer.Option(help="Share of the training set used.")] = 1.0,
@@ -311,7 +315,7 @@ def plan(
             delta=delta, clip=clip, sample_rate=rate_or_auto(sample_rate, default=0.01),
             accountant=accountant, lr=lr, lr_decay=lr_decay, lr_schedule=lr_schedule,
             weight_decay=weight_decay, aggregation=aggregation, seed=seed, data_dir=data_dir,
-            rounds=int_or_auto("rounds", rounds, low=1),
+            model=model, rounds=int_or_auto("rounds", rounds, low=1),
             clients_per_round=int_or_auto("clients_per_round", clients_per_round, low=1))
         choice = proxy_choice(data_use=data_use, proxy_share=proxy_share,
                               proxy_dataset=proxy_dataset, scenario=scenario,

@@ -20,6 +20,7 @@ from fedqr.cli.scenario import (
     scenario_from_options,
 )
 from fedqr.data import DataNotFoundError, DatasetName, DataSpec, PartitionKind
+from fedqr.models.factory import ModelName
 from fedqr.planner import DataUse
 from fedqr.privacy import Accountant, Mechanism, PrivacyBudgetExceeded, mechanism_for
 from fedqr.sim.config import (
@@ -61,6 +62,9 @@ def run(
         help="Share of the training set used, in (0, 1]: a class-stratified subset drawn "
              "from --seed (the test set stays whole).")] = 1.0,
     num_clients: Annotated[int, typer.Option(help="N, the number of clients.")] = 10,
+    model: Annotated[ModelName | None, typer.Option(
+        help="Model trained (default: the data set's paper model: cnn for femnist, else "
+             "logreg).")] = None,
     clients_per_round: Annotated[str, typer.Option(
         help="b, replies per round (1..N), or 'auto': planned (see fedqr plan).")] = "10",
     rounds: Annotated[str, typer.Option(
@@ -131,7 +135,8 @@ def run(
                 num_clients=num_clients, mechanism=mechanism, eps=eps, delta=delta, clip=clip,
                 sample_rate=q_opt, accountant=accountant, lr=lr, lr_decay=lr_decay,
                 lr_schedule=lr_schedule, weight_decay=weight_decay, aggregation=aggregation,
-                seed=seed, data_dir=data_dir, rounds=rounds_n, clients_per_round=b_n)
+                seed=seed, data_dir=data_dir, rounds=rounds_n, clients_per_round=b_n,
+                model=model)
             choice = proxy_choice(data_use=data_use, proxy_share=None,
                                   proxy_dataset=proxy_dataset, scenario=scenario,
                                   pilot_share=pilot_share)
@@ -183,8 +188,11 @@ def run(
     from fedqr.sim.engine import simulate
     from fedqr.sim.provenance import provenance
 
-    model = model_for(ds)
-    if model.is_network:  # the paper's CNN, per-sample clipping in chunks
+    try:
+        model_spec = model_for(ds, name=model)
+    except ValueError as e:
+        raise fail(str(e)) from None
+    if model_spec.is_network:  # the paper's CNN, per-sample clipping in chunks
         from fedqr.sim.network import simulate_network as simulate
 
     started = time.perf_counter()
@@ -203,7 +211,7 @@ def run(
     if plan_doc is not None:
         achieved = doc["summary"]["final_test_loss_mean"]  # type: ignore[index]
         doc["plan"] = {**plan_doc, "achieved_test_loss": achieved}
-    doc["provenance"] = provenance(model=model, device=dev)
+    doc["provenance"] = provenance(model=model_spec, device=dev)
     # write both files to a staging folder first: a failure leaves no partial output behind
     from fedqr.cli._common import write_json_atomic
 

@@ -10,6 +10,7 @@ import torch
 
 from fedqr.cli._common import err, floats, progress
 from fedqr.data import DatasetName, DataSpec, PartitionKind
+from fedqr.models.factory import ModelName
 from fedqr.planner import DataUse, Plan, ProxyChoice, Scenario, SearchSettings, make_plan
 from fedqr.privacy import Accountant, Mechanism, mechanism_for
 from fedqr.sim.config import Aggregation, LearningRate, LrSchedule
@@ -53,6 +54,7 @@ def scenario_from_options(
     sample_rate: float | None, accountant: Accountant, lr: float, lr_decay: float,
     lr_schedule: LrSchedule, weight_decay: float, aggregation: Aggregation, seed: int,
     data_dir: Path | None, rounds: int | None, clients_per_round: int | None,
+    model: ModelName | None = None,
 ) -> Scenario:
     """The :class:`~fedqr.planner.Scenario` of ``fedqr run``/``fedqr plan`` options."""
     from fedqr.cli.run import default_clip
@@ -70,7 +72,7 @@ def scenario_from_options(
         sample_rate=sample_rate if mechanism_for(mechanism).batch_rate(0.5) < 1 else 1.0,
         accountant=accountant, rounds=rounds, clients_per_round=clients_per_round,
         lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay),
-        weight_decay=weight_decay, aggregation=aggregation)
+        weight_decay=weight_decay, aggregation=aggregation, model=model)
 
 
 def proxy_choice(*, data_use: DataUse, proxy_share: float | None,

@@ -15,7 +15,7 @@ import numpy as np
 import torch
 
 from fedqr.data import ClientData, Dataset, DataSpec
-from fedqr.models.factory import ModelName, default_model
+from fedqr.models.factory import ModelName
 from fedqr.models.logreg import Norm
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import Memo, Prediction, Searcher, SearchSettings, untrained_loss
@@ -225,11 +225,11 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     choice = proxy or ProxyChoice()
     st = settings or SearchSettings(seed=scenario.data.seed)
     dev = torch.device(device)
-    model = default_model(scenario.data.dataset)  # the model factory owns the choice
+    model = scenario.model_name  # the model factory owns the default
     if model is not ModelName.LOGREG:
         raise ValueError(f"the twin planner simulates logistic regression, got "
-                         f"dataset={scenario.data.dataset.value} (model {model.value}); "
-                         "use --method bound")
+                         f"model={model.value} (dataset={scenario.data.dataset.value}); "
+                         "plan with --model logreg, or use --method bound")
     if sizes is None:
         real: ClientData | None = scenario.data.build()
         assert real is not None

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from fedqr.data import DataSpec
+from fedqr.models.factory import ModelName, default_model
 from fedqr.privacy import Accountant, Mechanism, NoiseMechanism, mechanism_for
 from fedqr.sim.config import Aggregation, LearningRate, PrivacyConfig, SimConfig
 
@@ -52,6 +53,8 @@ class Scenario:
         Fix T or b (``None``: the planner chooses it).
     lr, weight_decay, aggregation:
         Learning-rate schedule, L2 regularisation and the server's combination rule.
+    model:
+        The model trained (``None``: the data set's paper model, by the model factory).
     """
 
     data: DataSpec = field(default_factory=DataSpec)
@@ -66,6 +69,7 @@ class Scenario:
     lr: LearningRate = field(default_factory=LearningRate)
     weight_decay: float = 0.01
     aggregation: Aggregation = Aggregation.PAPER
+    model: ModelName | None = None
 
     def __post_init__(self) -> None:
         n = self.data.num_clients
@@ -84,6 +88,11 @@ class Scenario:
         # the privacy settings are checked by PrivacyConfig, as for fedqr run
         self.privacy(sample_rate=self.sample_rate or 0.01).client_eps(n)
         self.privacy(sample_rate=self.sample_rate or 0.01).client_delta(n)
+
+    @property
+    def model_name(self) -> ModelName:
+        """The model trained: ``model``, or the data set's paper model."""
+        return self.model if self.model is not None else default_model(self.data.dataset)
 
     @property
     def num_clients(self) -> int:
