@@ -31,6 +31,7 @@ import torch
 from fedqr.data import DatasetName, DataSpec, PartitionKind
 from fedqr.models.factory import ModelName
 from fedqr.planner import Scenario, make_plan
+from fedqr.planner.plan import PLANNER_VERSION
 from fedqr.privacy import Accountant, Mechanism
 from fedqr.sim.config import LearningRate
 from fedqr.sim.engine import simulate
@@ -147,12 +148,14 @@ def run_case(case: Case, index: int, out: Path, *, grid_only: bool = False
     doc: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {"runs": {}}
     sc = case.scenario()
     if "plan" not in doc and not grid_only:
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         plan = make_plan(sc, use_cache=True)
         r = plan.recommended
         doc["plan"] = {"T": r.rounds, "b": r.clients_per_round, "q": r.sample_rate,
                        "predicted": r.mean, "stderr": r.stderr, "useful": plan.useful,
-                       "wall_s": time.perf_counter() - started}
+                       "wall_s": time.perf_counter() - started,
+                       "cpu_s": time.process_time() - cpu, "version": PLANNER_VERSION,
+                       "fitted": r.fitted, "twin_rounds": plan.simulated_rounds}
         write_json_atomic(path, doc)
     data = sc.data.build()
     if "bound" not in doc:
