@@ -182,7 +182,9 @@ class RdpNoiseTable:
             return self._refine(replies, z_mid, z_hi, e_mid, e_hi, depth=depth + 1)
 
         def g(f: float) -> float:
-            rdp = np.where(good, np.exp(log_lo + f * (log_hi - log_lo)), r_lo + f * (r_hi - r_lo))
+            with np.errstate(invalid="ignore"):  # inf - inf in the branch `good` discards
+                rdp = np.where(good, np.exp(log_lo + f * (log_hi - log_lo)),
+                               r_lo + f * (r_hi - r_lo))
             e = float(compute_epsilon(self._orders, replies * rdp, self.delta)[0])
             return math.log(e) - math.log(self.eps) if e > 0 else -math.inf
 
