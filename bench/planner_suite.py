@@ -12,7 +12,7 @@ schedule and loss, the plan, its regret ``loss(plan) / loss(best) - 1`` and rank
 for the fixed rules. Resumable: every finished run is stored in ``OUT/<scenario>.json``.
 
     python bench/planner_suite.py --out runs/planner-suite [--only NAME] [--threads 2]
-                                  [--grid-only]
+                                  [--grid-only] [--held-out COUNT --held-out-seed S]
 """
 
 from __future__ import annotations
@@ -98,6 +98,30 @@ SCENARIOS = [
     Case("femnist-writers-gauss-eps4-f0.05", FEMNIST, WRITERS, 10, GAU, (4.0,), 5.0, q=0.1,
          fraction=0.05, lr=0.3),
 ]
+
+
+def held_out(count: int, seed: int) -> list[Case]:
+    """``count`` random scenarios drawn from ``seed``: a set the planner's design never saw
+    (draw a fresh seed, run, and only then look). Digits or a share of MNIST, any partition,
+    N 10 to 40, either mechanism, budgets log-uniform on [0.5, 20] (one in three
+    heterogeneous), clips and learning rates from the ranges users pick."""
+    rng = np.random.default_rng(seed)
+    out = []
+    for i in range(count):
+        ds = DIGITS if rng.random() < 0.5 else MNIST
+        part = [TWO, IID, DIR][int(rng.integers(3))]
+        n = int(rng.choice([10, 20, 40]))
+        mech = LAP if rng.random() < 0.5 else GAU
+        eps0 = float(np.exp(rng.uniform(np.log(0.5), np.log(20))))
+        eps = _het(n, eps0 / 4, eps0) if rng.random() < 1 / 3 else (round(eps0, 3),)
+        clip = float(rng.choice([20.0, 50.0, 300.0] if mech is LAP else [1.0, 5.0, 10.0]))
+        q = float(rng.choice([0.05, 0.1, 0.3])) if mech is GAU else 1.0
+        frac = 1.0 if ds is DIGITS else float(rng.choice([0.1, 0.2, 0.3]))
+        lr = float(rng.choice([0.1, 0.3, 0.5] if ds is DIGITS else [0.05, 0.1, 0.3]))
+        alpha = float(rng.choice([0.1, 0.3, 1.0]))
+        out.append(Case(f"heldout{seed}-{i}-{ds.value}-{part.value}-{mech.value}", ds, part,
+                        n, mech, eps, clip, q=q, fraction=frac, alpha=alpha, lr=lr))
+    return out
 
 
 def _run(case: Case, data: Any, t: int, b: int, q: float, seed: int) -> list[float]:
@@ -223,11 +247,15 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--grid-only", action="store_true",
                     help="run the real grids, the fixed rules and the bound only (no plan)")
+    ap.add_argument("--held-out", type=int, default=0, metavar="COUNT",
+                    help="instead of the suite, COUNT random scenarios from --held-out-seed")
+    ap.add_argument("--held-out-seed", type=int, default=0)
     args = ap.parse_args()
+    cases = held_out(args.held_out, args.held_out_seed) if args.held_out else SCENARIOS
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
     rows = []
-    for i, case in enumerate(SCENARIOS):
+    for i, case in enumerate(cases):
         if args.only and args.only not in case.name:
             continue
         started = time.perf_counter()
