@@ -37,6 +37,8 @@ err = Console(stderr=True)
 out = Console()
 
 DEFAULT_CLIP = {m: mechanism_for(m).default_clip for m in Mechanism}
+_COMMAND = {"simulation": "fedqr flower simulate", "deployment": "fedqr flower deploy",
+            "remote": "fedqr flower run"}
 
 
 def _fail(message: str, code: int) -> typer.Exit:
@@ -111,11 +113,21 @@ def _command(mode: str, summary: str) -> Callable[..., None]:
         root_certificates: Annotated[Path | None, typer.Option(
             help="run: ca.pem of the SuperLink's CA (TLS).")] = None,
         insecure: Annotated[bool, typer.Option(help="run: no TLS (loopback only).")] = False,
+        node_timeout: Annotated[float | None, typer.Option(
+            help="deploy: a SuperNode silent this many s (5..3600) is gone and its reply lost "
+                 "(default: Flower's, 20 s). run: set it on fedqr flower superlink.")] = None,
     ) -> None:
+        from fedqr.flower.link_main import check_node_timeout
+
         remote = None
         try:
             check_writable_dir("out", out_dir)
             check_positive("timeout", timeout)
+            check_node_timeout("--node-timeout", node_timeout)
+            if node_timeout is not None and mode != "deployment":
+                raise ValueError("--node-timeout is an option of fedqr flower deploy (and of "
+                                 "fedqr flower superlink), got --node-timeout="
+                                 f"{node_timeout} for {_COMMAND[mode]}")
             if (superlink is not None) != (mode == "remote"):
                 raise ValueError("--superlink HOST:PORT is required by fedqr flower run and "
                                  f"only used there, got --superlink={superlink!r}")
@@ -137,7 +149,7 @@ def _command(mode: str, summary: str) -> Callable[..., None]:
         except ValueError as e:
             raise _fail(str(e), 2) from None
         _execute(cfg, mode=mode, work_dir=work_dir, timeout=timeout, out_dir=out_dir,
-                 remote=remote)
+                 remote=remote, node_timeout=node_timeout)
 
     command.__doc__ = summary
     return command
@@ -158,7 +170,8 @@ def _remote(address: str, ca: Path | None, *, insecure: bool) -> tuple[str, Path
 
 
 def _execute(cfg: FlowerRunConfig, *, mode: str, work_dir: Path | None, timeout: float,
-             out_dir: Path, remote: tuple[str, Path | None] | None = None) -> None:
+             out_dir: Path, remote: tuple[str, Path | None] | None = None,
+             node_timeout: float | None = None) -> None:
     if importlib.util.find_spec("flwr") is None:
         raise _fail("fedqr flower needs Flower: pip install 'fedqr[flower]'", 1)
     try:
@@ -182,7 +195,7 @@ def _execute(cfg: FlowerRunConfig, *, mode: str, work_dir: Path | None, timeout:
                                      timeout_s=timeout, on_progress=on_progress)
             else:
                 outcome = run_flower(cfg, mode=Mode(mode), work=work, timeout_s=timeout,
-                                     on_progress=on_progress)
+                                     on_progress=on_progress, node_timeout=node_timeout)
     except KeyboardInterrupt:
         raise _fail("interrupted: every Flower process started was stopped", 130) from None
     except (FlowerRunFailed, LaunchError) as e:

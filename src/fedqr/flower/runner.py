@@ -58,15 +58,20 @@ class FlowerRunner:
         ``simulation`` or ``deployment``.
     work:
         An empty folder for the app, the logs, the clients' state and the server's output.
+    node_timeout:
+        Seconds after which the SuperLink declares a silent SuperNode gone (``None``:
+        Flower's two heartbeat intervals); see :mod:`fedqr.flower.link_main`.
     """
 
-    def __init__(self, cfg: FlowerRunConfig, *, mode: Mode, work: Path) -> None:
+    def __init__(self, cfg: FlowerRunConfig, *, mode: Mode, work: Path,
+                 node_timeout: float | None = None) -> None:
         self.mode = mode
         self.work = work
         self.exchange = work / "server-out"
         self.cfg = dataclasses.replace(cfg, out_dir=str(self.exchange),
                                        state_dir=cfg.state_dir or str(work / "state"))
-        self.fed = LocalFederation(work, simulation=mode is Mode.SIMULATION)
+        self.fed = LocalFederation(work, simulation=mode is Mode.SIMULATION,
+                                   node_timeout=node_timeout)
         self.run_id = ""
         self._app_seen = False
         self._app_gone_at: float | None = None
@@ -162,7 +167,8 @@ class FlowerRunner:
 
 
 def run_flower(cfg: FlowerRunConfig, *, mode: Mode, work: Path, timeout_s: float,
-               on_progress: ProgressCallback | None = None) -> Outcome:
+               on_progress: ProgressCallback | None = None,
+               node_timeout: float | None = None) -> Outcome:
     """Run ``cfg`` on Flower and return its outcome; all processes are stopped after.
 
     Raises
@@ -170,7 +176,7 @@ def run_flower(cfg: FlowerRunConfig, *, mode: Mode, work: Path, timeout_s: float
     FlowerRunFailed, LaunchError
         With the reason (a client's refusal, a timeout, a process that would not start).
     """
-    with FlowerRunner(cfg, mode=mode, work=work) as runner:
+    with FlowerRunner(cfg, mode=mode, work=work, node_timeout=node_timeout) as runner:
         runner.start()
         return runner.wait(timeout_s=timeout_s, on_progress=on_progress)
 
