@@ -30,7 +30,7 @@ import numpy as np
 
 from fedqr.data import DatasetName
 from fedqr.flower.config import FlowerRunConfig
-from fedqr.flower.launch import _descendants
+from fedqr.flower.procs import _descendants
 from fedqr.flower.runner import FlowerRunner, Mode
 from fedqr.privacy import Mechanism
 from fedqr.sim.engine import simulate

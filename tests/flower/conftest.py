@@ -19,7 +19,7 @@ def require_flwr() -> None:
 
 def flower_processes() -> list[int]:
     """Live descendants of this test process that run Flower."""
-    from fedqr.flower.launch import _alive, _descendants
+    from fedqr.flower.procs import _alive, _descendants
 
     found = []
     for pid in _descendants(os.getpid()):

@@ -1,5 +1,6 @@
 """A client process killed mid-run: the round goes on without it, its ledger survives intact,
-and the restarted node continues from that ledger."""
+and the restarted node continues from that ledger; with ``node_timeout`` the SuperLink notices
+the dead node within that time (not Flower's two heartbeat intervals)."""
 
 from __future__ import annotations
 
@@ -57,3 +58,27 @@ def test_killed_client_is_skipped_and_restarts_with_its_ledger(tmp_path: Path) -
     assert client["replies_received"] == 3 - len(lost)
     assert client["epsilon_spent"] == pytest.approx(state.ledger.spent()[0])
     assert doc["clients"][0]["replies_received"] == 3
+
+
+NODE_TIMEOUT_S = 8.0  # Flower's own expiry at the SuperNodes' 10 s heartbeat: 15.5 to 20 s
+
+
+def test_dead_node_is_noticed_within_the_node_timeout(tmp_path: Path) -> None:
+    cfg = FlowerRunConfig(num_clients=2, clients_per_round=2, rounds=3,
+                          dataset=DatasetName.DIGITS, mechanism=Mechanism.LAPLACE, eps=(6.0,),
+                          clip=20.0, sample_rate=1.0, lr=0.3, round_timeout=120.0,
+                          connect_timeout=90.0, min_replies=1)
+    with FlowerRunner(cfg, mode=Mode.DEPLOYMENT, work=tmp_path,
+                      node_timeout=NODE_TIMEOUT_S) as runner:
+        runner.start()
+        assert _until(runner, 1, 150) is None
+        runner.kill_node(1)  # never restarted
+        outcome = runner.wait(timeout_s=150)
+    missing = outcome.doc["flower"]["missing_replies"]
+    assert missing and all(m["client"] == 1 for m in missing)
+    # noticed by the SuperLink (Flower's node-unavailable error), not by round-timeout=120 s
+    assert all("Flower error" in m["reason"] for m in missing), missing
+    lost_rounds = {m["round"] for m in missing}
+    waits = [line["exchange_s"] for line in runner.progress() if line["round"] in lost_rounds]
+    assert max(waits) < NODE_TIMEOUT_S + 6.0, waits  # the round's wait: the expiry, no more
+    assert outcome.doc["clients"][1]["replies_received"] == 3 - len(missing)

@@ -24,7 +24,7 @@ import pytest
 
 from fedqr.data import DatasetName
 from fedqr.flower.config import FlowerRunConfig
-from fedqr.flower.launch import free_port
+from fedqr.flower.procs import free_port
 from fedqr.sim.engine import simulate
 
 from .conftest import require_flwr

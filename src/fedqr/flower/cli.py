@@ -17,7 +17,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.console import Console
@@ -26,9 +26,13 @@ from fedqr._atomic import check_writable_dir
 from fedqr._validate import check_positive
 from fedqr.data import DataNotFoundError, DatasetName, PartitionKind
 from fedqr.flower import cli_parties
+from fedqr.flower.cli_auto import auto_choice, check_plannable, parse_schedule, plan_remote
 from fedqr.flower.config import FlowerRunConfig, parse_floats
 from fedqr.privacy import Accountant, Mechanism, mechanism_for
 from fedqr.sim.config import Aggregation
+
+if TYPE_CHECKING:
+    from fedqr.flower.auto import AutoChoice
 
 flower_app = typer.Typer(add_completion=False, no_args_is_help=True,
                          pretty_exceptions_show_locals=False,
@@ -37,6 +41,8 @@ err = Console(stderr=True)
 out = Console()
 
 DEFAULT_CLIP = {m: mechanism_for(m).default_clip for m in Mechanism}
+_COMMAND = {"simulation": "fedqr flower simulate", "deployment": "fedqr flower deploy",
+            "remote": "fedqr flower run"}
 
 
 def _fail(message: str, code: int) -> typer.Exit:
@@ -70,9 +76,11 @@ def _command(mode: str, summary: str) -> Callable[..., None]:
             = PartitionKind.TWO_DIGITS,
         alpha: Annotated[float, typer.Option(help="Dirichlet concentration (> 0).")] = 0.5,
         num_clients: Annotated[int, typer.Option(help="N, the number of clients.")] = 10,
-        clients_per_round: Annotated[int, typer.Option(help="b, replies per round (1..N).")]
-            = 10,
-        rounds: Annotated[int, typer.Option(help="T, the number of rounds.")] = 10,
+        clients_per_round: Annotated[str, typer.Option(
+            help="b, replies per round (1..N); run: or 'auto' (planned, see --proxy-dataset).")]
+            = "10",
+        rounds: Annotated[str, typer.Option(
+            help="T, the number of rounds; run: or 'auto' (planned).")] = "10",
         mechanism: Annotated[Mechanism, typer.Option(help="Client-side DP mechanism.")]
             = Mechanism.GAUSSIAN,
         eps: Annotated[str, typer.Option(
@@ -82,8 +90,9 @@ def _command(mode: str, summary: str) -> Callable[..., None]:
             = "1e-5",
         clip: Annotated[float | None, typer.Option(
             help="Per-sample clip (l1 laplace, l2 gaussian). Default 300 / 10 / none.")] = None,
-        sample_rate: Annotated[float | None, typer.Option(
-            help="q, Poisson sampling rate (gaussian default 0.01; laplace 1).")] = None,
+        sample_rate: Annotated[str | None, typer.Option(
+            help="q, Poisson sampling rate (gaussian default 0.01; laplace 1); run: or "
+                 "'auto'.")] = None,
         accountant: Annotated[Accountant, typer.Option(help="rdp or pld (gaussian).")]
             = Accountant.RDP,
         lr: Annotated[float, typer.Option(help="Initial learning rate eta0.")] = 0.05,
@@ -111,20 +120,38 @@ def _command(mode: str, summary: str) -> Callable[..., None]:
         root_certificates: Annotated[Path | None, typer.Option(
             help="run: ca.pem of the SuperLink's CA (TLS).")] = None,
         insecure: Annotated[bool, typer.Option(help="run: no TLS (loopback only).")] = False,
+        proxy_dataset: Annotated[DatasetName | None, typer.Option(
+            help="run with auto: the public data set (mnist, digits) the server plans on, "
+                 "with the sizes and budgets the clients report.")] = None,
+        node_timeout: Annotated[float | None, typer.Option(
+            help="deploy: a SuperNode silent this many s (5..3600) is gone and its reply lost "
+                 "(default: Flower's, 20 s). run: set it on fedqr flower superlink.")] = None,
     ) -> None:
+        from fedqr.flower.link_main import check_node_timeout
+
         remote = None
         try:
             check_writable_dir("out", out_dir)
             check_positive("timeout", timeout)
+            check_node_timeout("--node-timeout", node_timeout)
+            if node_timeout is not None and mode != "deployment":
+                raise ValueError("--node-timeout is an option of fedqr flower deploy (and of "
+                                 "fedqr flower superlink), got --node-timeout="
+                                 f"{node_timeout} for {_COMMAND[mode]}")
             if (superlink is not None) != (mode == "remote"):
                 raise ValueError("--superlink HOST:PORT is required by fedqr flower run and "
                                  f"only used there, got --superlink={superlink!r}")
+            schedule = parse_schedule(
+                rounds=rounds, clients_per_round=clients_per_round, sample_rate=sample_rate,
+                default_rate=mechanism_for(mechanism).default_sample_rate)
+            choice = auto_choice(schedule, command=_COMMAND[mode], remote=mode == "remote",
+                                 proxy_dataset=proxy_dataset)
             if superlink is not None:
                 remote = _remote(superlink, root_certificates, insecure=insecure)
-            q = sample_rate if sample_rate is not None else (
-                mechanism_for(mechanism).default_sample_rate)
-            cfg = FlowerRunConfig(
-                num_clients=num_clients, clients_per_round=clients_per_round, rounds=rounds,
+            q = schedule.sample_rate or mechanism_for(mechanism).default_sample_rate
+            cfg = FlowerRunConfig(  # auto: T = 1, b = N until planned
+                num_clients=num_clients, clients_per_round=schedule.clients_per_round or
+                num_clients, rounds=schedule.rounds or 1,
                 dataset=dataset, data_dir=str(data_dir.resolve()) if data_dir else "",
                 fraction=fraction, partition=partition, alpha=alpha, mechanism=mechanism,
                 eps=parse_floats("eps", eps or "1.0"), delta=parse_floats("delta", delta),
@@ -134,10 +161,14 @@ def _command(mode: str, summary: str) -> Callable[..., None]:
                 connect_timeout=connect_timeout, min_replies=min_replies,
                 state_dir=str(state_dir.resolve()) if state_dir else "",
                 client_data=remote is not None, client_budgets=remote is not None and not eps)
+            if choice is not None:
+                check_plannable(cfg, choice)
+        except DataNotFoundError as e:
+            raise _fail(str(e), 1) from None
         except ValueError as e:
             raise _fail(str(e), 2) from None
         _execute(cfg, mode=mode, work_dir=work_dir, timeout=timeout, out_dir=out_dir,
-                 remote=remote)
+                 remote=remote, node_timeout=node_timeout, choice=choice)
 
     command.__doc__ = summary
     return command
@@ -158,7 +189,8 @@ def _remote(address: str, ca: Path | None, *, insecure: bool) -> tuple[str, Path
 
 
 def _execute(cfg: FlowerRunConfig, *, mode: str, work_dir: Path | None, timeout: float,
-             out_dir: Path, remote: tuple[str, Path | None] | None = None) -> None:
+             out_dir: Path, remote: tuple[str, Path | None] | None = None,
+             node_timeout: float | None = None, choice: AutoChoice | None = None) -> None:
     if importlib.util.find_spec("flwr") is None:
         raise _fail("fedqr flower needs Flower: pip install 'fedqr[flower]'", 1)
     try:
@@ -170,21 +202,30 @@ def _execute(cfg: FlowerRunConfig, *, mode: str, work_dir: Path | None, timeout:
         raise _fail(str(e), 1) from None
     except ValueError as e:
         raise _fail(str(e), 2) from None
+    from fedqr.flower.auto import PlanNotUseful
     from fedqr.flower.runner import FlowerRunFailed, LaunchError, Mode, run_flower, run_remote
 
     work = work_dir.resolve() if work_dir else Path(tempfile.mkdtemp(prefix="fedqr-flower-"))
     work.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
+    planned = None
     try:
+        if remote is not None and choice is not None:
+            with _sigterm_as_interrupt():
+                planned = plan_remote(cfg, choice=choice, address=remote[0], ca=remote[1],
+                                      work=work, timeout_s=timeout, console=out)
+            cfg = planned.cfg
         with _sigterm_as_interrupt(), _progress(cfg.rounds) as on_progress:
             if remote is not None:
                 outcome = run_remote(cfg, address=remote[0], ca=remote[1], work=work,
                                      timeout_s=timeout, on_progress=on_progress)
             else:
                 outcome = run_flower(cfg, mode=Mode(mode), work=work, timeout_s=timeout,
-                                     on_progress=on_progress)
+                                     on_progress=on_progress, node_timeout=node_timeout)
     except KeyboardInterrupt:
         raise _fail("interrupted: every Flower process started was stopped", 130) from None
+    except PlanNotUseful as e:
+        raise _fail(f"{e}; nothing was run", 1) from None
     except (FlowerRunFailed, LaunchError) as e:
         hint = f"(logs: {work})" if work_dir else "(--work-dir DIR keeps the Flower logs)"
         raise _fail(f"{e}\n{hint}", 1) from None
@@ -193,6 +234,9 @@ def _execute(cfg: FlowerRunConfig, *, mode: str, work_dir: Path | None, timeout:
             shutil.rmtree(work, ignore_errors=True)
     doc = outcome.doc
     doc["wall_time_s"] = time.perf_counter() - started
+    if planned is not None:  # as fedqr run --rounds auto records it
+        doc["plan"] = {**planned.record(),
+                       "achieved_test_loss": doc["summary"]["final_test_loss_mean"]}
     _write(out_dir, doc, outcome.theta)
     final = doc["summary"]
     missing = doc["flower"]["missing_replies"]

@@ -2,7 +2,8 @@
 
 Every check runs before anything starts or is written; bad input exits with code 2 naming
 the option or file. ``superlink`` and ``supernode`` then replace this process with the
-party's own process (a guard around ``flower-superlink``; :mod:`fedqr.flower.node_main`).
+party's own process (a guard around :mod:`fedqr.flower.link_main`, Flower's SuperLink;
+:mod:`fedqr.flower.node_main`, Flower's SuperNode).
 """
 
 from __future__ import annotations
@@ -66,11 +67,18 @@ def superlink(
         help="Allow --insecure on a non-loopback address.")] = False,
     state_dir: Annotated[Path, typer.Option(help="The SuperLink's Flower home.")]
         = Path("superlink-state"),
+    node_timeout: Annotated[float | None, typer.Option(
+        help="A SuperNode silent this many s (5..3600) is gone: its replies count as lost. "
+             "Default: Flower's, 2 heartbeat intervals of the node (20 s at --heartbeat 10).")]
+        = None,
 ) -> None:
     """Run the SuperLink (the server's side): TLS and node authentication unless --insecure."""
+    from fedqr.flower.link_main import NODE_TIMEOUT_ENV, check_node_timeout
+
     try:
         if not 0 < port < 65536:
             raise ValueError(f"--port must be in 1..65535, got --port={port}")
+        check_node_timeout("--node-timeout", node_timeout)
         check_insecure("--host", host, insecure=insecure, force=force_insecure)
         tls = None
         if not insecure:
@@ -85,7 +93,8 @@ def superlink(
     except (ValueError, OSError) as e:
         raise _fail(str(e)) from None
     args = superlink_args(host=host, port=port, tls=tls)
-    args[0] = str(BINDIR / args[0])
+    if node_timeout is not None:
+        os.environ[NODE_TIMEOUT_ENV] = str(node_timeout)
     os.environ["FLWR_HOME"] = str(state_dir.resolve())
     os.environ["FLWR_SUPEREXEC_TASK_POLL_INTERVAL"] = "0.5"
     os.environ["FEDQR_GUARD_WATCH_PARENT"] = "0"  # a server outlives its shell (nohup)

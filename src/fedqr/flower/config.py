@@ -82,6 +82,10 @@ class FlowerRunConfig:
         With ``client_data``: every client spends its own budget (``eps`` and ``delta`` are
         then unused); otherwise ``eps`` and ``delta`` are what the run asks, and a client
         whose budget is smaller refuses.
+    survey:
+        With ``client_data``: only ask the clients for their sizes and budgets (written to
+        ``reports.json`` in ``out_dir``) and train nothing; ``fedqr flower run --rounds auto``
+        plans from them.
     state_dir:
         Folder of the clients' ledgers (``client-<i>`` per client) unless a node's own
         ``state-dir`` node config says otherwise.
@@ -113,6 +117,7 @@ class FlowerRunConfig:
     min_replies: int = 1
     client_data: bool = False
     client_budgets: bool = False
+    survey: bool = False
     state_dir: str = ""
     out_dir: str = ""
 

@@ -4,44 +4,42 @@
 guard (:mod:`fedqr.flower.guard`, with a parent-death signal), with its own ``FLWR_HOME`` and
 log file, on free loopback ports, insecure (loopback only) or with TLS and node
 authentication. :meth:`LocalFederation.close` stops each process it started together with every
-descendant (Flower's SuperExec and app processes), first with SIGTERM, then SIGKILL.
+descendant (Flower's SuperExec and app processes), first with SIGTERM, then SIGKILL
+(:mod:`fedqr.flower.procs`).
 """
 
 from __future__ import annotations
 
-import ctypes
 import json
 import os
 import signal
-import socket
 import ssl
 import subprocess
 import sys
 import time
 import urllib.error
 import urllib.request
-from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import tomli_w
 
 from fedqr.flower.config import FlowerRunConfig
+from fedqr.flower.link_main import NODE_TIMEOUT_ENV
 from fedqr.flower.parts import LinkTls, NodeConfigValue, cli_config, superlink_args, supernode_args
+from fedqr.flower.procs import (
+    _descendants,
+    app_processes,
+    die_with_parent,
+    free_port,
+    stop_process,
+)
 
 SUPERLINK_START_TIMEOUT_S = 60.0
-STOP_GRACE_S = 5.0
 
 
 class LaunchError(RuntimeError):
     """A Flower process did not start, or ``flwr run`` failed."""
-
-
-def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def write_app(app_dir: Path, *, cfg: FlowerRunConfig) -> Path:
@@ -65,105 +63,11 @@ def write_app(app_dir: Path, *, cfg: FlowerRunConfig) -> Path:
     return path
 
 
-PR_SET_PDEATHSIG = 1  # prctl option, <linux/prctl.h>
-
-
-def die_with_parent(parent: int, sig: int = signal.SIGKILL) -> None:
-    """In a child (``preexec_fn``): send ``sig`` to this process when ``parent`` dies (Linux).
-
-    The parent-death signal is kept across ``exec``; a parent that already died before the
-    call is noticed by the changed parent pid.
-    """
-    if sys.platform.startswith("linux"):
-        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    if os.getppid() != parent:
-        os.kill(os.getpid(), sig)
-
-
-def _descendants(root: int) -> list[int]:
-    """Every live descendant of ``root`` (from /proc; empty where there is none)."""
-    children: dict[int, list[int]] = defaultdict(list)
-    try:
-        entries = os.listdir("/proc")
-    except OSError:
-        return []
-    for entry in entries:
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat", encoding="utf-8") as fh:
-                ppid = int(fh.read().rsplit(")", 1)[1].split()[1])
-        except (OSError, ValueError, IndexError):
-            continue
-        children[ppid].append(int(entry))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), []):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def _signal(pids: list[int], sig: int) -> None:
-    for pid in pids:
-        try:
-            os.kill(pid, sig)
-        except (ProcessLookupError, PermissionError):
-            pass
-
-
-def stop_process(proc: subprocess.Popen[bytes], *, grace_s: float = STOP_GRACE_S,
-                 kill: bool = False) -> None:
-    """Stop ``proc``, its process group and all its descendants (SIGKILL at once if ``kill``)."""
-    tree = [proc.pid, *_descendants(proc.pid)]
-    first = signal.SIGKILL if kill else signal.SIGTERM
-    try:
-        os.killpg(proc.pid, first)
-    except (ProcessLookupError, PermissionError):
-        pass
-    _signal(tree, first)
-    deadline = time.monotonic() + grace_s
-    while time.monotonic() < deadline and proc.poll() is None:
-        time.sleep(0.05)
-    alive = [p for p in tree if _alive(p)]
-    if proc.poll() is None or alive:
-        try:
-            os.killpg(proc.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-        _signal(alive + _descendants(proc.pid), signal.SIGKILL)
-    try:
-        proc.wait(timeout=grace_s)
-    except subprocess.TimeoutExpired:  # unkillable (uninterruptible sleep): nothing more to do
-        pass
-
-
-def app_processes(root: int) -> list[int]:
-    """Descendants of ``root`` running a Flower app (``flwr-serverapp``, ``flwr-simulation``)."""
-    found = []
-    for pid in _descendants(root):
-        try:
-            with open(f"/proc/{pid}/cmdline", "rb") as fh:
-                cmd = fh.read().replace(b"\0", b" ")
-        except OSError:
-            continue
-        if b"flwr-serverapp" in cmd or b"flwr-simulation" in cmd:
-            found.append(pid)
-    return found
-
-
-def _alive(pid: int) -> bool:
-    try:
-        with open(f"/proc/{pid}/stat", encoding="utf-8") as fh:
-            return fh.read().rsplit(")", 1)[1].split()[0] != "Z"
-    except (OSError, IndexError):
-        return False
-
-
 class LocalFederation:
     """A SuperLink (and SuperNodes) on 127.0.0.1 for one run; use as a context manager."""
 
-    def __init__(self, work: Path, *, simulation: bool, tls: LinkTls | None = None) -> None:
+    def __init__(self, work: Path, *, simulation: bool, tls: LinkTls | None = None,
+                 node_timeout: float | None = None) -> None:
         self.work = work
         self.simulation = simulation
         self.tls = tls
@@ -178,6 +82,8 @@ class LocalFederation:
                     "FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION": "1",
                     "FLWR_SUPEREXEC_TASK_POLL_INTERVAL": "0.5", "PYTHONUNBUFFERED": "1",
                     "FEDQR_GUARD_WATCH_PARENT": "1"}
+        if node_timeout is not None:  # the SuperLink's node expiry (fedqr.flower.link_main)
+            self.env[NODE_TIMEOUT_ENV] = str(node_timeout)
         self.bindir = Path(bindir)
 
     def __enter__(self) -> LocalFederation:
@@ -303,3 +209,7 @@ def _healthy(port: int, *, ca: Path | None = None) -> bool:
             return bool(res.status == 200)
     except (urllib.error.URLError, OSError):
         return False
+
+
+__all__ = ["LaunchError", "LocalFederation", "app_processes", "die_with_parent", "free_port",
+           "stop_process", "write_app"]

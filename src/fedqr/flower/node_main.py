@@ -158,9 +158,10 @@ def serve_tasks(address: str, *, pacer: _Pacer, stop: threading.Event) -> None:
     from flwr.supercore.runtime import RuntimeHttpClient
 
     import fedqr.flower.client_app  # torch and fedqr imported before round 0
+    import fedqr.flower.client_data
     import fedqr.flower.client_logic
 
-    fedqr.flower.client_logic.KEEP_RECIPE = False  # one client per SuperNode: its shard only
+    fedqr.flower.client_data.KEEP_RECIPE = False  # one client per SuperNode: its shard only
 
     client = RuntimeHttpClient.from_server_address(
         server_address=address, insecure=True, root_certificates=None,

@@ -102,8 +102,9 @@ def check_file(name: str, path: Path) -> Path:
 
 def superlink_args(*, host: str, port: int, tls: LinkTls | None,
                    simulation: bool = False) -> list[str]:
-    """``flower-superlink`` and its arguments (insecure when ``tls`` is ``None``)."""
-    args = ["flower-superlink", "--host", host, "--port", str(port),
+    """fedqr's SuperLink process (:mod:`fedqr.flower.link_main`: Flower's ``flower-superlink``
+    with a configurable node expiry) and its arguments (insecure when ``tls`` is ``None``)."""
+    args = [sys.executable, "-m", "fedqr.flower.link_main", "--host", host, "--port", str(port),
             "--disable-runtime-dependency-installation"]
     if tls is None:
         args.append("--insecure")

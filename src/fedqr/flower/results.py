@@ -1,4 +1,4 @@
-"""Files the ServerApp hands to whoever started the run: result, model, or error."""
+"""Files the ServerApp hands to whoever started the run: result, model, reports, or error."""
 
 from __future__ import annotations
 
@@ -13,6 +13,7 @@ from fedqr._atomic import write_file_atomic, write_json_atomic
 from fedqr.sim.result import finite_json
 
 RESULT, MODEL, ERROR, PROGRESS = "result.json", "model.npz", "error.json", "progress.jsonl"
+REPORTS = "reports.json"  # a survey run: the clients' sizes and budgets
 
 
 def write_result(out: Path, *, doc: dict[str, Any], theta: np.ndarray) -> None:

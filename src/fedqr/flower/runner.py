@@ -22,7 +22,7 @@ import numpy as np
 
 from fedqr.flower.config import FlowerRunConfig
 from fedqr.flower.launch import LaunchError, LocalFederation, app_processes, write_app
-from fedqr.flower.results import ERROR, MODEL, RESULT, read_progress
+from fedqr.flower.results import ERROR, MODEL, REPORTS, RESULT, read_progress
 
 ProgressCallback = Callable[[list[dict[str, Any]]], None]
 APP_GONE_GRACE_S = 10.0  # after the ServerApp process ended, how long to wait for its files
@@ -58,15 +58,20 @@ class FlowerRunner:
         ``simulation`` or ``deployment``.
     work:
         An empty folder for the app, the logs, the clients' state and the server's output.
+    node_timeout:
+        Seconds after which the SuperLink declares a silent SuperNode gone (``None``:
+        Flower's two heartbeat intervals); see :mod:`fedqr.flower.link_main`.
     """
 
-    def __init__(self, cfg: FlowerRunConfig, *, mode: Mode, work: Path) -> None:
+    def __init__(self, cfg: FlowerRunConfig, *, mode: Mode, work: Path,
+                 node_timeout: float | None = None) -> None:
         self.mode = mode
         self.work = work
         self.exchange = work / "server-out"
         self.cfg = dataclasses.replace(cfg, out_dir=str(self.exchange),
                                        state_dir=cfg.state_dir or str(work / "state"))
-        self.fed = LocalFederation(work, simulation=mode is Mode.SIMULATION)
+        self.fed = LocalFederation(work, simulation=mode is Mode.SIMULATION,
+                                   node_timeout=node_timeout)
         self.run_id = ""
         self._app_seen = False
         self._app_gone_at: float | None = None
@@ -162,7 +167,8 @@ class FlowerRunner:
 
 
 def run_flower(cfg: FlowerRunConfig, *, mode: Mode, work: Path, timeout_s: float,
-               on_progress: ProgressCallback | None = None) -> Outcome:
+               on_progress: ProgressCallback | None = None,
+               node_timeout: float | None = None) -> Outcome:
     """Run ``cfg`` on Flower and return its outcome; all processes are stopped after.
 
     Raises
@@ -170,9 +176,48 @@ def run_flower(cfg: FlowerRunConfig, *, mode: Mode, work: Path, timeout_s: float
     FlowerRunFailed, LaunchError
         With the reason (a client's refusal, a timeout, a process that would not start).
     """
-    with FlowerRunner(cfg, mode=mode, work=work) as runner:
+    with FlowerRunner(cfg, mode=mode, work=work, node_timeout=node_timeout) as runner:
         runner.start()
         return runner.wait(timeout_s=timeout_s, on_progress=on_progress)
+
+
+def _submit(cfg: FlowerRunConfig, *, address: str, ca: Path | None,
+            work: Path) -> tuple[FlowerRunConfig, Path, str]:
+    """``flwr run`` ``cfg`` on the SuperLink at ``address``; its output goes to ``work``."""
+    exchange = work / "server-out"
+    exchange.mkdir(parents=True, exist_ok=True)
+    cfg = dataclasses.replace(cfg, out_dir=str(exchange.resolve()))
+    fed = LocalFederation(work, simulation=False)
+    fed.remote = (address, ca)
+    write_app(work / "app", cfg=cfg)
+    return cfg, exchange, fed.flwr_run(work / "app")
+
+
+def _await(exchange: Path, name: str, *, run_id: str, rounds: int, timeout_s: float,
+           on_progress: ProgressCallback | None) -> None:
+    """Wait until the ServerApp wrote ``name`` into ``exchange``.
+
+    Raises
+    ------
+    FlowerRunFailed
+        With the ServerApp's error, or after ``timeout_s`` seconds.
+    """
+    deadline, seen = time.monotonic() + timeout_s, 0
+    while True:
+        if (exchange / ERROR).is_file():
+            err = json.loads((exchange / ERROR).read_text())
+            raise FlowerRunFailed(str(err.get("error", "unknown error")))
+        if (exchange / name).is_file():
+            return
+        lines = read_progress(exchange)
+        if on_progress is not None and len(lines) != seen:
+            seen = len(lines)
+            on_progress(lines)
+        if time.monotonic() >= deadline:
+            raise FlowerRunFailed(f"no result within timeout={timeout_s} s ({len(lines)} of "
+                                  f"{rounds} rounds done; run {run_id} may still run: "
+                                  "flwr stop)")
+        time.sleep(0.2)
 
 
 def run_remote(cfg: FlowerRunConfig, *, address: str, ca: Path | None, work: Path,
@@ -185,34 +230,32 @@ def run_remote(cfg: FlowerRunConfig, *, address: str, ca: Path | None, work: Pat
     FlowerRunFailed, LaunchError
         With the reason (a client's refusal, a timeout, ``flwr run`` failing).
     """
-    exchange = work / "server-out"
-    exchange.mkdir(parents=True, exist_ok=True)
-    cfg = dataclasses.replace(cfg, out_dir=str(exchange.resolve()))
-    fed = LocalFederation(work, simulation=False)
-    fed.remote = (address, ca)
-    write_app(work / "app", cfg=cfg)
-    run_id = fed.flwr_run(work / "app")
-    deadline, seen = time.monotonic() + timeout_s, 0
-    while True:
-        if (exchange / ERROR).is_file():
-            err = json.loads((exchange / ERROR).read_text())
-            raise FlowerRunFailed(str(err.get("error", "unknown error")))
-        if (exchange / RESULT).is_file():
-            doc = json.loads((exchange / RESULT).read_text())
-            with np.load(exchange / MODEL) as f:
-                theta = np.asarray(f["theta"])
-            doc["flower"].update({"mode": "remote", "run_id": run_id, "superlink": address})
-            return Outcome(doc=doc, theta=theta)
-        lines = read_progress(exchange)
-        if on_progress is not None and len(lines) != seen:
-            seen = len(lines)
-            on_progress(lines)
-        if time.monotonic() >= deadline:
-            raise FlowerRunFailed(f"no result within timeout={timeout_s} s ({len(lines)} of "
-                                  f"{cfg.rounds} rounds done; run {run_id} may still run: "
-                                  "flwr stop)")
-        time.sleep(0.2)
+    cfg, exchange, run_id = _submit(cfg, address=address, ca=ca, work=work)
+    _await(exchange, RESULT, run_id=run_id, rounds=cfg.rounds, timeout_s=timeout_s,
+           on_progress=on_progress)
+    doc = json.loads((exchange / RESULT).read_text())
+    with np.load(exchange / MODEL) as f:
+        theta = np.asarray(f["theta"])
+    doc["flower"].update({"mode": "remote", "run_id": run_id, "superlink": address})
+    return Outcome(doc=doc, theta=theta)
+
+
+def survey_remote(cfg: FlowerRunConfig, *, address: str, ca: Path | None, work: Path,
+                  timeout_s: float) -> dict[str, Any]:
+    """Ask the SuperLink's clients (their own data) for their sizes and budgets: a run that
+    trains nothing. Returns ``reports.json`` as the ServerApp wrote it.
+
+    Raises
+    ------
+    FlowerRunFailed, LaunchError
+        With the reason (a client's refusal, missing clients, ``flwr run`` failing).
+    """
+    cfg = dataclasses.replace(cfg, survey=True)
+    cfg, exchange, run_id = _submit(cfg, address=address, ca=ca, work=work)
+    _await(exchange, REPORTS, run_id=run_id, rounds=0, timeout_s=timeout_s, on_progress=None)
+    doc: dict[str, Any] = json.loads((exchange / REPORTS).read_text())
+    return doc
 
 
 __all__ = ["FlowerRunFailed", "FlowerRunner", "LaunchError", "Mode", "Outcome", "run_flower",
-           "run_remote"]
+           "run_remote", "survey_remote"]

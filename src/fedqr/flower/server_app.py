@@ -14,6 +14,7 @@ node, a lost message) does not. Results go to the run config's ``out-dir``:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -25,10 +26,11 @@ import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
+from fedqr._atomic import write_json_atomic
 from fedqr.data import Dataset
 from fedqr.flower.client_app import FAILED, REFUSED
 from fedqr.flower.config import FlowerRunConfig
-from fedqr.flower.results import write_error, write_result
+from fedqr.flower.results import REPORTS, write_error, write_result
 from fedqr.flower.server_logic import ClientReply, ClientReports, FlowerRunError, ServerRun
 
 POLL_S = 0.01  # first wait before the server asks the SuperLink again for replies
@@ -245,15 +247,32 @@ def run_rounds(grid: Grid, cfg: FlowerRunConfig, *, progress: Path | None) -> Se
     return run
 
 
+def survey(grid: Grid, cfg: FlowerRunConfig) -> ClientReports:
+    """Wait for all N clients with their own data; their reported sizes and budgets."""
+    if not cfg.client_data:
+        raise FlowerRunError("a survey asks clients with their own data (fedqr flower "
+                             "supernode --data), got client-data=false")
+    directory = Directory(cfg.num_clients, model=model_record(cfg.data_spec().load()))
+    directory.wait_all(grid, cfg)
+    return directory.reports()
+
+
 @app.main()
 def main(grid: Grid, context: Context) -> None:
-    """Run FedSGD-DPC; write ``result.json`` and ``model.npz`` (or ``error.json``)."""
+    """Run FedSGD-DPC; write ``result.json`` and ``model.npz`` (or ``error.json``); a survey
+    writes ``reports.json``."""
     out: Path | None = None
     try:
         cfg = FlowerRunConfig.from_run_config(context.run_config)
         out = Path(cfg.out_dir) if cfg.out_dir else None
         if out is not None:
             out.mkdir(parents=True, exist_ok=True)
+        if cfg.survey:
+            reports = survey(grid, cfg)
+            log.info("fedqr survey: sizes %s, eps %s", reports.sizes, reports.eps)
+            if out is not None:
+                write_json_atomic(out / REPORTS, dataclasses.asdict(reports))
+            return
         run = run_rounds(grid, cfg, progress=out / "progress.jsonl" if out is not None else None)
         if out is not None:
             write_result(out, doc=run.result(), theta=np.asarray(run.theta[0].numpy()))

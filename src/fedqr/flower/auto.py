@@ -1,0 +1,153 @@
+"""``fedqr flower run --rounds auto``: plan a federation's schedule from what its clients report.
+
+The SuperNodes report their sizes d_i and their budgets (eps_i, delta_i) -- what each would
+spend on the run, never more than its own budget, and never their data -- in a first message
+(a *survey* run, :mod:`fedqr.flower.server_app`). The server then plans with the twin planner
+(:func:`fedqr.planner.make_plan`) on a **public** proxy data set split into N clients, with the
+reported sizes and budgets, and runs the plan as an ordinary run. Planning reads only public
+data and the reported sizes: it costs no privacy budget. No flwr here.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedqr.data import DatasetName, DataSpec, PartitionKind
+from fedqr.flower.config import FlowerRunConfig
+from fedqr.flower.server_logic import ClientReports
+from fedqr.planner import DataUse, Plan, ProxyChoice, Scenario, SearchSettings, make_plan
+from fedqr.sim.config import LearningRate
+
+PROXY_DATASETS = (DatasetName.MNIST, DatasetName.DIGITS)
+"""Public data sets a server may plan on (the twin trains logistic regression)."""
+
+
+class PlanNotUseful(RuntimeError):
+    """The planner predicts that no schedule beats the untrained model: nothing is run."""
+
+
+def reports_from_json(doc: dict[str, Any], *, num_clients: int) -> ClientReports:
+    """The clients' reports as a survey wrote them (``reports.json``).
+
+    Raises
+    ------
+    ValueError
+        If they are not N sizes >= 1, N budgets eps > 0 and N deltas.
+    """
+    try:
+        reports = ClientReports(sizes=tuple(int(v) for v in doc["sizes"]),
+                                eps=tuple(float(v) for v in doc["eps"]),
+                                delta=tuple(float(v) for v in doc["delta"]))
+    except (KeyError, TypeError, ValueError):
+        raise ValueError(f"reports must hold sizes, eps and delta lists, got {doc!r}") from None
+    n = num_clients
+    if not len(reports.sizes) == len(reports.eps) == len(reports.delta) == n or min(
+            reports.sizes) < 1 or min(reports.eps) <= 0:
+        raise ValueError(f"reports must give N={n} sizes >= 1 and budgets eps > 0, got {doc!r}")
+    return reports
+
+
+@dataclass(frozen=True, kw_only=True)
+class AutoChoice:
+    """Which of T, b, q the planner chooses, and the public proxy it plans on."""
+
+    rounds: bool
+    clients_per_round: bool
+    sample_rate: bool
+    proxy: DatasetName
+
+    def __post_init__(self) -> None:
+        if self.proxy not in PROXY_DATASETS:
+            allowed = ", ".join(d.value for d in PROXY_DATASETS)
+            raise ValueError(f"proxy_dataset must be one of {allowed}, got "
+                             f"proxy_dataset={self.proxy.value}")
+
+
+@dataclass(frozen=True, kw_only=True)
+class FederationPlan:
+    """The plan, the scenario it was made for, and the run that carries it out."""
+
+    plan: Plan
+    scenario: Scenario
+    cfg: FlowerRunConfig
+    reports: ClientReports
+
+    def record(self) -> dict[str, Any]:
+        """``result.json``'s ``plan`` object (as ``fedqr run --rounds auto`` writes it), plus
+        the sizes and budgets the clients reported."""
+        doc = self.plan.recommended_dict(mechanism=self.scenario.mechanism)
+        r = self.reports
+        return {**doc, "reported": {"sizes": list(r.sizes), "eps": list(r.eps),
+                                    "delta": list(r.delta)}}
+
+
+def proxy_spec(cfg: FlowerRunConfig, proxy: DatasetName) -> DataSpec:
+    """The public proxy split into N clients the way the run's recipe splits data."""
+    partition = cfg.partition if cfg.partition is not PartitionKind.BY_WRITER else (
+        PartitionKind.IID)
+    return DataSpec(dataset=proxy, partition=partition, alpha=cfg.alpha,
+                    num_clients=cfg.num_clients, seed=cfg.seed + 1,
+                    data_dir=Path(cfg.data_dir) if cfg.data_dir else None)
+
+
+def federation_scenario(cfg: FlowerRunConfig, reports: ClientReports, *,
+                        choice: AutoChoice) -> Scenario:
+    """The planner's scenario: the run's settings with the clients' reported budgets; T, b and
+    q left to the planner where ``choice`` says so."""
+    if not len(reports.sizes) == len(reports.eps) == len(reports.delta) == cfg.num_clients:
+        raise ValueError(f"reports must come from N={cfg.num_clients} clients, got "
+                         f"{len(reports.sizes)} sizes, {len(reports.eps)} budgets")
+    return Scenario(
+        data=DataSpec(dataset=choice.proxy, num_clients=cfg.num_clients, seed=cfg.seed,
+                      data_dir=Path(cfg.data_dir) if cfg.data_dir else None),
+        mechanism=cfg.mechanism, eps=reports.eps, delta=reports.delta, clip=cfg.clip,
+        sample_rate=None if choice.sample_rate else cfg.sample_rate,
+        accountant=cfg.accountant,
+        rounds=None if choice.rounds else cfg.rounds,
+        clients_per_round=None if choice.clients_per_round else cfg.clients_per_round,
+        lr=LearningRate(eta0=cfg.lr, decay=cfg.lr_decay), weight_decay=cfg.weight_decay,
+        aggregation=cfg.aggregation)
+
+
+def plan_federation(cfg: FlowerRunConfig, reports: ClientReports, *, choice: AutoChoice,
+                    settings: SearchSettings | None = None, use_cache: bool = True,
+                    progress: Callable[[str, int], None] | None = None) -> FederationPlan:
+    """Plan T, b (and q) for clients that reported ``reports``; the run to submit next.
+
+    The planned run spends each client's reported budget (what the client itself said it
+    would spend), never more: with ``cfg.client_budgets`` every client spends its own,
+    otherwise the run's ``eps``/``delta``, which the clients checked against their budgets
+    before reporting. Each client's ledger refuses any overspending anyway.
+
+    Raises
+    ------
+    PlanNotUseful
+        If no schedule is predicted to beat the untrained model (run nothing).
+    ValueError
+        If the scenario cannot be planned (a non-private mechanism, a model the twin does not
+        simulate, bad reports).
+    """
+    scenario = federation_scenario(cfg, reports, choice=choice)
+    public = ProxyChoice(use=DataUse.PUBLIC_PROXY, public=proxy_spec(cfg, choice.proxy),
+                         public_label=choice.proxy.value)
+    plan = make_plan(scenario, proxy=public, sizes=np.asarray(reports.sizes, dtype=np.int64),
+                     settings=settings or SearchSettings(seed=cfg.seed), use_cache=use_cache,
+                     progress=progress)
+    if not plan.useful:
+        raise PlanNotUseful(plan.message)
+    rec = plan.recommended
+    planned = dataclasses.replace(
+        cfg, rounds=rec.rounds, clients_per_round=rec.clients_per_round,
+        sample_rate=rec.sample_rate if scenario.poisson else cfg.sample_rate,
+        min_replies=min(cfg.min_replies, rec.clients_per_round))
+    return FederationPlan(plan=plan, scenario=scenario, cfg=planned, reports=reports)
+
+
+__all__ = ["PROXY_DATASETS", "AutoChoice", "FederationPlan", "PlanNotUseful",
+           "federation_scenario", "plan_federation", "proxy_spec", "reports_from_json"]

@@ -1,0 +1,135 @@
+"""``fedqr flower run --rounds auto --clients-per-round auto [--sample-rate auto]``.
+
+The options are checked before anything is submitted; then a survey run asks the SuperNodes
+for their sizes and budgets, the server plans on the public ``--proxy-dataset``
+(:mod:`fedqr.flower.auto`), and the plan runs as an ordinary run.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from rich.console import Console
+
+from fedqr.data import DatasetName
+from fedqr.flower.auto import AutoChoice, FederationPlan, federation_scenario, plan_federation
+from fedqr.flower.config import FlowerRunConfig
+from fedqr.flower.server_logic import ClientReports
+
+
+@dataclass(frozen=True, kw_only=True)
+class Schedule:
+    """T, b and q as given: a value, or ``None`` for ``auto``."""
+
+    rounds: int | None
+    clients_per_round: int | None
+    sample_rate: float | None
+
+    @property
+    def auto(self) -> bool:
+        """Whether the planner chooses any of them."""
+        return None in (self.rounds, self.clients_per_round, self.sample_rate)
+
+
+def parse_schedule(*, rounds: str, clients_per_round: str, sample_rate: str | None,
+                   default_rate: float) -> Schedule:
+    """``--rounds``, ``--clients-per-round`` and ``--sample-rate``, each a value or ``auto``.
+
+    Raises
+    ------
+    ValueError
+        Naming the option, its range and the value given.
+    """
+    from fedqr.cli.scenario import int_or_auto, rate_or_auto  # the parsing of fedqr run
+
+    return Schedule(rounds=int_or_auto("rounds", rounds, low=1),
+                    clients_per_round=int_or_auto("clients_per_round", clients_per_round,
+                                                  low=1),
+                    sample_rate=rate_or_auto(sample_rate, default=default_rate))
+
+
+def auto_choice(schedule: Schedule, *, command: str, remote: bool,
+                proxy_dataset: DatasetName | None) -> AutoChoice | None:
+    """What the planner chooses (``None``: nothing, a fixed schedule).
+
+    Raises
+    ------
+    ValueError
+        If ``auto`` is asked outside ``fedqr flower run`` or without ``--proxy-dataset``, or
+        ``--proxy-dataset`` without ``auto``.
+    """
+    if not schedule.auto:
+        if proxy_dataset is not None:
+            raise ValueError("--proxy-dataset is used only with --rounds, --clients-per-round "
+                             f"or --sample-rate auto, got --proxy-dataset={proxy_dataset.value}")
+        return None
+    if not remote:
+        raise ValueError(f"auto (--rounds, --clients-per-round, --sample-rate) is planned from "
+                         f"the sizes and budgets that SuperNodes report: fedqr flower run only "
+                         f"(fedqr run --rounds auto plans a simulation), got {command}")
+    if proxy_dataset is None:
+        raise ValueError("auto needs --proxy-dataset mnist|digits: the public data set the "
+                         "server plans on (it never reads the clients' data), got none")
+    return AutoChoice(rounds=schedule.rounds is None,
+                      clients_per_round=schedule.clients_per_round is None,
+                      sample_rate=schedule.sample_rate is None, proxy=proxy_dataset)
+
+
+def check_plannable(cfg: FlowerRunConfig, choice: AutoChoice) -> None:
+    """Everything the plan needs that can be checked before the clients are asked.
+
+    Raises
+    ------
+    ValueError
+        A mechanism without noise, a model the twin does not simulate, a proxy whose
+        features or classes differ from the run's data set.
+    """
+    from fedqr.models.factory import ModelName, default_model
+
+    n = cfg.num_clients
+    federation_scenario(cfg, ClientReports(sizes=(1,) * n, eps=cfg.eps * n if len(
+        cfg.eps) == 1 else cfg.eps, delta=cfg.delta * n if len(cfg.delta) == 1 else cfg.delta),
+        choice=choice)  # the scenario's own checks (mechanism, b <= N, ...)
+    if default_model(cfg.dataset) is not ModelName.LOGREG:
+        raise ValueError(f"auto plans with the twin, which trains logistic regression (mnist, "
+                         f"digits), got --dataset {cfg.dataset.value}")
+    from fedqr.flower.auto import proxy_spec
+
+    real, public = cfg.data_spec().load(), proxy_spec(cfg, choice.proxy).load()
+    if (public.x_train.shape[1], public.num_classes) != (real.x_train.shape[1],
+                                                         real.num_classes):
+        raise ValueError(
+            f"--proxy-dataset must have the run's features and classes ({cfg.dataset.value}: "
+            f"{real.x_train.shape[1]} features, {real.num_classes} classes), got "
+            f"--proxy-dataset {choice.proxy.value} with {public.x_train.shape[1]} features, "
+            f"{public.num_classes} classes")
+
+
+def plan_remote(cfg: FlowerRunConfig, *, choice: AutoChoice, address: str, ca: Path | None,
+                work: Path, timeout_s: float, console: Console) -> FederationPlan:
+    """Survey the SuperLink's clients, plan, and return the run to submit.
+
+    Raises
+    ------
+    fedqr.flower.auto.PlanNotUseful
+        If no schedule helps (nothing is run).
+    FlowerRunFailed, LaunchError
+        If the survey fails (a client refuses, clients missing).
+    """
+    from fedqr.flower.auto import reports_from_json
+    from fedqr.flower.runner import survey_remote
+
+    survey_work = work / "survey"
+    survey_work.mkdir(parents=True, exist_ok=True)
+    doc = survey_remote(cfg, address=address, ca=ca, work=survey_work, timeout_s=timeout_s)
+    reports = reports_from_json(doc, num_clients=cfg.num_clients)
+    console.print(f"clients report sizes {list(reports.sizes)}, eps "
+                  f"{[round(e, 6) for e in reports.eps]}; planning on public "
+                  f"{choice.proxy.value}")
+    fed = plan_federation(cfg, reports, choice=choice)
+    r = fed.cfg
+    console.print(f"plan: T={r.rounds}, b={r.clients_per_round}"
+                  + (f", q={r.sample_rate:g}" if fed.scenario.poisson else "")
+                  + f" ({fed.plan.message})")
+    return fed
