@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 import dp_accounting
@@ -38,8 +39,10 @@ __all__ = [
     "Calibration",
     "GaussianMechanism",
     "LaplaceMechanism",
+    "Neighbours",
     "NoNoise",
     "NoiseMechanism",
+    "PaperBound",
     "as_mechanism",
     "mechanism_for",
 ]
@@ -68,6 +71,24 @@ class Calibration:
 NO_NOISE = Calibration(param=0.0, std=0.0, event=None)
 
 
+class Neighbours(StrEnum):
+    """The neighbouring relation a mechanism's guarantee is stated for."""
+
+    REPLACE_ONE = "replace-one"
+    """One record replaced by another (the full local batch, ``sum / d_i``)."""
+    ADD_REMOVE_ONE = "add/remove-one"
+    """One record added or removed (Poisson sampling, ``sum / (q d_i)``)."""
+
+
+class PaperBound(StrEnum):
+    """Which of the paper's convergence bounds covers a mechanism's noise."""
+
+    THEOREM_3 = "theorem-3"
+    """Laplace noise of Theorem 1 (pure eps, q = 1): closed-form optimum of U(T, b)."""
+    THEOREM_4 = "theorem-4"
+    """Gaussian noise calibrated by an accountant (eps, delta, Poisson q)."""
+
+
 @runtime_checkable
 class NoiseMechanism(Protocol):
     """What a client-side noise mechanism owns (see the module docstring)."""
@@ -90,6 +111,23 @@ class NoiseMechanism(Protocol):
     @property
     def needs_delta(self) -> bool:
         """Whether the budget has a delta in (0, 1) (``False``: pure DP, delta = 0)."""
+        ...
+
+    @property
+    def neighbours(self) -> Neighbours:
+        """The neighbouring relation of the guarantee (what a canary audit attacks)."""
+        ...
+
+    @property
+    def bound(self) -> PaperBound | None:
+        """The paper's bound for this noise (``None``: no theorem of the paper covers it;
+        plan with the twin)."""
+        ...
+
+    @property
+    def continuous(self) -> Mechanism:
+        """The real-valued additive noise closest to this mechanism's (itself for Laplace and
+        Gaussian; what a simulation such as the planner's twin draws for a quantising one)."""
         ...
 
     @property
@@ -153,13 +191,33 @@ class _Additive:
                 param: Tensor) -> Tensor:
         return (g_data + decay) + noise
 
-    def _check_clip(self, kind: Mechanism, clip: float) -> None:
-        if math.isinf(clip):
-            raise ValueError(f"{kind.value} needs a finite clip, got clip={clip}")
+
+def _check_finite_clip(kind: Mechanism, clip: float) -> None:
+    if math.isinf(clip):
+        raise ValueError(f"{kind.value} needs a finite clip, got clip={clip}")
+
+
+class _FullBatch:
+    """Shared by the replace-one mechanisms: every row of the client (q = 1), ``sum / d_i``,
+    a finite clip."""
+
+    kind: Mechanism
+
+    def check(self, *, clip: float, sample_rate: float) -> None:
+        _check_finite_clip(self.kind, clip)
+        if sample_rate != 1:
+            raise ValueError(f"the {self.kind.value} mechanism uses each client's full local "
+                             f"data (q = 1), got sample_rate={sample_rate}")
+
+    def batch_rate(self, sample_rate: float) -> float:
+        return 1.0
+
+    def denominator_rate(self, sample_rate: float) -> float:
+        return 1.0
 
 
 @dataclass(frozen=True)
-class LaplaceMechanism(_Additive):
+class LaplaceMechanism(_FullBatch, _Additive):
     """Paper Theorem 1: l1 clip, every row (q = 1), replace-one, pure eps-DP, basic
     composition over the exact reply count (:class:`~fedqr.privacy.PureDpAccountant`)."""
 
@@ -167,20 +225,11 @@ class LaplaceMechanism(_Additive):
     norm: Norm = Norm.L1
     private: bool = True
     needs_delta: bool = False
+    neighbours: Neighbours = Neighbours.REPLACE_ONE
+    bound: PaperBound | None = PaperBound.THEOREM_3
+    continuous: Mechanism = Mechanism.LAPLACE
     default_clip: float = 300.0
     default_sample_rate: float = 1.0
-
-    def check(self, *, clip: float, sample_rate: float) -> None:
-        self._check_clip(self.kind, clip)
-        if sample_rate != 1:
-            raise ValueError("the Laplace mechanism uses each client's full local data "
-                             f"(q = 1), got sample_rate={sample_rate}")
-
-    def batch_rate(self, sample_rate: float) -> float:
-        return 1.0
-
-    def denominator_rate(self, sample_rate: float) -> float:
-        return 1.0
 
     def accountant(self, requested: Accountant) -> Accountant | None:
         return Accountant.PURE
@@ -216,11 +265,14 @@ class GaussianMechanism(_Additive):
     norm: Norm = Norm.L2
     private: bool = True
     needs_delta: bool = True
+    neighbours: Neighbours = Neighbours.ADD_REMOVE_ONE
+    bound: PaperBound | None = PaperBound.THEOREM_4
+    continuous: Mechanism = Mechanism.GAUSSIAN
     default_clip: float = 10.0
     default_sample_rate: float = 0.01
 
     def check(self, *, clip: float, sample_rate: float) -> None:
-        self._check_clip(self.kind, clip)
+        _check_finite_clip(self.kind, clip)
 
     def batch_rate(self, sample_rate: float) -> float:
         return sample_rate
@@ -264,6 +316,9 @@ class NoNoise(_Additive):
     norm: Norm = Norm.L2
     private: bool = False
     needs_delta: bool = False
+    neighbours: Neighbours = Neighbours.ADD_REMOVE_ONE
+    bound: PaperBound | None = None
+    continuous: Mechanism = Mechanism.GAUSSIAN  # zero noise: the family is immaterial
     default_clip: float = math.inf
     default_sample_rate: float = 1.0
 
