@@ -25,8 +25,8 @@ __all__ = ["AUDITED", "draw_noise", "noise_parameter", "round_robin_replies", "s
 # The audit's canary game and its Neyman-Pearson statistics are derived for two noise
 # densities (module docstring of :mod:`fedqr.audit.trials`); this table is the one place
 # that says which mechanisms have them, and how their noise is drawn.
-_SAMPLERS: dict[Mechanism, Callable[..., torch.Tensor]] = {Mechanism.LAPLACE: sample_laplace,
-                                       Mechanism.GAUSSIAN: sample_gaussian}
+_SAMPLERS: dict[Mechanism, Callable[..., torch.Tensor]] = {
+    Mechanism.LAPLACE: sample_laplace, Mechanism.GAUSSIAN: sample_gaussian}
 AUDITED = tuple(_SAMPLERS)
 """The mechanisms the audit can attack."""
 
