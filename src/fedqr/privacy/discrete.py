@@ -35,7 +35,7 @@ from torch import Tensor
 
 from fedqr.privacy.accounting import Accountant, make_accountant
 from fedqr.privacy.mechanisms import Mechanism, Norm
-from fedqr.privacy.spec import NO_NOISE, Calibration, Neighbours, PaperBound, _FullBatch
+from fedqr.privacy.spec import NO_NOISE, Calibration, PaperBound, _FullBatch
 
 __all__ = ["GRID_PER_PARAM", "DiscreteLaplaceMechanism", "SecureIntegers", "SeededIntegers",
            "grid_sensitivity", "sample_discrete_laplace"]
@@ -168,11 +168,9 @@ class DiscreteLaplaceMechanism(_FullBatch):
     norm: Norm = Norm.L1
     private: bool = True
     needs_delta: bool = True
-    neighbours: Neighbours = Neighbours.REPLACE_ONE
     bound: PaperBound | None = None  # no theorem of the paper covers it: the twin plans it
     continuous: Mechanism = Mechanism.LAPLACE
     default_clip: float = 300.0
-    default_sample_rate: float = 1.0
 
     def accountant(self, requested: Accountant) -> Accountant | None:
         return Accountant.PLD

@@ -202,6 +202,8 @@ class _FullBatch:
     a finite clip."""
 
     kind: Mechanism
+    neighbours: Neighbours = Neighbours.REPLACE_ONE
+    default_sample_rate: float = 1.0
 
     def check(self, *, clip: float, sample_rate: float) -> None:
         _check_finite_clip(self.kind, clip)
@@ -225,11 +227,9 @@ class LaplaceMechanism(_FullBatch, _Additive):
     norm: Norm = Norm.L1
     private: bool = True
     needs_delta: bool = False
-    neighbours: Neighbours = Neighbours.REPLACE_ONE
     bound: PaperBound | None = PaperBound.THEOREM_3
     continuous: Mechanism = Mechanism.LAPLACE
     default_clip: float = 300.0
-    default_sample_rate: float = 1.0
 
     def accountant(self, requested: Accountant) -> Accountant | None:
         return Accountant.PURE
