@@ -71,8 +71,9 @@ class AuditConfig:
     def __post_init__(self) -> None:
         if self.mechanism not in _noise.AUDITED:
             raise ValueError("mechanism must be one of "
-                             f"{', '.join(m.value for m in _noise.AUDITED)} (none claims no "
-                             f"privacy), got mechanism={self.mechanism.value}")
+                             f"{', '.join(m.value for m in _noise.AUDITED)} (the densities "
+                             "the canary game is derived for; none claims no privacy), got "
+                             f"mechanism={self.mechanism.value}")
         if not (isinstance(self.eps, int | float) and 0 < self.eps < math.inf):
             raise ValueError(f"eps must be > 0 and finite, got eps={self.eps}")
         if not (isinstance(self.delta, int | float) and 0 <= self.delta < 1):
