@@ -35,7 +35,7 @@ from torch import Tensor
 
 from fedqr.privacy.accounting import Accountant, make_accountant
 from fedqr.privacy.mechanisms import Mechanism, Norm
-from fedqr.privacy.spec import NO_NOISE, Calibration, PaperBound, _FullBatch
+from fedqr.privacy.spec import NO_NOISE, Calibration, FullBatch, PaperBound
 
 __all__ = ["GRID_PER_PARAM", "DiscreteLaplaceMechanism", "SecureIntegers", "SeededIntegers",
            "grid_sensitivity", "sample_discrete_laplace"]
@@ -160,7 +160,7 @@ def _calibrate(replies: int, eps: float, delta: float, sensitivity: int) -> int:
 
 
 @dataclass(frozen=True)
-class DiscreteLaplaceMechanism(_FullBatch):
+class DiscreteLaplaceMechanism(FullBatch):
     """Discrete Laplace on the integer grid (module docstring); PLD accounting."""
 
     secure: bool = False
