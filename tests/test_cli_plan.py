@@ -84,6 +84,8 @@ def test_plan_gaussian_json(tmp_path: Path) -> None:
     (["--eps", "1", "x"], "unexpected argument 'x'"),
     (["--eps", "1", "--t-max", "0", "--mechanism", "gaussian"], "t_max"),
     (["--eps", "1", "--mechanism", "none"], "mechanism"),
+    # no theorem of the paper covers discrete Laplace: the bound refuses it, naming the twin
+    (["--eps", "1", "--mechanism", "discrete-laplace"], "--method twin"),
 ])
 def test_plan_bad_input_exit_2(constants_file: Path, tmp_path: Path, args: list[str],
                                needle: str) -> None:

@@ -159,6 +159,7 @@ def test_report_is_reproducible_and_json_complete() -> None:
     ({"confidence": 1.0}, "confidence"), ({"confidence": 0.0}, "confidence"),
     ({"delta": 1.0}, "delta"), ({"delta": -0.1}, "delta"),
     ({"mechanism": Mechanism.NONE}, "mechanism"), ({"rounds": 0}, "rounds"),
+    ({"mechanism": Mechanism.DISCRETE_LAPLACE}, "mechanism"),  # no canary game derived
     ({"clients_per_round": 11}, "clients_per_round"), ({"seed": -1}, "seed"),
     ({"sample_rate": 0.0}, "sample_rate"), ({"clip": -1.0}, "clip"),
 ])

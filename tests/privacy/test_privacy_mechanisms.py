@@ -24,11 +24,14 @@ import torch
 
 from fedqr.privacy import (
     Mechanism,
+    Neighbours,
+    PaperBound,
     ReplyStats,
     gaussian_event,
     gaussian_std,
     laplace_event,
     laplace_scale,
+    mechanism_for,
     sample_gaussian,
     sample_laplace,
 )
@@ -143,6 +146,21 @@ def test_events() -> None:
 def test_mechanism_enum() -> None:
     assert Mechanism("laplace") is Mechanism.LAPLACE
     assert [m.value for m in Mechanism] == ["laplace", "gaussian", "none", "discrete-laplace"]
+
+
+def test_mechanism_objects_answer_what_layers_above_ask() -> None:
+    """Neighbouring relation, the paper's bound and the continuous noise of each mechanism
+    agree with its sampling: replace-one exactly when every row is used and ``sum / d_i``."""
+    want = {Mechanism.LAPLACE: (PaperBound.THEOREM_3, Mechanism.LAPLACE),
+            Mechanism.GAUSSIAN: (PaperBound.THEOREM_4, Mechanism.GAUSSIAN),
+            Mechanism.NONE: (None, Mechanism.GAUSSIAN),
+            Mechanism.DISCRETE_LAPLACE: (None, Mechanism.LAPLACE)}
+    for m, (bound, continuous) in want.items():
+        spec = mechanism_for(m)
+        assert (spec.bound, spec.continuous) == (bound, continuous)
+        replace_one = spec.batch_rate(0.25) == 1.0 and spec.denominator_rate(0.25) == 1.0
+        assert (spec.neighbours is Neighbours.REPLACE_ONE) == replace_one
+        assert mechanism_for(spec.continuous).norm is spec.norm
 
 
 def test_reply_stats() -> None:

@@ -10,6 +10,8 @@ the code a run uses rather than a re-derivation of it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import dp_accounting
 import numpy as np
 import torch
@@ -25,8 +27,16 @@ from fedqr.sim.budget import client_noise
 from fedqr.sim.config import PrivacyConfig, Selection, SimConfig
 from fedqr.sim.schedule import make_schedule, reply_counts
 
-__all__ = ["draw_noise", "noise_parameter", "one_reply_claim", "round_robin_replies",
-           "scenario"]
+__all__ = ["AUDITED", "draw_noise", "noise_parameter", "one_reply_claim",
+           "round_robin_replies", "scenario"]
+
+# The audit's canary game and its Neyman-Pearson statistics are derived for two noise
+# densities (module docstring of :mod:`fedqr.audit.trials`); this table is the one place
+# that says which mechanisms have them, and how their noise is drawn.
+_SAMPLERS: dict[Mechanism, Callable[..., torch.Tensor]] = {
+    Mechanism.LAPLACE: sample_laplace, Mechanism.GAUSSIAN: sample_gaussian}
+AUDITED = tuple(_SAMPLERS)
+"""The mechanisms the audit can attack."""
 
 
 def scenario(*, mechanism: Mechanism, eps: float, delta: float, clip: float,
@@ -95,9 +105,8 @@ def one_reply_claim(config: SimConfig, *, client: int, replies: int,
 def draw_noise(mechanism: Mechanism, scale: float, shape: tuple[int, ...], *,
                generator: torch.Generator) -> torch.Tensor:
     """I.i.d. float64 noise of ``shape``: ``Laplace(0, scale)`` or ``N(0, scale^2)``."""
-    s = torch.tensor(scale, dtype=torch.float64)
-    if mechanism is Mechanism.LAPLACE:
-        return sample_laplace(s, shape, generator=generator)
-    if mechanism is Mechanism.GAUSSIAN:
-        return sample_gaussian(s, shape, generator=generator)
-    raise ValueError(f"mechanism must be laplace or gaussian, got mechanism={mechanism.value}")
+    if mechanism not in _SAMPLERS:
+        raise ValueError(f"mechanism must be one of {', '.join(m.value for m in AUDITED)}, "
+                         f"got mechanism={mechanism.value}")
+    return _SAMPLERS[mechanism](torch.tensor(scale, dtype=torch.float64), shape,
+                                generator=generator)

@@ -8,7 +8,7 @@ from enum import StrEnum
 from typing import TYPE_CHECKING
 
 from fedqr.audit import _noise
-from fedqr.privacy import Accountant, Mechanism
+from fedqr.privacy import Accountant, Mechanism, mechanism_for
 
 if TYPE_CHECKING:
     from fedqr.sim.config import SimConfig
@@ -96,9 +96,11 @@ class AuditConfig:
     threat_model: ThreatModel = ThreatModel.ALL
 
     def __post_init__(self) -> None:
-        if self.mechanism is Mechanism.NONE:
-            raise ValueError("mechanism must be laplace or gaussian (none claims no privacy), "
-                             "got mechanism=none")
+        if self.mechanism not in _noise.AUDITED:
+            raise ValueError("mechanism must be one of "
+                             f"{', '.join(m.value for m in _noise.AUDITED)} (the densities "
+                             "the canary game is derived for; none claims no privacy), got "
+                             f"mechanism={self.mechanism.value}")
         if not (isinstance(self.eps, int | float) and 0 < self.eps < math.inf):
             raise ValueError(f"eps must be > 0 and finite, got eps={self.eps}")
         if not (isinstance(self.delta, int | float) and 0 <= self.delta < 1):
@@ -129,5 +131,5 @@ class AuditConfig:
 
     @property
     def delta_claimed(self) -> float:
-        """The claimed delta: ``0`` for Laplace (pure DP), ``delta`` for Gaussian."""
-        return 0.0 if self.mechanism is Mechanism.LAPLACE else float(self.delta)
+        """The claimed delta: ``0`` for pure DP (Laplace), ``delta`` otherwise (Gaussian)."""
+        return mechanism_for(self.mechanism).client_delta(float(self.delta))

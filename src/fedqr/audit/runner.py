@@ -12,7 +12,7 @@ from fedqr.audit._noise import noise_parameter, one_reply_claim, round_robin_rep
 from fedqr.audit.config import NUM_SAMPLES, AuditConfig, ThreatModel
 from fedqr.audit.stats import Evaluation, evaluate, select_threshold
 from fedqr.audit.trials import final_model_scores, reply_scores
-from fedqr.privacy import Mechanism
+from fedqr.privacy import Mechanism, mechanism_for
 
 __all__ = ["AuditReport", "ThreatResult", "run_audit"]
 
@@ -151,8 +151,8 @@ def run_audit(config: AuditConfig, *, _noise_scale_factor: float = 1.0) -> Audit
     scales = [noise_parameter(sim, client=i, replies=counts[i], num_samples=NUM_SAMPLES)
               * _noise_scale_factor if counts[i] > 0 else 0.0 for i in range(n)]
     mech, q = config.mechanism, float(config.sample_rate)
-    shift = config.clip / NUM_SAMPLES if mech is Mechanism.LAPLACE else (
-        config.clip / (q * NUM_SAMPLES))
+    # the canary's effect on a reply: clip / d_i (replace-one) or clip / (q d_i) (add/remove)
+    shift = config.clip / (mechanism_for(mech).denominator_rate(q) * NUM_SAMPLES)
     others = [(counts[i], scales[i]) for i in range(n) if i != client]
     gen = torch.Generator().manual_seed(config.seed)
     models = config.threat_model.audits()

@@ -27,7 +27,7 @@ import numpy as np
 import torch
 
 from fedqr.audit._noise import draw_noise
-from fedqr.privacy import Mechanism
+from fedqr.privacy import Mechanism, Neighbours, mechanism_for
 
 __all__ = ["final_model_scores", "reply_scores"]
 
@@ -42,7 +42,7 @@ def _chunks(trials: int, width: int) -> list[int]:
 def _signal(mechanism: Mechanism, *, canary: bool, shape: tuple[int, ...], shift: float,
             sample_rate: float, generator: torch.Generator) -> torch.Tensor:
     """The canary's term in coordinate 1 of each reply (``+-c``, or ``B * Delta``)."""
-    if mechanism is Mechanism.LAPLACE:
+    if mechanism_for(mechanism).neighbours is Neighbours.REPLACE_ONE:  # full batch, +-c
         return torch.full(shape, shift if canary else -shift, dtype=torch.float64)
     if not canary:
         return torch.zeros(shape, dtype=torch.float64)

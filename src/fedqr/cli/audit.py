@@ -11,11 +11,8 @@ from rich.table import Table
 
 from fedqr.audit import AuditConfig, ThreatModel, run_audit
 from fedqr.cli._common import fail, out
-from fedqr.privacy import Accountant, Mechanism
+from fedqr.privacy import Accountant, Mechanism, mechanism_for
 from fedqr.sim.result import write_json_atomic
-
-DEFAULT_CLIP = {Mechanism.LAPLACE: 300.0, Mechanism.GAUSSIAN: 10.0}
-"""As ``fedqr run`` on MNIST; the audit's figures do not depend on the clip."""
 
 
 def _check_out(path: Path | None) -> None:
@@ -72,14 +69,12 @@ def audit(
     """
 
     try:
-        q = sample_rate if sample_rate is not None else (
-            0.01 if mechanism is Mechanism.GAUSSIAN else 1.0)
-        if mechanism is Mechanism.NONE:
-            raise ValueError("mechanism must be laplace or gaussian (none claims no "
-                             "privacy), got mechanism=none")
+        # defaults as fedqr run on MNIST (the audit's figures do not depend on the clip)
+        spec = mechanism_for(mechanism)
+        q = sample_rate if sample_rate is not None else spec.default_sample_rate
         config = AuditConfig(
             mechanism=mechanism, eps=eps, delta=delta,
-            clip=clip if clip is not None else DEFAULT_CLIP[mechanism], sample_rate=q,
+            clip=clip if clip is not None else spec.default_clip, sample_rate=q,
             accountant=accountant, num_clients=num_clients,
             clients_per_round=clients_per_round, rounds=rounds, seed=seed, trials=trials,
             one_reply_trials=one_reply_trials, confidence=confidence,

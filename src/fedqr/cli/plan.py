@@ -15,13 +15,11 @@ from fedqr.cli.tables import print_gaussian, print_laplace
 from fedqr.data import DataNotFoundError, DatasetName, PartitionKind
 from fedqr.models.factory import ModelName
 from fedqr.planner import DataUse, Method
-from fedqr.privacy import Accountant, Mechanism
+from fedqr.privacy import Accountant, Mechanism, PaperBound, mechanism_for
 from fedqr.sim.config import Aggregation, LrSchedule
 from fedqr.sim.result import write_json_atomic
 from fedqr.theory import ProblemConstants, Rounding, constants_from_json
 from fedqr.theory.tables import gaussian_rows, laplace_rows
-
-DEFAULT_Q = {Mechanism.LAPLACE: 1.0, Mechanism.GAUSSIAN: 0.01}
 
 DatasetOpt = Annotated[DatasetName, typer.Option(help="Data set to estimate on.")]
 PartitionOpt = Annotated[PartitionKind | None, typer.Option(
@@ -44,13 +42,14 @@ CacheOpt = Annotated[bool, typer.Option(help="Reuse a cached estimate for the sa
 def _spec(dataset: DatasetName, partition: PartitionKind | None, num_clients: int, alpha: float,
           mechanism: Mechanism, clip: float | None, sample_rate: float | None,
           weight_decay: float, proxy_fraction: float | None, seed: int) -> EstimateSpec:
-    if mechanism is Mechanism.NONE:
-        raise ValueError("mechanism must be laplace or gaussian, got mechanism='none'")
+    if not mechanism_for(mechanism).private:
+        raise ValueError(f"mechanism must be a private mechanism, got "
+                         f"mechanism={mechanism.value!r}")
     if not num_clients >= 2:
         raise ValueError(f"num_clients must be >= 2, got num_clients={num_clients}")
     check_positive("alpha", alpha)
     check_seed("seed", seed)
-    q = DEFAULT_Q[mechanism] if sample_rate is None else sample_rate
+    q = mechanism_for(mechanism).default_sample_rate if sample_rate is None else sample_rate
     if not 0 < q <= 1:
         raise ValueError(f"sample_rate must be in (0, 1], got sample_rate={q}")
     from fedqr.cli.run import default_clip
@@ -65,7 +64,7 @@ def _spec(dataset: DatasetName, partition: PartitionKind | None, num_clients: in
 
 def _check_budget(eps: float, delta: float, mechanism: Mechanism) -> None:
     check_positive("eps", eps)
-    check_in_range("delta", delta, 0, 1, low_open=mechanism is Mechanism.GAUSSIAN,
+    check_in_range("delta", delta, 0, 1, low_open=mechanism_for(mechanism).needs_delta,
                    high_open=True)
 
 
@@ -91,7 +90,7 @@ def estimate(
     try:
         spec = _spec(dataset, partition, num_clients, alpha, mechanism, clip, sample_rate,
                      weight_decay, proxy_fraction, seed)
-        delta_used = delta if mechanism is Mechanism.GAUSSIAN else 0.0
+        delta_used = mechanism_for(mechanism).client_delta(delta)
         _check_budget(eps, delta_used, mechanism)
         check_out_file("out", out_path)
         err.print("[yellow]note:[/] the estimate reads the clients' data without privacy"
@@ -120,6 +119,7 @@ def _plan_bound(
     as_json: bool, plot: Path | None,
 ) -> None:
     """The paper's bound: optimal T and b for each budget eps (``--method bound|paper``)."""
+    spec = mechanism_for(mechanism)
     try:
         for e in eps_list:
             _check_budget(e, delta, mechanism)
@@ -127,18 +127,20 @@ def _plan_bound(
         if (constants is None) == (dataset is None):
             raise ValueError("give exactly one of --constants FILE or --dataset NAME, got "
                              f"constants={constants}, dataset={dataset}")
-        if mechanism is Mechanism.NONE:
-            raise ValueError("mechanism must be laplace or gaussian, got mechanism='none'")
+        if spec.bound is None:
+            covered = ", ".join(m.value for m in Mechanism if mechanism_for(m).bound)
+            raise ValueError(f"mechanism must be one the paper's bounds cover ({covered}; "
+                             f"plan others with --method twin), got "
+                             f"mechanism={mechanism.value!r}")
         if not isinstance(t_max, int) or t_max < 1:
             raise ValueError(f"t_max must be an integer >= 1, got t_max={t_max}")
         source: dict[str, Any]
         if dataset is not None:
-            spec = _spec(dataset, partition, num_clients, alpha, mechanism, clip, sample_rate,
-                         weight_decay, proxy_fraction, seed)
+            est = _spec(dataset, partition, num_clients, alpha, mechanism, clip, sample_rate,
+                        weight_decay, proxy_fraction, seed)
             with err.status(f"estimating constants on {dataset.value} ..."):
-                doc = estimate_for(spec, data_dir=data_dir, eps=eps_list[0],
-                                   delta=delta if mechanism is Mechanism.GAUSSIAN else 0.0,
-                                   use_cache=cache)
+                doc = estimate_for(est, data_dir=data_dir, eps=eps_list[0],
+                                   delta=spec.client_delta(delta), use_cache=cache)
             base = constants_from_json(json.dumps(doc))
             source = {"dataset": dataset.value, "estimate": doc["estimate"]}
         else:
@@ -146,10 +148,13 @@ def _plan_bound(
             base, doc = read_constants(constants)
             source = {"constants_file": str(constants)}
         base = _for_mechanism(base, mechanism, delta)
-        paper_ok = (dataset is DatasetName.MNIST and mechanism is Mechanism.LAPLACE
+        # the paper's two theorems give two tables (Theorem 3: closed forms; Theorem 4: an
+        # accountant-calibrated grid): a branch on the theorem, not on the mechanism
+        closed_form = spec.bound is PaperBound.THEOREM_3
+        paper_ok = (dataset is DatasetName.MNIST and closed_form
                     and partition in (None, PartitionKind.TWO_DIGITS) and base.N == 10
                     and base.xi == 300.0)
-        if mechanism is Mechanism.LAPLACE:
+        if closed_form:
             rows, panels = laplace_rows(base, eps_list, rounding=rounding)
         else:
             with err.status("calibrating the Gaussian noise over the (T, b) grid ..."):
@@ -168,7 +173,7 @@ def _plan_bound(
     if as_json:
         typer.echo(json.dumps(result, indent=2))
         return
-    if mechanism is Mechanism.LAPLACE:
+    if closed_form:
         print_laplace(base, rows, compare_paper=paper_ok, source=source)
     else:
         print_gaussian(base, rows, t_max=t_max, source=source)
@@ -187,12 +192,12 @@ def _extra_eps(text: str) -> float:
 
 
 def _for_mechanism(c: ProblemConstants, mechanism: Mechanism, delta: float) -> ProblemConstants:
-    """Budgets of the mechanism: delta 0 and q 1 for Laplace, the given delta for Gaussian."""
+    """Budgets of the mechanism: its delta (0 for pure DP) and its batch rate (1 without
+    sampling)."""
     from dataclasses import replace
 
-    if mechanism is Mechanism.LAPLACE:
-        return replace(c, delta_i=(0.0,) * c.N, q=1.0)
-    return replace(c, delta_i=(delta,) * c.N)
+    spec = mechanism_for(mechanism)
+    return replace(c, delta_i=(spec.client_delta(delta),) * c.N, q=spec.batch_rate(c.q))
 
 
 def doc_constants(c: ProblemConstants) -> dict[str, Any]:

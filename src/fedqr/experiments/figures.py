@@ -13,10 +13,11 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from fedqr._atomic import write_file_atomic
+from fedqr.experiments.sweep import PAPER_MECHANISMS
 
 Row = dict[str, Any]
 Headline = Callable[[str, float, int], int | None]
-MECHS = ("laplace", "gaussian")
+MECHS = tuple(m.value for m in PAPER_MECHANISMS)
 
 
 def _save(fig: Any, path: Path) -> None:

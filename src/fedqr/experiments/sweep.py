@@ -27,7 +27,7 @@ import torch
 from fedqr._atomic import DamagedFileError, read_json, write_file_atomic, write_json_atomic
 from fedqr.data import Dataset, DatasetName, Partition, PartitionKind
 from fedqr.experiments.runs import RunSpec, RunStore, execute, prepare_data
-from fedqr.privacy import Mechanism, mechanism_for
+from fedqr.privacy import Mechanism, PaperBound, mechanism_for
 from fedqr.sim.config import PrivacyConfig, SimConfig
 from fedqr.theory import ProblemConstants, plan_gaussian
 from fedqr.theory.bounds import laplace_bound
@@ -36,7 +36,10 @@ from fedqr.theory.laplace import t_star_int
 from fedqr.theory.paper import PAPER_TABLE_ONE, implied_ratios
 
 N = 10
-Q = {Mechanism.LAPLACE: 1.0, Mechanism.GAUSSIAN: 0.01}
+PAPER_MECHANISMS = (Mechanism.LAPLACE, Mechanism.GAUSSIAN)
+"""The paper's two experiments: the noise of its Theorem 3 and of its Theorem 4. Every choice
+of the sweep that differs between them (budgets, planner, headline T) is asked of the
+mechanism's :attr:`~fedqr.privacy.NoiseMechanism.bound`, its q of the mechanism object."""
 DELTA = 1e-5
 GAUSSIAN_T = 100
 PAPER_T_STAR = {1: "T_joint", 5: "T_b5", 10: "T_b10"}
@@ -64,11 +67,16 @@ class Target:
 
     dataset: DatasetName
     partition: PartitionKind
-    clip: Mapping[Mechanism, float]
+    clip_overrides: Mapping[Mechanism, float]
+    """The paper's clip where it is not the mechanism's ``default_clip`` (MNIST's)."""
     convex: bool
     """Softmax regression (constants by :func:`estimate_constants`, distance to theta*)
     rather than the CNN (constants by
     :func:`fedqr.sim.network_constants.estimate_network_constants`)."""
+
+    def clip(self, mech: Mechanism) -> float:
+        """The paper's clip bound of ``mech`` on this data set."""
+        return self.clip_overrides.get(mech, mechanism_for(mech).default_clip)
 
     @property
     def paper_table(self) -> Mapping[float, Mapping[str, int]]:
@@ -77,9 +85,9 @@ class Target:
 
 
 MNIST = Target(dataset=DatasetName.MNIST, partition=PartitionKind.TWO_DIGITS,
-               clip={Mechanism.LAPLACE: 300.0, Mechanism.GAUSSIAN: 10.0}, convex=True)
+               clip_overrides={}, convex=True)
 FEMNIST = Target(dataset=DatasetName.FEMNIST, partition=PartitionKind.BY_WRITER,
-                 clip={Mechanism.LAPLACE: 200.0, Mechanism.GAUSSIAN: 10.0}, convex=False)
+                 clip_overrides={Mechanism.LAPLACE: 200.0}, convex=False)
 TARGETS = {t.dataset.value: t for t in (MNIST, FEMNIST)}
 
 
@@ -113,7 +121,7 @@ def settings_from(doc: dict[str, Any]) -> Settings:
 def headline_T(target: Target, mech: Mechanism | str, eps: float, b: int) -> int | None:
     """The T a b is run at in the loss-per-round and versus-b/eps figures: the paper's T*(b)
     (Laplace, the data set's Table I) or T = 100 (Gaussian)."""
-    if Mechanism(mech) is Mechanism.GAUSSIAN:
+    if mechanism_for(mech).bound is PaperBound.THEOREM_4:
         return GAUSSIAN_T
     paper = target.paper_table.get(eps)
     return paper[PAPER_T_STAR[b]] if paper and b in PAPER_T_STAR else None
@@ -136,8 +144,8 @@ def _sim(target: Target, mech: Mechanism, eps: float, b: int, T: int, s: Setting
     return SimConfig(
         num_clients=N, clients_per_round=b, rounds=T, repeats=s.repeats, seed=0,
         eval_every=max(1, T // s.curve_points) if curve else max(1, T),
-        privacy=PrivacyConfig(mechanism=mech, eps=eps, delta=DELTA, clip=target.clip[mech],
-                              sample_rate=Q[mech]))
+        privacy=PrivacyConfig(mechanism=mech, eps=eps, delta=DELTA, clip=target.clip(mech),
+                              sample_rate=mechanism_for(mech).default_sample_rate))
 
 
 def _data(target: Target, data_dir: Path | None, fraction: float) -> tuple[Dataset, Partition]:
@@ -147,10 +155,10 @@ def _data(target: Target, data_dir: Path | None, fraction: float) -> tuple[Datas
 
 def _constants(target: Target, mech: Mechanism, ds: Dataset, part: Partition, s: Settings,
                ) -> dict[str, Any]:
+    spec = mechanism_for(mech)
     kwargs: dict[str, Any] = dict(
-        dataset=ds, partition=part, clip=target.clip[mech],
-        norm=mechanism_for(mech).norm,
-        eps=1.0, delta=DELTA if mechanism_for(mech).needs_delta else 0.0, sample_rate=Q[mech],
+        dataset=ds, partition=part, clip=target.clip(mech), norm=spec.norm,
+        eps=1.0, delta=spec.client_delta(DELTA), sample_rate=spec.default_sample_rate,
         proxy_fraction=s.estimate_proxy, rng=np.random.default_rng(1))
     if target.convex:
         est = estimate_constants(**kwargs)
@@ -168,15 +176,16 @@ def _constants(target: Target, mech: Mechanism, ds: Dataset, part: Partition, s:
 def _grid(target: Target, mech: Mechanism, c: ProblemConstants, s: Settings, base: float,
           ) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     """Runs of one mechanism: (b, T) grid per eps with the planner's and the paper's choices."""
-    # the paper's experiments differ per mechanism (its Table I grid and closed-form optimum
-    # for Laplace, the accountant-calibrated planner for Gaussian): these branches choose an
+    # the paper's experiments differ per theorem (Table I's grid and closed-form optimum for
+    # Theorem 3, the accountant-calibrated planner for Theorem 4): these branches choose an
     # experiment design and a planner, not how a reply is made
-    eps_list = s.laplace_eps if mech is Mechanism.LAPLACE else s.gaussian_eps
+    spec = mechanism_for(mech)
+    closed_form = spec.bound is PaperBound.THEOREM_3
     entries, plans = [], {}
-    for eps in eps_list:
-        ce = c.with_budget(eps=eps, delta=DELTA if mechanism_for(mech).needs_delta else 0.0)
+    for eps in _eps_list(s, mech):
+        ce = c.with_budget(eps=eps, delta=spec.client_delta(DELTA))
         extra: dict[int, set[int]] = {b: set() for b in s.b_grid}
-        if mech is Mechanism.LAPLACE:
+        if closed_form:
             from fedqr.theory.laplace import joint_optimum_int
 
             j = joint_optimum_int(ce)
@@ -199,8 +208,13 @@ def _grid(target: Target, mech: Mechanism, c: ProblemConstants, s: Settings, bas
                 entries.append({"experiment": "grid", "mechanism": mech.value, "eps": eps,
                                 "b": b, "T": T, "fraction": base,
                                 "U_pred": float(laplace_bound(ce, T=T, b=b))
-                                if mech is Mechanism.LAPLACE else float(gplan.grid_U[T, b - 1])})
+                                if closed_form else float(gplan.grid_U[T, b - 1])})
     return entries, plans
+
+
+def _eps_list(s: Settings, mech: Mechanism) -> tuple[float, ...]:
+    """The budgets of the paper's experiment with ``mech`` (Theorem 3's or Theorem 4's)."""
+    return s.laplace_eps if mechanism_for(mech).bound is PaperBound.THEOREM_3 else s.gaussian_eps
 
 
 def _fractions(target: Target, s: Settings, base: float) -> list[dict[str, Any]]:
@@ -209,13 +223,12 @@ def _fractions(target: Target, s: Settings, base: float) -> list[dict[str, Any]]
     ratios = implied_ratios(target.paper_table)
     out = []
     for f in s.fractions:
-        for eps in s.laplace_eps:
-            T, b = ratios.scaled(fraction=f).joint(eps=eps, N=N)
-            out.append({"experiment": "fraction", "mechanism": "laplace", "eps": eps, "b": b,
-                        "T": T, "fraction": round(base * f, 6), "data_fraction": f})
-        for eps in s.gaussian_eps:
-            out.append({"experiment": "fraction", "mechanism": "gaussian", "eps": eps, "b": N,
-                        "T": GAUSSIAN_T, "fraction": round(base * f, 6), "data_fraction": f})
+        for mech in PAPER_MECHANISMS:
+            for eps in _eps_list(s, mech):
+                T, b = (ratios.scaled(fraction=f).joint(eps=eps, N=N)
+                        if mechanism_for(mech).bound is PaperBound.THEOREM_3 else (GAUSSIAN_T, N))
+                out.append({"experiment": "fraction", "mechanism": mech.value, "eps": eps,
+                            "b": b, "T": T, "fraction": round(base * f, 6), "data_fraction": f})
     return out
 
 
@@ -288,7 +301,7 @@ def build_manifest(out: Path, target: Target, s: Settings, *, base: float,
     ds, part = _data(target, data_dir, base)
     entries: list[dict[str, Any]] = []
     consts, plans = {}, {}
-    for mech in (Mechanism.LAPLACE, Mechanism.GAUSSIAN):
+    for mech in PAPER_MECHANISMS:
         status(f"estimating the {mech.value} constants (no privacy: an analysis step)")
         cdoc = _constants(target, mech, ds, part, s)
         from fedqr.theory import constants_from_json

@@ -107,7 +107,7 @@ def _continuous(mechanism: Mechanism) -> Mechanism:
     Gaussian of the mechanism's clipping norm. For Laplace and Gaussian that is the
     mechanism's own noise; a quantising mechanism (discrete Laplace) is approximated by it
     with the same std (at the scales of private FL the two are close)."""
-    return Mechanism.LAPLACE if mechanism_for(mechanism).norm is Norm.L1 else Mechanism.GAUSSIAN
+    return mechanism_for(mechanism).continuous
 
 
 def _weights(run: TwinRun, real: NDArray[np.int64], sel: NDArray[np.int64]) -> NDArray[Any]:

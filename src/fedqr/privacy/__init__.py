@@ -36,7 +36,9 @@ from fedqr.privacy.mechanisms import (
 from fedqr.privacy.pure import PureDpAccountant
 from fedqr.privacy.spec import (
     Calibration,
+    Neighbours,
     NoiseMechanism,
+    PaperBound,
     as_mechanism,
     mechanism_for,
 )
@@ -48,8 +50,10 @@ __all__ = [
     "Accountant",
     "Calibration",
     "Mechanism",
+    "Neighbours",
     "NoiseMechanism",
     "Norm",
+    "PaperBound",
     "PrivacyBudgetExceeded",
     "PrivacyLedger",
     "PureDpAccountant",

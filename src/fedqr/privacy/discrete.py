@@ -35,7 +35,7 @@ from torch import Tensor
 
 from fedqr.privacy.accounting import Accountant, make_accountant
 from fedqr.privacy.mechanisms import Mechanism, Norm
-from fedqr.privacy.spec import NO_NOISE, Calibration
+from fedqr.privacy.spec import NO_NOISE, Calibration, FullBatch, PaperBound
 
 __all__ = ["GRID_PER_PARAM", "DiscreteLaplaceMechanism", "SecureIntegers", "SeededIntegers",
            "grid_sensitivity", "sample_discrete_laplace"]
@@ -160,7 +160,7 @@ def _calibrate(replies: int, eps: float, delta: float, sensitivity: int) -> int:
 
 
 @dataclass(frozen=True)
-class DiscreteLaplaceMechanism:
+class DiscreteLaplaceMechanism(FullBatch):
     """Discrete Laplace on the integer grid (module docstring); PLD accounting."""
 
     secure: bool = False
@@ -168,21 +168,9 @@ class DiscreteLaplaceMechanism:
     norm: Norm = Norm.L1
     private: bool = True
     needs_delta: bool = True
+    bound: PaperBound | None = None  # no theorem of the paper covers it: the twin plans it
+    continuous: Mechanism = Mechanism.LAPLACE
     default_clip: float = 300.0
-    default_sample_rate: float = 1.0
-
-    def check(self, *, clip: float, sample_rate: float) -> None:
-        if math.isinf(clip):
-            raise ValueError(f"{self.kind.value} needs a finite clip, got clip={clip}")
-        if sample_rate != 1:
-            raise ValueError(f"{self.kind.value} uses each client's full local data (q = 1), "
-                             f"got sample_rate={sample_rate}")
-
-    def batch_rate(self, sample_rate: float) -> float:
-        return 1.0
-
-    def denominator_rate(self, sample_rate: float) -> float:
-        return 1.0
 
     def accountant(self, requested: Accountant) -> Accountant | None:
         return Accountant.PLD

@@ -4,7 +4,9 @@
 :class:`NoiseMechanism`; the engines, the Flower client, the results and the CLI ask that
 object (its clipping norm, sampling, denominator, calibration, noise draw, DP event and
 accountant) and never branch on the mechanism themselves. A new mechanism is a new class
-satisfying :class:`NoiseMechanism`, an enum member and one entry in :data:`_REGISTRY`.
+satisfying :class:`NoiseMechanism`, an enum member and one entry in :func:`_registry`. The
+classes: :mod:`fedqr.privacy.continuous` (Laplace, Gaussian, none) and
+:mod:`fedqr.privacy.discrete` (discrete Laplace).
 
 Calibration input of every mechanism: the client's budget ``(eps, delta)``, its exact reply
 count ``R``, the sampling rate ``q``, its size ``d_i``, the clip norm, the requested
@@ -16,30 +18,22 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Protocol, runtime_checkable
 
 import dp_accounting
 import torch
 from torch import Tensor
 
-from fedqr.privacy.accounting import Accountant, _as_accountant, calibrate_noise_multiplier
-from fedqr.privacy.mechanisms import (
-    Mechanism,
-    Norm,
-    gaussian_event,
-    gaussian_std,
-    laplace_event,
-    laplace_scale,
-    sample_gaussian,
-    sample_laplace,
-)
+from fedqr.privacy.accounting import Accountant, _as_accountant
+from fedqr.privacy.mechanisms import Mechanism, Norm
 
 __all__ = [
     "Calibration",
-    "GaussianMechanism",
-    "LaplaceMechanism",
-    "NoNoise",
+    "FullBatch",
+    "Neighbours",
     "NoiseMechanism",
+    "PaperBound",
     "as_mechanism",
     "mechanism_for",
 ]
@@ -68,6 +62,24 @@ class Calibration:
 NO_NOISE = Calibration(param=0.0, std=0.0, event=None)
 
 
+class Neighbours(StrEnum):
+    """The neighbouring relation a mechanism's guarantee is stated for."""
+
+    REPLACE_ONE = "replace-one"
+    """One record replaced by another (the full local batch, ``sum / d_i``)."""
+    ADD_REMOVE_ONE = "add/remove-one"
+    """One record added or removed (Poisson sampling, ``sum / (q d_i)``)."""
+
+
+class PaperBound(StrEnum):
+    """Which of the paper's convergence bounds covers a mechanism's noise."""
+
+    THEOREM_3 = "theorem-3"
+    """Laplace noise of Theorem 1 (pure eps, q = 1): closed-form optimum of U(T, b)."""
+    THEOREM_4 = "theorem-4"
+    """Gaussian noise calibrated by an accountant (eps, delta, Poisson q)."""
+
+
 @runtime_checkable
 class NoiseMechanism(Protocol):
     """What a client-side noise mechanism owns (see the module docstring)."""
@@ -90,6 +102,23 @@ class NoiseMechanism(Protocol):
     @property
     def needs_delta(self) -> bool:
         """Whether the budget has a delta in (0, 1) (``False``: pure DP, delta = 0)."""
+        ...
+
+    @property
+    def neighbours(self) -> Neighbours:
+        """The neighbouring relation of the guarantee (what a canary audit attacks)."""
+        ...
+
+    @property
+    def bound(self) -> PaperBound | None:
+        """The paper's bound for this noise (``None``: no theorem of the paper covers it;
+        plan with the twin)."""
+        ...
+
+    @property
+    def continuous(self) -> Mechanism:
+        """The real-valued additive noise closest to this mechanism's (itself for Laplace and
+        Gaussian; what a simulation such as the planner's twin draws for a quantising one)."""
         ...
 
     @property
@@ -145,158 +174,35 @@ class NoiseMechanism(Protocol):
         ...
 
 
-@dataclass(frozen=True)
-class _Additive:
-    """Shared by the mechanisms that add real-valued noise to the gradient."""
-
-    def release(self, *, g_data: Tensor, decay: Tensor, noise: Tensor, std: Tensor,
-                param: Tensor) -> Tensor:
-        return (g_data + decay) + noise
-
-    def _check_clip(self, kind: Mechanism, clip: float) -> None:
-        if math.isinf(clip):
-            raise ValueError(f"{kind.value} needs a finite clip, got clip={clip}")
+def check_finite_clip(kind: Mechanism, clip: float) -> None:
+    """Raise ``ValueError`` unless ``clip`` is finite (every private mechanism needs one)."""
+    if math.isinf(clip):
+        raise ValueError(f"{kind.value} needs a finite clip, got clip={clip}")
 
 
-@dataclass(frozen=True)
-class LaplaceMechanism(_Additive):
-    """Paper Theorem 1: l1 clip, every row (q = 1), replace-one, pure eps-DP, basic
-    composition over the exact reply count (:class:`~fedqr.privacy.PureDpAccountant`)."""
+class FullBatch:
+    """Shared by the replace-one mechanisms: every row of the client (q = 1), ``sum / d_i``,
+    a finite clip."""
 
-    kind: Mechanism = Mechanism.LAPLACE
-    norm: Norm = Norm.L1
-    private: bool = True
-    needs_delta: bool = False
-    default_clip: float = 300.0
+    kind: Mechanism
+    neighbours: Neighbours = Neighbours.REPLACE_ONE
     default_sample_rate: float = 1.0
 
     def check(self, *, clip: float, sample_rate: float) -> None:
-        self._check_clip(self.kind, clip)
+        check_finite_clip(self.kind, clip)
         if sample_rate != 1:
-            raise ValueError("the Laplace mechanism uses each client's full local data "
-                             f"(q = 1), got sample_rate={sample_rate}")
+            raise ValueError(f"the {self.kind.value} mechanism uses each client's full local "
+                             f"data (q = 1), got sample_rate={sample_rate}")
 
     def batch_rate(self, sample_rate: float) -> float:
         return 1.0
 
     def denominator_rate(self, sample_rate: float) -> float:
         return 1.0
-
-    def accountant(self, requested: Accountant) -> Accountant | None:
-        return Accountant.PURE
-
-    def client_delta(self, delta: float) -> float:
-        return 0.0
-
-    def calibrate(self, *, replies: int, eps: float, delta: float, clip: float,
-                  sample_rate: float, size: int, accountant: Accountant,
-                  num_params: int | None = None) -> Calibration:
-        if replies == 0:
-            return NO_NOISE
-        scale = laplace_scale(replies=replies, clip=clip, num_samples=size, eps=eps)
-        return Calibration(param=scale, std=math.sqrt(2.0) * scale,
-                           event=self.event(param=scale, clip=clip, sample_rate=sample_rate,
-                                            size=size))
-
-    def event(self, *, param: float, clip: float, sample_rate: float, size: int,
-              num_params: int | None = None) -> dp_accounting.DpEvent | None:
-        return laplace_event(scale=param, clip=clip, num_samples=size)
-
-    def draw(self, *, std: Tensor, param: Tensor, shape: tuple[int, ...],
-             generator: torch.Generator) -> Tensor:
-        return sample_laplace(std.unsqueeze(-1) / 2**0.5, shape, generator=generator)
-
-
-@dataclass(frozen=True)
-class GaussianMechanism(_Additive):
-    """l2 clip, Poisson sampling at rate q, add/remove-one, ``sum / (q d_i)``, noise
-    multiplier calibrated by dp-accounting (RDP or PLD)."""
-
-    kind: Mechanism = Mechanism.GAUSSIAN
-    norm: Norm = Norm.L2
-    private: bool = True
-    needs_delta: bool = True
-    default_clip: float = 10.0
-    default_sample_rate: float = 0.01
-
-    def check(self, *, clip: float, sample_rate: float) -> None:
-        self._check_clip(self.kind, clip)
-
-    def batch_rate(self, sample_rate: float) -> float:
-        return sample_rate
-
-    def denominator_rate(self, sample_rate: float) -> float:
-        return sample_rate
-
-    def accountant(self, requested: Accountant) -> Accountant | None:
-        return requested
-
-    def client_delta(self, delta: float) -> float:
-        return delta
-
-    def calibrate(self, *, replies: int, eps: float, delta: float, clip: float,
-                  sample_rate: float, size: int, accountant: Accountant,
-                  num_params: int | None = None) -> Calibration:
-        if replies == 0:
-            return NO_NOISE
-        z = calibrate_noise_multiplier(replies=replies, sample_rate=sample_rate, eps=eps,
-                                       delta=delta, accountant=accountant)
-        std = gaussian_std(noise_multiplier=z, clip=clip, sample_rate=sample_rate,
-                           num_samples=size)
-        return Calibration(param=z, std=std, event=gaussian_event(noise_multiplier=z,
-                                                                  sample_rate=sample_rate))
-
-    def event(self, *, param: float, clip: float, sample_rate: float, size: int,
-              num_params: int | None = None) -> dp_accounting.DpEvent | None:
-        return gaussian_event(noise_multiplier=param, sample_rate=sample_rate)
-
-    def draw(self, *, std: Tensor, param: Tensor, shape: tuple[int, ...],
-             generator: torch.Generator) -> Tensor:
-        return sample_gaussian(std.unsqueeze(-1), shape, generator=generator)
-
-
-@dataclass(frozen=True)
-class NoNoise(_Additive):
-    """The non-private baseline: no noise, no ledger. Clips in l2 when a finite clip is
-    given, draws a Poisson batch when ``q < 1`` and divides by ``q d_i`` like Gaussian."""
-
-    kind: Mechanism = Mechanism.NONE
-    norm: Norm = Norm.L2
-    private: bool = False
-    needs_delta: bool = False
-    default_clip: float = math.inf
-    default_sample_rate: float = 1.0
-
-    def check(self, *, clip: float, sample_rate: float) -> None:
-        return None
-
-    def batch_rate(self, sample_rate: float) -> float:
-        return sample_rate
-
-    def denominator_rate(self, sample_rate: float) -> float:
-        return sample_rate
-
-    def accountant(self, requested: Accountant) -> Accountant | None:
-        return None
-
-    def client_delta(self, delta: float) -> float:
-        return 0.0  # nothing is promised, nothing is spent: never report a budget delta
-
-    def calibrate(self, *, replies: int, eps: float, delta: float, clip: float,
-                  sample_rate: float, size: int, accountant: Accountant,
-                  num_params: int | None = None) -> Calibration:
-        return NO_NOISE
-
-    def event(self, *, param: float, clip: float, sample_rate: float, size: int,
-              num_params: int | None = None) -> dp_accounting.DpEvent | None:
-        return None
-
-    def draw(self, *, std: Tensor, param: Tensor, shape: tuple[int, ...],
-             generator: torch.Generator) -> Tensor:
-        return torch.zeros(shape, dtype=std.dtype, device=std.device)
 
 
 def _registry() -> dict[Mechanism, NoiseMechanism]:
+    from fedqr.privacy.continuous import GaussianMechanism, LaplaceMechanism, NoNoise
     from fedqr.privacy.discrete import DiscreteLaplaceMechanism
 
     return {Mechanism.LAPLACE: LaplaceMechanism(), Mechanism.GAUSSIAN: GaussianMechanism(),
