@@ -150,10 +150,11 @@ def run(
             left = the_plan.privacy_cost.get("budget_left_for_run")
             if isinstance(left, dict):  # a private pilot spent part of the budget
                 eps = ",".join(repr(e) for e in left["eps"])
-                delta = ",".join(repr(d) for d in left["delta"]) if mechanism is \
-                    Mechanism.GAUSSIAN else delta
+                delta = ",".join(repr(d) for d in left["delta"]) if \
+                    mechanism_for(mechanism).needs_delta else delta
             out.print(f"plan: T={rounds_n}, b={b_n}"
-                      + (f", q={q_opt:g}" if mechanism is Mechanism.GAUSSIAN else "")
+                      + (f", q={q_opt:g}" if mechanism_for(mechanism).batch_rate(0.5) < 1
+                         else "")
                       + f" ({the_plan.message})")
         t_run, b_run, q_final = rounds_n, b_n, q_opt
         config = SimConfig(
