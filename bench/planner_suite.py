@@ -240,6 +240,28 @@ def run_case(case: Case, index: int, out: Path, *, grid_only: bool = False
     return summary
 
 
+def report(out: Path) -> str:
+    """The finished scenarios of ``out`` as a markdown table (no computation)."""
+    head = ("| scenario | grid best (T, b, q): loss | plan: loss (predicted) | plan regret, rank "
+            "| (b=N, T=50) | (b=1, T=10) | bound's plan |\n| --- | --- | --- | --- | --- | --- "
+            "| --- |")
+    lines = [head]
+    for path in sorted(out.glob("*.json")):
+        doc = json.loads(path.read_text())
+        s = doc.get("summary")
+        if not s or path.name == "summary.json":
+            continue
+        fitted = " fitted" if doc["plan"].get("fitted") else ""
+        useful = "" if doc["plan"].get("useful", True) else ", said not useful"
+        lines.append(
+            f"| {s['scenario']} | ({s['grid_best']}): {s['grid_best_loss']:.4f} | "
+            f"({s['plan']}{fitted}): {s['plan_loss']:.4f} ({s['predicted']:.4f}{useful}) | "
+            f"{s['plan_regret']:+.1%}, {s['plan_rank']}/{s['schedules']} | "
+            f"{s['rule_bN_T50_regret']:+.1%} | {s['rule_b1_T10_regret']:+.1%} | "
+            f"({s['bound']}): {s['bound_regret']:+.1%} |")
+    return "\n".join(lines)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("runs/planner-suite"))
@@ -250,7 +272,12 @@ def main() -> None:
     ap.add_argument("--held-out", type=int, default=0, metavar="COUNT",
                     help="instead of the suite, COUNT random scenarios from --held-out-seed")
     ap.add_argument("--held-out-seed", type=int, default=0)
+    ap.add_argument("--report", action="store_true",
+                    help="print the finished scenarios of --out as a markdown table and stop")
     args = ap.parse_args()
+    if args.report:
+        print(report(args.out))
+        return
     cases = held_out(args.held_out, args.held_out_seed) if args.held_out else SCENARIOS
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
