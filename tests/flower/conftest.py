@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import signal
+import subprocess
+from typing import Any
 
 import pytest
 
@@ -40,3 +43,15 @@ def no_leftovers():
     yield
     left = flower_processes()
     assert not left, f"Flower processes left running: {left}"
+
+
+def stop_process_groups(procs: list[subprocess.Popen[Any]]) -> None:
+    """SIGTERM the process group of each of ``procs`` (started with ``start_new_session``),
+    then wait for them."""
+    for proc in procs:
+        try:
+            os.killpg(proc.pid, signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+    for proc in procs:
+        proc.wait(timeout=30)

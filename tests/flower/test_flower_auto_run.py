@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
 import sys
 import time
@@ -20,7 +19,7 @@ from fedqr.data import DatasetName
 from fedqr.flower.config import FlowerRunConfig
 from fedqr.flower.procs import free_port
 
-from .conftest import require_flwr
+from .conftest import require_flwr, stop_process_groups
 
 pytestmark = pytest.mark.slow
 FEDQR = [sys.executable, "-c", "from fedqr.cli import app; app()", "flower"]
@@ -85,10 +84,4 @@ def test_run_auto_plans_from_reports_and_runs_the_plan(tmp_path: Path) -> None:
         assert all(s <= e * (1 + 1e-9) for s, e in zip(spent, EPS, strict=True)), spent
         assert "plan: T=2" in done.stdout
     finally:
-        for proc in procs:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for proc in procs:
-            proc.wait(timeout=30)
+        stop_process_groups(procs)

@@ -9,9 +9,7 @@ message naming the budget.
 from __future__ import annotations
 
 import json
-import os
 import re
-import signal
 import ssl
 import subprocess
 import sys
@@ -27,7 +25,7 @@ from fedqr.flower.config import FlowerRunConfig
 from fedqr.flower.procs import free_port
 from fedqr.sim.engine import simulate
 
-from .conftest import require_flwr
+from .conftest import require_flwr, stop_process_groups
 
 pytestmark = pytest.mark.slow
 FEDQR = [sys.executable, "-c", "from fedqr.cli import app; app()", "flower"]
@@ -130,13 +128,7 @@ def test_federation_over_tls_with_node_authentication(tmp_path: Path) -> None:
                          message), message
         assert not (tmp_path / "out2").exists()
     finally:
-        for proc in procs:
-            try:
-                os.killpg(proc.pid, signal.SIGTERM)
-            except ProcessLookupError:
-                pass
-        for proc in procs:
-            proc.wait(timeout=30)
+        stop_process_groups(procs)
 
 
 def _tails(logs: Path) -> str:
