@@ -152,11 +152,11 @@ def print_plan(plan: Plan, scenario: Scenario) -> None:
               + (f", q={r.sample_rate:g}" if scenario.poisson else "")
               + f"  ({plan.message})")
     table = Table(title="best schedules (twin prediction)")
-    for col in ("rank", "T", "b", "q", "test loss", "+-"):
+    for col in ("rank", "T", "b", "q", "test loss", "+-", "from"):
         table.add_column(col, justify="right")
     for i, p in enumerate(plan.predictions[:6]):
         table.add_row(str(i + 1), str(p.rounds), str(p.clients_per_round), f"{p.sample_rate:g}",
-                      f"{p.mean:.4f}", f"{p.stderr:.4f}")
+                      f"{p.mean:.4f}", f"{p.stderr:.4f}", "fit" if p.fitted else "twin")
     out.print(table)
     out.print(f"untrained model: {plan.untrained_loss:.4f}; data used: {plan.data_used['kind']} "
               f"({plan.data_used['rows']} rows); privacy cost of planning: "
