@@ -28,9 +28,15 @@ def _rows(path: Path) -> list[dict[str, str]]:
         return list(csv.DictReader(fh))
 
 
+def _stored(runs: Path) -> list[Path]:
+    """The stored run files: not the atomic writer's hidden temporary files (``.NAME.*.json``,
+    left behind when SIGKILL interrupts a write; pathlib's ``*`` matches them too)."""
+    return [p for p in runs.glob("*.json") if not p.name.startswith(".")]
+
+
 def _snapshot(runs: Path) -> dict[str, tuple[int, str]]:
     return {p.name: (p.stat().st_mtime_ns, hashlib.sha256(p.read_bytes()).hexdigest())
-            for p in runs.glob("*.json")}
+            for p in _stored(runs)}
 
 
 def test_quick_reproduce_end_to_end_and_plot(tmp_path: Path, data_dir: Path) -> None:
@@ -41,7 +47,7 @@ def test_quick_reproduce_end_to_end_and_plot(tmp_path: Path, data_dir: Path) -> 
     assert "wall time" in res.stdout
     manifest = json.loads((out / "manifest.json").read_text())
     keys = {e["key"] for e in manifest["entries"]}
-    assert {p.stem for p in (out / "runs").glob("*.json")} == keys
+    assert {p.stem for p in _stored(out / "runs")} == keys
     for name in ("curves", "versus_b", "versus_eps", "fraction", "validation", "table_one"):
         assert _rows(out / "data" / f"{name}.csv"), name
     for fig in ("curves", "versus_b", "versus_eps", "fraction", "validation",
@@ -88,7 +94,7 @@ def test_reproduce_killed_midway_resumes(tmp_path: Path, data_dir: Path) -> None
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
     deadline = time.monotonic() + 300
     try:
-        while len(list((out / "runs").glob("*.json"))) < 4:
+        while len(_stored(out / "runs")) < 4:
             assert proc.poll() is None, "reproduce ended before it could be killed"
             assert time.monotonic() < deadline, "no runs stored within 300 s"
             time.sleep(0.05)
@@ -96,7 +102,7 @@ def test_reproduce_killed_midway_resumes(tmp_path: Path, data_dir: Path) -> None
         proc.send_signal(signal.SIGKILL)
         proc.wait()
     done = _snapshot(out / "runs")
-    for p in (out / "runs").glob("*.json"):  # every stored run is complete JSON
+    for p in _stored(out / "runs"):  # every stored run is complete JSON
         json.loads(p.read_text())
     manifest = json.loads((out / "manifest.json").read_text())
     total = len({e["key"] for e in manifest["entries"]})
