@@ -21,7 +21,7 @@ from fedqr.cli.scenario import (
 )
 from fedqr.data import DataNotFoundError, DatasetName, DataSpec, PartitionKind
 from fedqr.models.factory import ModelName
-from fedqr.planner import DataUse
+from fedqr.planner import DataUse, PlanNotUseful
 from fedqr.privacy import Accountant, Mechanism, PrivacyBudgetExceeded, mechanism_for
 from fedqr.sim.config import (
     Aggregation,
@@ -142,8 +142,7 @@ def run(
                                   pilot_share=pilot_share)
             the_plan = run_planner(scenario, choice, twin_repeats=None, device=_device(device),
                                    use_cache=True, pilot_share=pilot_share)
-            if not the_plan.useful:
-                raise PlanNotUseful(the_plan.message)
+            the_plan.check_useful()
             rec = the_plan.recommended
             rounds_n, b_n, q_opt = rec.rounds, rec.clients_per_round, rec.sample_rate
             plan_doc = the_plan.recommended_dict(mechanism=mechanism)
@@ -226,10 +225,6 @@ def run(
         assert isinstance(pred, dict)
         out.print(f"planned test loss {pred['mean']:.4f} +- {pred['stderr']:.4f}, achieved "
                   f"{doc['plan']['achieved_test_loss']:.4f}")  # type: ignore[index]
-
-
-class PlanNotUseful(Exception):
-    """The planner found no schedule that beats the untrained model."""
 
 
 def _summary(doc: dict[str, object], elapsed: float, out_dir: Path) -> None:

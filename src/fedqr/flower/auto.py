@@ -21,15 +21,19 @@ import numpy as np
 from fedqr.data import DatasetName, DataSpec, PartitionKind
 from fedqr.flower.config import FlowerRunConfig
 from fedqr.flower.server_logic import ClientReports
-from fedqr.planner import DataUse, Plan, ProxyChoice, Scenario, SearchSettings, make_plan
+from fedqr.planner import (
+    DataUse,
+    Plan,
+    PlanNotUseful,
+    ProxyChoice,
+    Scenario,
+    SearchSettings,
+    make_plan,
+)
 from fedqr.sim.config import LearningRate
 
 PROXY_DATASETS = (DatasetName.MNIST, DatasetName.DIGITS)
 """Public data sets a server may plan on (the twin trains logistic regression)."""
-
-
-class PlanNotUseful(RuntimeError):
-    """The planner predicts that no schedule beats the untrained model: nothing is run."""
 
 
 def reports_from_json(doc: dict[str, Any], *, num_clients: int) -> ClientReports:
@@ -139,8 +143,7 @@ def plan_federation(cfg: FlowerRunConfig, reports: ClientReports, *, choice: Aut
     plan = make_plan(scenario, proxy=public, sizes=np.asarray(reports.sizes, dtype=np.int64),
                      settings=settings or SearchSettings(seed=cfg.seed), use_cache=use_cache,
                      progress=progress)
-    if not plan.useful:
-        raise PlanNotUseful(plan.message)
+    plan.check_useful()
     rec = plan.recommended
     planned = dataclasses.replace(
         cfg, rounds=rec.rounds, clients_per_round=rec.clients_per_round,

@@ -5,9 +5,9 @@ data with the deployment's exact privacy noise; :func:`make_plan` searches the s
 returns a :class:`Plan`. It sits above :mod:`fedqr.sim` (it runs the engine's passes).
 """
 
-from fedqr.planner.plan import PLANNER_VERSION, Plan, ProxyChoice, make_plan
+from fedqr.planner.plan import PLANNER_VERSION, Plan, PlanNotUseful, ProxyChoice, make_plan
 from fedqr.planner.scenario import DataUse, Method, Scenario
 from fedqr.planner.search import Prediction, SearchSettings
 
-__all__ = ["PLANNER_VERSION", "DataUse", "Method", "Plan", "Prediction", "ProxyChoice",
-           "Scenario", "SearchSettings", "make_plan"]
+__all__ = ["PLANNER_VERSION", "DataUse", "Method", "Plan", "PlanNotUseful", "Prediction",
+           "ProxyChoice", "Scenario", "SearchSettings", "make_plan"]

@@ -22,7 +22,7 @@ from fedqr.planner.search import Memo, Prediction, Searcher, SearchSettings, unt
 from fedqr.planner.twin import Proxy, make_proxy, proxy_rows
 from fedqr.privacy import Mechanism, mechanism_for
 
-__all__ = ["PLANNER_VERSION", "Plan", "ProxyChoice", "make_plan"]
+__all__ = ["PLANNER_VERSION", "Plan", "PlanNotUseful", "ProxyChoice", "make_plan"]
 
 PLANNER_VERSION = 4  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit
 """Bumped when the twin or the search change: cached simulations are then not reused."""
@@ -64,6 +64,10 @@ class ProxyChoice:
                              "(and only then)")
 
 
+class PlanNotUseful(RuntimeError):
+    """The planner predicts that no schedule beats the untrained model: nothing is run."""
+
+
 @dataclass(frozen=True)
 class Plan:
     """The planner's answer."""
@@ -80,6 +84,11 @@ class Plan:
     wall_time_s: float = 0.0
     from_cache: bool = False
     settings: dict[str, Any] = field(default_factory=dict)
+
+    def check_useful(self) -> None:
+        """Raise :class:`PlanNotUseful` (with the plan's message) unless the plan helps."""
+        if not self.useful:
+            raise PlanNotUseful(self.message)
 
     def runner_ups(self, k: int = 5) -> list[Prediction]:
         """The next best schedules."""
