@@ -17,7 +17,12 @@ __all__ = [
     "check_nonnegative",
     "check_positive",
     "check_seed",
+    "int_or_auto",
+    "rate_or_auto",
 ]
+
+AUTO = "auto"
+"""The word that leaves a value to the planner (``--rounds auto``)."""
 
 SEED_MAX = 2**63 - 1
 """The largest seed (torch and NumPy seeds are 64-bit integers)."""
@@ -71,3 +76,33 @@ def check_int_range(name: str, value: int, low: int, high: int | None = None) ->
 def check_seed(name: str, value: int) -> int:
     """``value`` if it is a seed in ``[0, 2**63 - 1]``."""
     return check_int_range(name, value, 0, SEED_MAX)
+
+
+def int_or_auto(name: str, text: str | None, *, low: int) -> int | None:
+    """``None`` for ``auto`` (the planner chooses), else an integer ``>= low``."""
+    if text is None or text.strip().lower() == AUTO:
+        return None
+    try:
+        value = int(text)
+    except ValueError:
+        raise ValueError(f"{name} must be an integer >= {low} or 'auto', "
+                         f"got {name}={text!r}") from None
+    if value < low:
+        raise ValueError(f"{name} must be an integer >= {low} or 'auto', got {name}={value}")
+    return value
+
+
+def rate_or_auto(text: str | None, *, default: float | None) -> float | None:
+    """The sample rate: ``None`` for ``auto``, else a number in (0, 1]."""
+    if text is None:
+        return default
+    if text.strip().lower() == AUTO:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise ValueError(f"sample_rate must be a number in (0, 1] or 'auto', "
+                         f"got sample_rate={text!r}") from None
+    if not 0 < value <= 1:
+        raise ValueError(f"sample_rate must be in (0, 1] or 'auto', got sample_rate={value}")
+    return value

@@ -8,7 +8,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fedqr._validate import check_in_range, check_positive, check_seed
+from fedqr._validate import check_in_range, check_positive, check_seed, int_or_auto, rate_or_auto
 from fedqr.cli._common import check_out_file, err, fail, out, write_file_atomic
 from fedqr.cli.constants import EstimateSpec, estimate_for, read_constants
 from fedqr.cli.tables import print_gaussian, print_laplace
@@ -297,11 +297,9 @@ def plan(
         return
     from fedqr.cli._common import device as _device
     from fedqr.cli.scenario import (
-        int_or_auto,
         plan_document,
         print_plan,
         proxy_choice,
-        rate_or_auto,
         run_planner,
         scenario_from_options,
     )

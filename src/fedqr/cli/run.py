@@ -9,13 +9,11 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from fedqr._validate import check_positive
+from fedqr._validate import check_positive, int_or_auto, rate_or_auto
 from fedqr.cli._common import check_out_dir, fail, floats, out, progress, staged, warn_diverged
 from fedqr.cli._common import device as _device
 from fedqr.cli.scenario import (
-    int_or_auto,
     proxy_choice,
-    rate_or_auto,
     run_planner,
     scenario_from_options,
 )

@@ -15,38 +15,6 @@ from fedqr.planner import DataUse, Plan, ProxyChoice, Scenario, SearchSettings, 
 from fedqr.privacy import Accountant, Mechanism, mechanism_for
 from fedqr.sim.config import Aggregation, LearningRate, LrSchedule
 
-AUTO = "auto"
-
-
-def int_or_auto(name: str, text: str | None, *, low: int) -> int | None:
-    """``None`` for ``auto`` (the planner chooses), else an integer ``>= low``."""
-    if text is None or text.strip().lower() == AUTO:
-        return None
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{name} must be an integer >= {low} or 'auto', "
-                         f"got {name}={text!r}") from None
-    if value < low:
-        raise ValueError(f"{name} must be an integer >= {low} or 'auto', got {name}={value}")
-    return value
-
-
-def rate_or_auto(text: str | None, *, default: float | None) -> float | None:
-    """The sample rate: ``None`` for ``auto``, else a number in (0, 1]."""
-    if text is None:
-        return default
-    if text.strip().lower() == AUTO:
-        return None
-    try:
-        value = float(text)
-    except ValueError:
-        raise ValueError(f"sample_rate must be a number in (0, 1] or 'auto', "
-                         f"got sample_rate={text!r}") from None
-    if not 0 < value <= 1:
-        raise ValueError(f"sample_rate must be in (0, 1] or 'auto', got sample_rate={value}")
-    return value
-
 
 def scenario_from_options(
     *, dataset: DatasetName, partition: PartitionKind | None, alpha: float, fraction: float,

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
+from fedqr._validate import int_or_auto, rate_or_auto
 from fedqr.data import DatasetName
 from fedqr.flower.auto import AutoChoice, FederationPlan, federation_scenario, plan_federation
 from fedqr.flower.config import FlowerRunConfig
@@ -41,8 +42,6 @@ def parse_schedule(*, rounds: str, clients_per_round: str, sample_rate: str | No
     ValueError
         Naming the option, its range and the value given.
     """
-    from fedqr.cli.scenario import int_or_auto, rate_or_auto  # the parsing of fedqr run
-
     return Schedule(rounds=int_or_auto("rounds", rounds, low=1),
                     clients_per_round=int_or_auto("clients_per_round", clients_per_round,
                                                   low=1),
