@@ -22,10 +22,10 @@ from torch.func import grad, vmap
 
 from fedqr.data import load_dataset, make_partition
 from fedqr.models.logreg import Norm
+from fedqr.models.logreg_pass import client_layout, full_batch_sums
 from fedqr.privacy import Mechanism
 from fedqr.sim.config import PrivacyConfig, SimConfig
 from fedqr.sim.engine import simulate
-from fedqr.sim.passes import client_layout, full_batch_sums
 
 
 def machine_floor(n_train: int, n_test: int, p: int, k: int) -> dict[str, float]:

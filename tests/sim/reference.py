@@ -11,11 +11,11 @@ import torch
 from torch.func import grad, vmap
 
 from fedqr.data import Dataset, Partition
+from fedqr.models.logreg_pass import poisson_positions
 from fedqr.privacy import Mechanism
 from fedqr.sim.budget import plan_client_privacy
 from fedqr.sim.config import SimConfig
 from fedqr.sim.engine import aggregation_weights, draw_noise
-from fedqr.sim.passes import poisson_positions
 from fedqr.sim.schedule import make_schedule
 
 

@@ -7,7 +7,7 @@ import pytest
 import torch
 
 from fedqr.models.logreg import Norm, row_norms
-from fedqr.sim.passes import ClientLayout, client_block, client_layout, full_batch_sums
+from fedqr.models.logreg_pass import ClientLayout, client_block, client_layout, full_batch_sums
 
 
 def _rows(seed: int) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:

@@ -22,6 +22,7 @@ from fedqr.flower.client_data import ClientData, client_model, load_client_data
 from fedqr.flower.client_state import Budget, ReplayRefused, locked_state
 from fedqr.flower.config import FlowerRunConfig
 from fedqr.models.factory import ModelName
+from fedqr.models.logreg_pass import GradSums, client_layout, full_batch_sums, poisson_sums
 from fedqr.models.per_sample import clipped_grad_sums
 from fedqr.sim.budget import client_noise  # the engine's calibration
 from fedqr.sim.config import SimConfig
@@ -33,7 +34,6 @@ from fedqr.sim.engine import (
     reply_positions,
 )
 from fedqr.sim.network_parts import NetworkOptions, load_flat
-from fedqr.sim.passes import GradSums, client_layout, full_batch_sums, poisson_sums
 from fedqr.sim.reply import client_replies
 from fedqr.sim.schedule import make_schedule, reply_counts
 

@@ -20,11 +20,11 @@ import torch
 from fedqr.data import Dataset
 from fedqr.flower.config import FlowerRunConfig
 from fedqr.models.factory import ModelSpec, build_model, flat_parameters, model_for
+from fedqr.models.logreg_pass import evaluate
 from fedqr.sim.budget import ClientPrivacy, plan_client_privacy
 from fedqr.sim.config import SimConfig
 from fedqr.sim.engine import aggregation_weights
 from fedqr.sim.network_parts import NetworkOptions, evaluate_model, load_flat, place_model
-from fedqr.sim.passes import evaluate
 from fedqr.sim.provenance import provenance
 from fedqr.sim.result import RoundMetrics, SimResult
 from fedqr.sim.schedule import make_schedule

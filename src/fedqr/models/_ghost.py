@@ -15,6 +15,7 @@ from torch import Tensor, nn
 from torch.nn import functional as F
 
 from fedqr.models.logreg import Norm
+from fedqr.models.losses import LossFn, per_sample_cross_entropy
 
 
 def ghost_layers(model: nn.Module) -> list[nn.Linear | nn.Conv2d]:
@@ -111,7 +112,7 @@ def _layer_grads(
 def ghost_chunk(
     model: nn.Module, layers: list[nn.Linear | nn.Conv2d], slices: dict[int, slice],
     xc: Tensor, yc: Tensor, *, clip: float, norm: Norm, out: Tensor,
-    pieces: list[tuple[int, int, int]],
+    pieces: list[tuple[int, int, int]], loss_fn: LossFn = per_sample_cross_entropy,
 ) -> tuple[Tensor, Tensor]:
     """Add the chunk's clipped sums into ``out``; return per-row loss and clip scale."""
     captured: dict[int, tuple[Tensor, Tensor]] = {}
@@ -126,7 +127,7 @@ def ghost_chunk(
     try:
         with torch.enable_grad():
             logits = model(xc)
-            loss = F.cross_entropy(logits, yc, reduction="none")
+            loss = loss_fn(logits, yc)
             layers = [layer for layer in layers if id(layer) in captured]  # unused: grad 0
             outs = [captured[id(layer)][1] for layer in layers]
             gouts = torch.autograd.grad(loss.sum(), outs)

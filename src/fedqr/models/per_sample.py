@@ -42,11 +42,11 @@ import numpy as np
 import torch
 from torch import Tensor, nn
 from torch.func import functional_call, grad_and_value, vmap
-from torch.nn import functional as F
 
 from fedqr.data._validate import parse_enum
 from fedqr.models._ghost import ghost_chunk, ghost_layers
 from fedqr.models.logreg import Norm
+from fedqr.models.losses import LossFn, per_sample_cross_entropy
 
 #: Rows per chunk: bounds memory (see the module docstring) and keeps the GEMMs efficient.
 DEFAULT_CHUNK_ROWS = 256
@@ -126,14 +126,14 @@ def _param_slices(model: nn.Module) -> dict[int, slice]:
 
 def _vmap_chunk(
     model: nn.Module, xc: Tensor, yc: Tensor, *, clip: float, norm: Norm, out: Tensor,
-    pieces: list[tuple[int, int, int]],
+    pieces: list[tuple[int, int, int]], loss_fn: LossFn = per_sample_cross_entropy,
 ) -> tuple[Tensor, Tensor]:
     names = [n for n, _ in model.named_parameters()]
     params = {n: p.detach() for n, p in model.named_parameters()}
 
     def sample_loss(ps: dict[str, Tensor], xi: Tensor, yi: Tensor) -> Tensor:
         logits = functional_call(model, ps, (xi.unsqueeze(0),))
-        return F.cross_entropy(logits, yi.unsqueeze(0))
+        return loss_fn(logits, yi.unsqueeze(0)).sum()
 
     grads, loss = vmap(grad_and_value(sample_loss), in_dims=(None, 0, 0))(params, xc, yc)
     flat = torch.cat([grads[n].reshape(xc.shape[0], -1) for n in names], dim=1)
@@ -154,6 +154,7 @@ def clipped_grad_sums(
     offsets: Sequence[int] | np.ndarray | None = None,
     chunk_rows: int = DEFAULT_CHUNK_ROWS,
     method: Method | str = Method.GHOST,
+    loss_fn: LossFn = per_sample_cross_entropy,
 ) -> ClippedSums:
     """Sum per-sample-clipped cross-entropy gradients of ``model`` over each segment of rows.
 
@@ -177,6 +178,8 @@ def clipped_grad_sums(
         Rows processed together, ``>= 1``: bounds memory (module docstring).
     method : Method or str, optional
         ``"ghost"`` (fast, Linear/Conv2d models) or ``"vmap"`` (any per-sample model).
+    loss_fn : LossFn, optional
+        Per-sample loss ``(logits, y) -> [n]`` (default: cross-entropy).
 
     Returns
     -------
@@ -206,10 +209,10 @@ def clipped_grad_sums(
         xc, yc = x[start:stop], y[start:stop]
         if how is Method.GHOST:
             loss, scale = ghost_chunk(model, layers, slices, xc, yc, clip=clip_v, norm=nrm,
-                                       out=out, pieces=pieces)
+                                       out=out, pieces=pieces, loss_fn=loss_fn)
         else:
             loss, scale = _vmap_chunk(model, xc, yc, clip=clip_v, norm=nrm, out=out,
-                                      pieces=pieces)
+                                      pieces=pieces, loss_fn=loss_fn)
         for k, lo, hi in pieces:
             loss_sum[k] += loss[lo:hi].sum()
             clipped[k] += (scale[lo:hi] < 1.0).sum()

@@ -17,7 +17,7 @@ from numpy.typing import NDArray
 from torch import Tensor
 
 from fedqr.models.logreg import Norm, clipped_residual
-from fedqr.sim.passes import ClientLayout, poisson_positions
+from fedqr.models.logreg_pass import ClientLayout, poisson_positions
 
 __all__ = ["full_batch_gradient", "poisson_gradient", "row_ranges"]
 

@@ -30,11 +30,11 @@ from torch import Tensor
 
 from fedqr.data import ClientData, Dataset, Partition
 from fedqr.models.logreg import Norm
+from fedqr.models.logreg_pass import ClientLayout, client_layout, evaluate
 from fedqr.planner.gradients import full_batch_gradient, poisson_gradient
 from fedqr.privacy import Mechanism, mechanism_for
 from fedqr.sim.config import Aggregation, LearningRate, Selection
 from fedqr.sim.engine import draw_noise
-from fedqr.sim.passes import ClientLayout, client_layout, evaluate
 from fedqr.sim.schedule import make_schedule
 
 __all__ = ["Proxy", "TwinRun", "make_proxy", "simulate_columns"]

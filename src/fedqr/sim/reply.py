@@ -4,7 +4,7 @@ Every execution path forms its replies here: the batched logistic-regression eng
 (:mod:`fedqr.sim.engine`, a ``(repeats, clients)`` batch), the network engine
 (:mod:`fedqr.sim.network`, one repeat's clients) and the Flower client
 (:mod:`fedqr.flower.client_logic`, a batch of one). The clipped gradient sums come from the
-model's own pass (the fused logistic-regression pass of :mod:`fedqr.sim.passes`, or the
+model's own pass (the fused logistic-regression pass of :mod:`fedqr.models.logreg_pass`, or the
 per-sample clipping of :mod:`fedqr.models.per_sample`); the mechanism object
 (``config.privacy.spec``) decides the denominator and how the noise meets the gradient.
 Same inputs and the same generator state give bit-identical replies on every path.

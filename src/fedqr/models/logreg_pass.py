@@ -112,6 +112,7 @@ class GradSums:
     rows: Tensor  # (R, b)
     clipped: Tensor  # (R, b)
     loss_sum: Tensor | None  # (R,) training cross-entropy summed over all rows, when evaluated
+    client_loss: Tensor | None = None  # (R, b) loss summed over each selected client's rows
 
 
 def full_batch_sums(

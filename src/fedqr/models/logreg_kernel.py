@@ -1,0 +1,101 @@
+"""Softmax regression without bias as a :class:`~fedqr.models.kernel.Kernel`: the fused pass.
+
+``theta`` of a repeat is the flattened ``(k, p)`` weight matrix; the clipped sums come from
+:mod:`fedqr.models.logreg_pass` (rank-one per-sample norms, constant-column blocks, repeats in
+the GEMM's columns), so all repeats share one pass over the data.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from fedqr.models.kernel import GradSums, KernelData
+from fedqr.models.logreg_pass import (
+    ClientLayout,
+    client_layout,
+    evaluate,
+    full_batch_sums,
+    poisson_sums,
+)
+
+__all__ = ["LogRegKernel"]
+
+
+@dataclass(frozen=True)
+class LogRegKernel:
+    """Softmax regression of ``num_features`` inputs and ``num_classes`` classes, from zero."""
+
+    num_features: int
+    num_classes: int
+
+    @property
+    def name(self) -> str:
+        """``logreg``."""
+        return "logreg"
+
+    @property
+    def num_params(self) -> int:
+        """``k p``."""
+        return self.num_classes * self.num_features
+
+    @property
+    def batched(self) -> bool:
+        """Repeats share every pass (columns of one GEMM) and one generator."""
+        return True
+
+    def init(self, *, repeats: int, generator: torch.Generator) -> Tensor:
+        """Zeros (the paper's start), ``(R, k p)``; ``generator`` is not drawn from."""
+        return torch.zeros(repeats, self.num_params, dtype=torch.float32)
+
+    def attach(self, data: KernelData) -> _Attached:
+        """Client layout with row norms in the mechanism's norm."""
+        layout = client_layout(data.x, data.y, offsets=data.offsets,
+                               num_classes=self.num_classes, norm=data.norm)
+        return _Attached(self, layout, data)
+
+    def describe(self) -> dict[str, object]:
+        """Name and size."""
+        return {"name": self.name, "num_params": self.num_params}
+
+
+@dataclass(frozen=True)
+class _Attached:
+    kernel: LogRegKernel
+    layout: ClientLayout
+    data: KernelData
+
+    def _matrix(self, theta: Tensor) -> Tensor:
+        return theta.view(theta.shape[0], self.kernel.num_classes, self.kernel.num_features)
+
+    def full_sums(self, theta: Tensor, sel: np.ndarray, *, clip: float,
+                  with_train_loss: bool) -> GradSums:
+        return full_batch_sums(self.layout, self._matrix(theta), sel, clip=clip,
+                               norm=self.data.norm, chunk_rows=self.data.chunk_rows,
+                               with_train_loss=with_train_loss)
+
+    def sample_sums(self, theta: Tensor, sel: np.ndarray, *, clip: float,
+                    positions: tuple[Tensor, Tensor]) -> GradSums:
+        return poisson_sums(self.layout, self._matrix(theta), sel, sample_rate=1.0, clip=clip,
+                            norm=self.data.norm, generator=torch.Generator(),
+                            positions=positions)
+
+    def test_metrics(self, theta: Tensor) -> tuple[list[float], list[float]]:
+        n = len(self.data.y_test)
+        loss, correct = evaluate(self.data.x_test, self.data.y_test, self._matrix(theta),
+                                 chunk_rows=self.data.chunk_rows)
+        return (loss / n).tolist(), (correct.double() / n).tolist()
+
+    def train_objective(self, theta: Tensor, fused: GradSums | None, *, sel: np.ndarray | None,
+                        weight_decay: float) -> list[float]:
+        mat = self._matrix(theta)
+        loss_sum = fused.loss_sum if fused is not None else None
+        if loss_sum is None:
+            loss_sum, _ = evaluate(self.layout.x, self.layout.y, mat,
+                                   chunk_rows=self.data.chunk_rows)
+        reg = 0.5 * weight_decay * mat.pow(2).sum(dim=(1, 2))
+        values: list[float] = (loss_sum / len(self.layout.y) + reg).tolist()
+        return values

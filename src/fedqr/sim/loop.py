@@ -1,0 +1,153 @@
+"""The one round loop of FedSGD-DPC (paper Algorithm 1), for every model kernel.
+
+One round t, for every repeat r (a leading repeat axis R and a client axis b):
+
+1. The server sends theta_t to the clients P_t of the round (schedule, fixed in advance).
+2. Each selected client draws its batch B_t^i (all d_i rows, or a Poisson sample of rate q)
+   and the kernel sums its per-sample-clipped gradients (:mod:`fedqr.models.kernel`).
+3. It forms g = sum / d_i (or / (q d_i)) plus the weight-decay gradient w theta_t.
+4. It adds its noise (scale fixed by its budget and exact reply count) and replies
+   theta^i = theta_t - eta_t (g + noise); its ledger is charged first
+   (:func:`fedqr.sim.reply.client_replies`).
+5. The server aggregates theta_{t+1} = sum_{i in P_t} c_i theta^i.
+
+Randomness (:class:`Streams`): a batched kernel (logistic regression) draws every repeat's
+Poisson batches and noise from one generator seeded by ``seed``; a sequential kernel (torch
+models) gives repeat r its own generator seeded from ``(seed, r)``, so a repeat does not depend
+on how many there are; ``noise_seeding="per-reply"`` draws each reply from its own generator
+(:func:`fedqr.sim.streams.reply_generator`), whatever the kernel.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from fedqr.data import Dataset, Partition
+from fedqr.models.kernel import GradSums, Kernel, KernelData
+from fedqr.sim.budget import ClientPrivacy, plan_client_privacy
+from fedqr.sim.config import Aggregation, SimConfig
+from fedqr.sim.reply import client_replies
+from fedqr.sim.result import RoundMetrics, SimResult
+from fedqr.sim.schedule import make_schedule
+from fedqr.sim.streams import Streams
+
+__all__ = ["RoundCallback", "aggregation_weights", "kernel_data", "run_rounds"]
+
+RoundCallback = Callable[[int], None]
+
+
+def aggregation_weights(config: SimConfig, sizes: np.ndarray, sel: np.ndarray) -> np.ndarray:
+    """Server weights of the selected clients, shape ``(R, b)``."""
+    d_sel = sizes[sel].astype(np.float64)
+    if config.aggregation is Aggregation.PAPER:
+        weights: np.ndarray = config.num_clients / config.clients_per_round * d_sel / sizes.sum()
+    else:
+        weights = d_sel / d_sel.sum(axis=1, keepdims=True)
+    return weights
+
+
+def kernel_data(dataset: Dataset, partition: Partition, config: SimConfig,
+                device: torch.device) -> KernelData:
+    """Training rows sorted by client (checked against ``config``) and the test set."""
+    if partition.num_clients != config.num_clients:
+        raise ValueError(f"partition has {partition.num_clients} clients but "
+                         f"num_clients={config.num_clients}")
+    order = np.concatenate(partition.indices)
+    if len(order) != dataset.num_train or len(np.unique(order)) != len(order):
+        raise ValueError("partition must assign every training sample to exactly one client")
+    return KernelData(
+        x=torch.as_tensor(dataset.x_train[order], dtype=torch.float32, device=device),
+        y=torch.as_tensor(dataset.y_train[order], dtype=torch.int64, device=device),
+        offsets=np.concatenate([[0], np.cumsum(partition.sizes)]).astype(np.int64),
+        x_test=torch.as_tensor(dataset.x_test, dtype=torch.float32, device=device),
+        y_test=torch.as_tensor(dataset.y_test, dtype=torch.int64, device=device),
+        norm=config.privacy.spec.norm, chunk_rows=config.chunk_rows)
+
+
+def _aggregate(c: Tensor, replies: Tensor, *, batched: bool) -> Tensor:
+    """``sum_i c_i theta^i`` per repeat: one batched product, or one product per repeat."""
+    if batched:
+        return torch.bmm(c.unsqueeze(1), replies).squeeze(1)
+    return torch.stack([c[r] @ replies[r] for r in range(c.shape[0])])
+
+
+def run_rounds(
+    dataset: Dataset, partition: Partition, config: SimConfig, kernel: Kernel, *,
+    device: str | torch.device = "cpu", on_round: RoundCallback | None = None,
+) -> SimResult:
+    """Run FedSGD-DPC ``config.repeats`` times with ``kernel`` and return every metric.
+
+    Raises
+    ------
+    fedqr.privacy.PrivacyBudgetExceeded
+        Before any reply that would take a client over its budget.
+    """
+    dev = torch.device(device)
+    data = kernel_data(dataset, partition, config, dev)
+    model = kernel.attach(data)
+    sizes, r = data.sizes, config.repeats
+    schedule = make_schedule(num_clients=config.num_clients,
+                             clients_per_round=config.clients_per_round, rounds=config.rounds,
+                             selection=config.selection, repeats=r,
+                             rng=np.random.default_rng(config.seed))
+    privacy = plan_client_privacy(config, sizes=sizes, schedule=schedule,
+                                  num_params=kernel.num_params)
+    theta = kernel.init(repeats=r, generator=torch.Generator().manual_seed(config.seed)).to(dev)
+    streams = Streams(config=config, device=dev, batched=kernel.batched)
+    q = config.privacy.spec.batch_rate(config.privacy.sample_rate)
+    groups = privacy.group_of(r)
+    history: list[RoundMetrics] = []
+    stats = torch.zeros(3, r, config.num_clients, dtype=torch.float64, device=dev)
+
+    def record(t: int, fused: GradSums | None, sel: np.ndarray | None) -> None:
+        loss, acc = model.test_metrics(theta)
+        train = model.train_objective(theta, fused, sel=sel, weight_decay=config.weight_decay)
+        history.append(RoundMetrics(round=t, test_loss=loss, test_accuracy=acc,
+                                    train_loss=train, epsilon_spent=privacy.ledgers.spent_eps()))
+
+    for t in range(config.rounds):
+        sel = np.ascontiguousarray(schedule[groups, t])  # (R, b)
+        evaluate_now = t % config.eval_every == 0
+        if q < 1:
+            sums = model.sample_sums(theta, sel, clip=config.privacy.clip,
+                                     positions=streams.positions(sizes, sel, q=q, round=t))
+        else:
+            sums = model.full_sums(theta, sel, clip=config.privacy.clip,
+                                   with_train_loss=evaluate_now)
+        if evaluate_now:
+            record(t, sums, sel)
+        theta = _round(theta, sums, sel, t, config=config, privacy=privacy, sizes=sizes,
+                       groups=groups, streams=streams, stats=stats, batched=kernel.batched)
+        if on_round is not None:
+            on_round(t + 1)
+    record(config.rounds, None, None)
+    return SimResult.build(config=config, dataset=dataset, sizes=sizes, setup_privacy=privacy,
+                           history=history, stats=stats.cpu().numpy(),
+                           theta=theta.cpu().numpy())
+
+
+def _round(theta: Tensor, sums: GradSums, sel: np.ndarray, t: int, *, config: SimConfig,
+           privacy: ClientPrivacy, sizes: np.ndarray, groups: np.ndarray, streams: Streams,
+           stats: Tensor, batched: bool) -> Tensor:
+    """Steps 3-5 of round t: replies (charged, noised) and their aggregate theta_{t+1}."""
+    dev = theta.device
+    sel_t = torch.as_tensor(sel, device=dev)
+    group_t = torch.as_tensor(groups, device=dev)[:, None]
+    std = torch.as_tensor(privacy.noise_std, dtype=torch.float32, device=dev)[group_t, sel_t]
+    param = torch.as_tensor(privacy.noise_param, dtype=torch.float64, device=dev)[group_t, sel_t]
+    out = client_replies(sums.grad, sizes=sizes[sel], theta=theta.unsqueeze(1), config=config,
+                         round=t, std=std, param=param,
+                         noise=functools.partial(streams.noise, sel=sel, round=t),
+                         charge=functools.partial(privacy.ledgers.charge_round, sel))
+    c = torch.as_tensor(aggregation_weights(config, sizes, sel), dtype=torch.float32, device=dev)
+    reps = torch.arange(sel.shape[0], device=dev)[:, None]
+    stats[0, reps, sel_t] += sums.clipped.double() / sums.rows.double().clamp_min(1)
+    stats[1, reps, sel_t] += out.g_data.double().norm(dim=-1) / (std.double()
+                                                                 * out.g_data.shape[-1] ** 0.5)
+    stats[2, reps, sel_t] += 1
+    return _aggregate(c, out.theta, batched=batched)
