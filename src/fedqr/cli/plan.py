@@ -52,8 +52,7 @@ def _spec(dataset: DatasetName, partition: PartitionKind | None, num_clients: in
     q = mechanism_for(mechanism).default_sample_rate if sample_rate is None else sample_rate
     if not 0 < q <= 1:
         raise ValueError(f"sample_rate must be in (0, 1], got sample_rate={q}")
-    from fedqr.cli.run import default_clip
-    from fedqr.data import default_partition
+    from fedqr.data.presets import default_clip, default_partition
 
     return EstimateSpec(
         dataset=dataset, partition=default_partition(dataset) if partition is None else partition,

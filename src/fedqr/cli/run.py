@@ -18,6 +18,7 @@ from fedqr.cli.scenario import (
     scenario_from_options,
 )
 from fedqr.data import DataNotFoundError, DatasetName, DataSpec, PartitionKind
+from fedqr.data.presets import default_clip, default_eval_every
 from fedqr.models.factory import ModelName
 from fedqr.planner import DataUse, PlanNotUseful
 from fedqr.privacy import Accountant, Mechanism, PrivacyBudgetExceeded, mechanism_for
@@ -29,22 +30,6 @@ from fedqr.sim.config import (
     Selection,
     SimConfig,
 )
-
-DEFAULT_CLIP = {m: mechanism_for(m).default_clip for m in Mechanism}
-"""The paper's clip bounds (MNIST; FEMNIST's Laplace bound is :data:`FEMNIST_LAPLACE_CLIP`)."""
-FEMNIST_LAPLACE_CLIP = 200.0
-_CLIP_OVERRIDES = {(DatasetName.FEMNIST, Mechanism.LAPLACE): FEMNIST_LAPLACE_CLIP}
-"""The paper's per-data-set exceptions to a mechanism's default clip (a table, not a branch)."""
-
-
-def default_clip(dataset: DatasetName, mechanism: Mechanism) -> float:
-    """The paper's clip bound for ``dataset`` and ``mechanism``."""
-    return _CLIP_OVERRIDES.get((dataset, mechanism), mechanism_for(mechanism).default_clip)
-
-
-def default_eval_every(dataset: DatasetName, rounds: int) -> int:
-    """Every round, except for femnist (about 20 evaluations: each costs seconds on a CPU)."""
-    return max(1, rounds // 20) if dataset is DatasetName.FEMNIST else 1
 
 
 def run(

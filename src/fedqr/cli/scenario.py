@@ -25,7 +25,7 @@ def scenario_from_options(
     model: ModelName | None = None,
 ) -> Scenario:
     """The :class:`~fedqr.planner.Scenario` of ``fedqr run``/``fedqr plan`` options."""
-    from fedqr.cli.run import default_clip
+    from fedqr.data.presets import default_clip
 
     if lr_schedule is LrSchedule.THEORY:
         raise ValueError("lr_schedule must be inverse-time or constant for planning, "

@@ -22,16 +22,12 @@ import numpy as np
 
 from fedqr.data.datasets import Dataset, DatasetName, load_dataset
 from fedqr.data.partition import Partition, PartitionKind, make_partition
+from fedqr.data.presets import default_partition
 
 __all__ = ["ClientData", "DataSpec", "default_partition"]
 
 SEED_MAX = 2**63 - 1
 """Largest seed (NumPy and torch seeds are unsigned 64-bit; fedqr keeps them int64-safe)."""
-
-
-def default_partition(dataset: DatasetName) -> PartitionKind:
-    """The paper's partition: whole writers per client (FEMNIST) or two digits per client."""
-    return PartitionKind.BY_WRITER if dataset is DatasetName.FEMNIST else PartitionKind.TWO_DIGITS
 
 
 @dataclass(frozen=True)

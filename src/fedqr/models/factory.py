@@ -25,6 +25,7 @@ import torch
 from torch import nn
 
 from fedqr.data import Dataset, DatasetName
+from fedqr.data.presets import default_model_name
 from fedqr.models.cnn import PaperCNN
 from fedqr.models.cnn import num_parameters as _count
 
@@ -41,8 +42,6 @@ class ModelName(StrEnum):
     """The paper's CNN (conv-pool-conv-pool-linear) on square images."""
 
 
-_DEFAULT = {DatasetName.FEMNIST: ModelName.CNN}
-"""The paper's model per data set; a data set not listed trains ``logreg``."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -68,11 +67,7 @@ def _dataset_name(dataset: Dataset | DatasetName | str) -> str:
 
 def default_model(dataset: Dataset | DatasetName | str) -> ModelName:
     """The paper's model for ``dataset`` (by name)."""
-    name = _dataset_name(dataset)
-    for ds, model in _DEFAULT.items():
-        if ds.value == name:
-            return model
-    return ModelName.LOGREG
+    return ModelName(default_model_name(_dataset_name(dataset)))
 
 
 def build_model(name: ModelName | str, *, dataset: Dataset,

@@ -1,0 +1,92 @@
+"""The paper's presets, in one table: per built-in data set, its default partition, model,
+clip bound per mechanism and evaluation cadence.
+
+Every command (``fedqr run``/``plan``/``estimate``, ``fedqr flower ...``, ``fedqr reproduce``)
+and the library read them here: :func:`default_partition`, :func:`default_model_name`,
+:func:`default_clip` and :func:`default_eval_every`. A user's own data (``--data FILE``) has
+no row: it trains ``logreg`` unless told otherwise, with the mechanism's default clip.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from fedqr.data.datasets import DatasetName
+from fedqr.data.partition import PartitionKind
+from fedqr.privacy import Mechanism, mechanism_for
+
+__all__ = ["PRESETS", "Preset", "default_clip", "default_eval_every", "default_model_name",
+           "default_partition"]
+
+
+@dataclass(frozen=True)
+class Preset:
+    """The paper's settings for one data set.
+
+    Attributes
+    ----------
+    partition:
+        How the training set is split into clients by default.
+    model:
+        The model trained by default (a :class:`fedqr.models.factory.ModelName` value).
+    clip:
+        Clip bounds that differ from the mechanism's own default (MNIST's).
+    evaluations:
+        ``None``: evaluate every round; else about this many evaluations per run (each is
+        costly, e.g. the CNN's forward pass on a CPU).
+    """
+
+    partition: PartitionKind
+    model: str
+    clip: Mapping[Mechanism, float] = field(default_factory=lambda: MappingProxyType({}))
+    evaluations: int | None = None
+
+
+PRESETS: Mapping[DatasetName, Preset] = MappingProxyType({
+    DatasetName.MNIST: Preset(partition=PartitionKind.TWO_DIGITS, model="logreg"),
+    DatasetName.DIGITS: Preset(partition=PartitionKind.TWO_DIGITS, model="logreg"),
+    DatasetName.FEMNIST: Preset(partition=PartitionKind.BY_WRITER, model="cnn",
+                                clip=MappingProxyType({Mechanism.LAPLACE: 200.0}),
+                                evaluations=20),
+})
+"""The paper's settings (Section VII): MNIST xi1 = 300, xi2 = 10 (the mechanisms' defaults);
+FEMNIST xi1 = 200 with the CNN on whole writers."""
+
+
+def _preset(dataset: DatasetName | str | None) -> Preset | None:
+    if dataset is None:
+        return None
+    return PRESETS.get(DatasetName(dataset) if not isinstance(dataset, DatasetName) else dataset)
+
+
+def default_partition(dataset: DatasetName) -> PartitionKind:
+    """The paper's partition of ``dataset``."""
+    preset = _preset(dataset)
+    return preset.partition if preset is not None else PartitionKind.IID
+
+
+def default_model_name(dataset: DatasetName | str | None) -> str:
+    """The paper's model of ``dataset`` (``logreg`` for a user's own data)."""
+    preset = _preset(dataset) if dataset in DatasetName._value2member_map_ or isinstance(
+        dataset, DatasetName) else None
+    return preset.model if preset is not None else "logreg"
+
+
+def default_clip(dataset: DatasetName | str | None, mechanism: Mechanism) -> float:
+    """The paper's clip bound for ``mechanism`` on ``dataset`` (a user's data: the
+    mechanism's default)."""
+    preset = _preset(dataset) if dataset in DatasetName._value2member_map_ or isinstance(
+        dataset, DatasetName) else None
+    clip = preset.clip.get(mechanism) if preset is not None else None
+    return clip if clip is not None else mechanism_for(mechanism).default_clip
+
+
+def default_eval_every(dataset: DatasetName | str | None, rounds: int) -> int:
+    """Every round, or about ``evaluations`` evaluations per run where the preset says so."""
+    preset = _preset(dataset) if dataset in DatasetName._value2member_map_ or isinstance(
+        dataset, DatasetName) else None
+    if preset is None or preset.evaluations is None:
+        return 1
+    return max(1, rounds // preset.evaluations)

@@ -1,0 +1,199 @@
+"""From a model choice to a kernel: ``logreg``, ``mlp``, ``cnn``, ``FILE.py:FUNCTION`` or a
+user's factory ``(input_shape, num_classes) -> nn.Module``.
+
+:func:`make_kernel` is the one place a model name becomes a :class:`~fedqr.models.kernel.Kernel`
+(the CLI, the public API, the planner and Flower ask it). A torch model is checked before any
+work (:func:`check_model`): it must be an ``nn.Module``, map a batch to ``(n, num_classes)``
+logits, hold no batch-coupled layer (batch normalisation: use GroupNorm, as Opacus' validator
+says) and give per-sample gradients; its per-sample method is ``ghost`` when every
+parameterised layer is Linear or Conv2d, else ``vmap``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib.util
+import math
+from collections.abc import Callable, Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import nn
+
+from fedqr.models.cnn import PaperCNN
+from fedqr.models.kernel import Kernel
+from fedqr.models.logreg_kernel import LogRegKernel
+from fedqr.models.losses import LossFn, per_sample_cross_entropy
+from fedqr.models.per_sample import Method, clipped_grad_sums
+from fedqr.models.torch_kernel import ModelFactory, TorchKernel, TorchOptions
+
+__all__ = ["UserFactory", "check_model", "load_factory", "make_kernel", "mlp_factory"]
+
+UserFactory = Callable[[tuple[int, ...], int], nn.Module]
+"""A user's model: ``(input_shape, num_classes) -> nn.Module`` (input without the batch axis)."""
+
+_BATCH_COUPLED = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
+
+
+def seeded(factory: UserFactory, input_shape: tuple[int, ...], num_classes: int) -> ModelFactory:
+    """``factory`` as a :data:`~fedqr.models.torch_kernel.ModelFactory`: the module is built
+    under torch's global RNG forked and seeded from a draw of the given generator, so its
+    initialisation is reproducible from the run's seed and leaves the global RNG untouched."""
+    def build(generator: torch.Generator) -> nn.Module:
+        seed = int(torch.randint(0, 2**62, (1,), generator=generator))
+        with torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            return factory(input_shape, num_classes)
+    return build
+
+
+def mlp_factory(hidden: Sequence[int]) -> UserFactory:
+    """A multilayer perceptron: flatten, then Linear-ReLU per hidden width, then Linear."""
+    widths = [int(h) for h in hidden]
+    if not widths or any(h < 1 for h in widths):
+        raise ValueError(f"hidden must list widths >= 1, got hidden={list(hidden)}")
+
+    def build(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+        layers: list[nn.Module] = [nn.Flatten()]
+        width = math.prod(input_shape)
+        for h in widths:
+            layers += [nn.Linear(width, h), nn.ReLU()]
+            width = h
+        layers.append(nn.Linear(width, num_classes))
+        return nn.Sequential(*layers)
+    return build
+
+
+def load_factory(spec: str) -> UserFactory:
+    """``FILE.py:FUNCTION`` as a callable (the file is imported as a module).
+
+    Raises
+    ------
+    ValueError
+        Naming the file or the function when either is missing or not callable.
+    """
+    path_s, sep, func = spec.rpartition(":")
+    path = Path(path_s)
+    if not sep or not path_s.endswith(".py") or not func:
+        raise ValueError(f"model must be logreg, mlp, cnn or FILE.py:FUNCTION, got model={spec!r}")
+    if not path.is_file():
+        raise ValueError(f"model file {str(path)!r} does not exist (model={spec!r})")
+    module_spec = importlib.util.spec_from_file_location(f"fedqr_user_model_{path.stem}", path)
+    if module_spec is None or module_spec.loader is None:
+        raise ValueError(f"model file {str(path)!r} cannot be imported as Python")
+    module = importlib.util.module_from_spec(module_spec)
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as e:  # the user's code: any error is reported with its file
+        raise ValueError(f"model file {str(path)!r} failed to import: "
+                         f"{type(e).__name__}: {e}") from e
+    fn = getattr(module, func, None)
+    if not callable(fn):
+        raise ValueError(f"model file {str(path)!r} has no function {func!r}")
+    factory: UserFactory = fn
+    return factory
+
+
+def check_model(build: ModelFactory, *, input_shape: tuple[int, ...], num_classes: int,
+                label: str, loss_fn: LossFn = per_sample_cross_entropy) -> Method:
+    """Build the model once and check it; return its per-sample method.
+
+    Raises
+    ------
+    ValueError
+        If the factory raises or returns no ``nn.Module``, the model has no parameters, holds
+        batch normalisation, gives logits of the wrong shape, or no per-sample gradients.
+    """
+    try:
+        model = build(torch.Generator().manual_seed(0))
+    except Exception as e:  # the user's factory
+        raise ValueError(f"model {label!r}: the factory raised {type(e).__name__}: {e}") from e
+    if not isinstance(model, nn.Module):
+        raise ValueError(f"model {label!r}: the factory must return a torch.nn.Module, "
+                         f"got {type(model).__name__}")
+    coupled = [type(m).__name__ for m in model.modules() if isinstance(m, _BATCH_COUPLED)]
+    if coupled:
+        raise ValueError(f"model {label!r} holds {coupled[0]}: batch normalisation mixes the "
+                         "samples of a batch, so per-sample gradients (and their clipping) "
+                         "are undefined; use nn.GroupNorm (or LayerNorm) instead")
+    if not any(p.requires_grad for p in model.parameters()):
+        raise ValueError(f"model {label!r} has no trainable parameters")
+    x = torch.zeros(2, *input_shape)
+    y = torch.zeros(2, dtype=torch.int64)
+    try:
+        out = model(x)
+    except Exception as e:
+        raise ValueError(f"model {label!r} cannot take inputs of shape {tuple(input_shape)}: "
+                         f"{type(e).__name__}: {e}") from e
+    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, num_classes):
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ValueError(f"model {label!r} must map a batch of n inputs to (n, {num_classes}) "
+                         f"logits (num_classes={num_classes}), got {shape} for n=2")
+    for method in (Method.GHOST, Method.VMAP):
+        try:
+            clipped_grad_sums(model, x, y, clip=1.0, norm="l2", method=method, loss_fn=loss_fn)
+            return method
+        except Exception as e:  # noqa: PERF203 - the first method that works
+            error = e
+    raise ValueError(f"model {label!r}: per-sample gradients cannot be computed "
+                     f"({type(error).__name__}: {error}); a model without batch-coupled "
+                     "layers and with differentiable parameters is needed")
+
+
+def make_kernel(model: str | UserFactory | Kernel, *, input_shape: tuple[int, ...],
+                num_classes: int, hidden: Sequence[int] = (64,),
+                loss_fn: LossFn | None = None, options: TorchOptions | None = None) -> Kernel:
+    """The kernel of a model choice.
+
+    Parameters
+    ----------
+    model:
+        ``"logreg"`` (softmax regression, the fused fast path), ``"mlp"`` (see ``hidden``),
+        ``"cnn"`` (the paper's CNN, square images), ``"FILE.py:FUNCTION"`` or a callable
+        ``(input_shape, num_classes) -> nn.Module``; a ready :class:`Kernel` is returned as is.
+    input_shape, num_classes:
+        One sample's shape (without the batch axis) and the number of classes.
+    hidden:
+        Hidden widths of ``mlp``.
+    loss_fn:
+        Per-sample loss of a torch model (default cross-entropy).
+    options:
+        Chunk sizes and memory format of a torch model.
+    """
+    if not isinstance(model, str) and not callable(model):
+        return model
+    if model == "logreg":
+        if loss_fn is not None:
+            raise ValueError("loss_fn applies to torch models; logreg trains cross-entropy")
+        return LogRegKernel(num_features=math.prod(input_shape), num_classes=num_classes)
+    build, label = _factory(model, input_shape=input_shape, num_classes=num_classes,
+                            hidden=hidden)
+    loss = loss_fn if loss_fn is not None else per_sample_cross_entropy
+    method = check_model(build, input_shape=input_shape, num_classes=num_classes, label=label,
+                         loss_fn=loss)
+    opts = options if options is not None else TorchOptions()
+    if opts.method is Method.GHOST and method is not Method.GHOST:
+        opts = dataclasses.replace(opts, method=method)
+    return TorchKernel(build=build, input_shape=tuple(input_shape), num_classes=num_classes,
+                       label=label, loss_fn=loss, options=opts)
+
+
+def _factory(model: str | UserFactory, *, input_shape: tuple[int, ...], num_classes: int,
+             hidden: Sequence[int]) -> tuple[ModelFactory, str]:
+    if model == "cnn":
+        shape = tuple(input_shape)
+        if len(shape) != 3 or shape[1] != shape[2] or shape[1] % 4:
+            raise ValueError(f"model cnn (the paper's CNN) needs square images (C, H, H) with H "
+                             f"divisible by 4, got input shape {shape}")
+
+        def cnn(gen: torch.Generator) -> nn.Module:
+            return PaperCNN(in_channels=shape[0], image_size=shape[1], num_classes=num_classes,
+                            generator=gen)
+        return cnn, "cnn"
+    if model == "mlp":
+        return seeded(mlp_factory(hidden), input_shape, num_classes), "mlp"
+    if isinstance(model, str):
+        return seeded(load_factory(model), input_shape, num_classes), model.rpartition(":")[2]
+    name: Any = getattr(model, "__name__", type(model).__name__)
+    return seeded(model, input_shape, num_classes), str(name)
