@@ -74,7 +74,7 @@ def labels_from(p: Path, column: str, values: NDArray[Any], where: str) -> NDArr
     if not bool(ok.all()):
         r = int(np.flatnonzero(~ok)[0])
         raise ValueError(f"{p}: column {column!r} must hold integer class labels >= 0, got "
-                         f"{values[r]!r} on {where} {r + offset}")
+                         f"{values[r].item()!r} on {where} {r + offset}")
     return values.astype(np.int64)
 
 

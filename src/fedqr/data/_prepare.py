@@ -94,7 +94,7 @@ def as_labels(name: str, y: ArrayLike, *, length: int) -> NDArray[np.int64]:
         if not bool(ok.all()):
             row = int(np.flatnonzero(~ok)[0])
             raise ValueError(f"{name} must hold integer class labels, got {name}[{row}]="
-                             f"{arr[row]!r}")
+                             f"{arr[row].item()!r}")
         arr = arr.astype(np.int64)
     elif not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"{name} must hold integer class labels, got {name}.dtype={arr.dtype}")
@@ -140,7 +140,7 @@ def map_clients(name: str, client: ArrayLike, *, length: int
         if not bool(ok.all()):
             row = int(np.flatnonzero(~ok)[0])
             raise ValueError(f"{name} must hold integer or string client ids, "
-                             f"got {name}[{row}]={arr[row]!r}")
+                             f"got {name}[{row}]={arr[row].item()!r}")
         arr = arr.astype(np.int64)
     elif arr.dtype == np.object_:
         arr = arr.astype(str)
