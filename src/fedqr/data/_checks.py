@@ -65,15 +65,15 @@ def check_federated(d: FederatedData) -> None:
         raise ValueError("x_test must hold at least 1 row, got 0 (empty test set)")
     if xt.shape[1] != x.shape[1]:
         raise ValueError(f"x_test must have {x.shape[1]} features like x, got {xt.shape[1]}")
+    present = np.unique(d.y)
+    if present.size < 2:
+        raise ValueError(f"the training rows must hold at least 2 classes, got only class "
+                         f"{int(present[0])} (y)")
     k = d.num_classes
     if isinstance(k, bool) or not isinstance(k, int) or k < 2:
         raise ValueError(f"num_classes must be an integer >= 2, got num_classes={k!r}")
     _check_labels("y", d.y, k)
     _check_labels("y_test", d.y_test, k)
-    present = np.unique(d.y)
-    if present.size < 2:
-        raise ValueError(f"the training rows must hold at least 2 classes, got only class "
-                         f"{int(present[0])} (y)")
     _check_clients(d)
     if math.prod(d.input_shape) != x.shape[1] or min(d.input_shape, default=0) < 1:
         raise ValueError(f"input_shape must be positive and multiply to num_features="

@@ -102,6 +102,24 @@ def _loadtxt(p: Path, cols: Sequence[int], dtype: Any) -> NDArray[Any]:
     return out
 
 
+def _check_widths(p: Path, lay: _Layout, width: int) -> None:
+    """``ValueError`` naming the first line whose number of fields is not the header's.
+
+    Lines without quotes are checked by counting commas; a file with quotes is parsed.
+    """
+    with p.open(newline="", encoding="utf-8") as f:
+        f.readline()
+        for lineno, line in enumerate(f, start=2):
+            if '"' in line:
+                where = _first_bad_cell(p, lay, width)
+                if where is not None:
+                    raise ValueError(f"{p}: {where}")
+                return
+            fields = line.count(",") + 1
+            if line.strip() and fields != width:
+                raise ValueError(f"{p}: line {lineno} has {fields} fields, the header {width}")
+
+
 def _first_bad_cell(p: Path, lay: _Layout, width: int) -> str | None:
     """Where the first malformed line or non-numeric feature of ``p`` is, if found."""
     with p.open(newline="", encoding="utf-8") as f:
@@ -137,6 +155,7 @@ def read_csv(p: Path, *, client_column: str, label_column: str, need_client: boo
         except ValueError as e:
             where = _first_bad_cell(p, lay, len(header))
             raise ValueError(f"{p}: {where or e}") from None
+        _check_widths(p, lay, len(header))
     except (UnicodeDecodeError, csv.Error) as e:
         raise ValueError(f"{p} is not a readable CSV file ({e})") from None
     if x.shape[0] == 0:
@@ -199,8 +218,10 @@ def read_parquet(p: Path, *, client_column: str, label_column: str,
     for j, name in enumerate(lay.names):
         x[:, j] = _numpy(p, table, name, kinds="if")
     y = labels_from(p, label_column, _numpy(p, table, label_column, kinds="if"), "row")
-    client = (None if lay.client is None
-              else clients_from(_numpy(p, table, client_column, kinds="ifs")))
+    client = None
+    if lay.client is not None:
+        client = _numpy(p, table, client_column, kinds="ifs")
+        client = clients_from(client) if client.dtype.kind == "U" else client
     return Columns(x=x, y=y, client=client, feature_names=lay.names)
 
 
