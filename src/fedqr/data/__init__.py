@@ -8,11 +8,16 @@ Partitioners
     :func:`partition_two_digits`, :func:`partition_iid`, :func:`partition_dirichlet`,
     :func:`partition_by_writer` and the dispatcher :func:`make_partition` return a
     :class:`Partition`.
+Federated data
+    :class:`FederatedData`: rows, labels and the client of each row, from arrays, a data
+    file (``.npz``, ``.csv``, ``.parquet``; see :mod:`fedqr.data.tabular`) or a built-in
+    :class:`ClientData`.
 """
 
 from fedqr.data._files import ChecksumError, DataNotFoundError
 from fedqr.data.datasets import Dataset, DatasetName, load_dataset
 from fedqr.data.digits import load_digits_arrays
+from fedqr.data.federated import FederatedData, Standardization
 from fedqr.data.femnist import FemnistFormatError, load_femnist_arrays, locate_femnist
 from fedqr.data.idx import IdxFormatError
 from fedqr.data.mnist import (
@@ -42,11 +47,13 @@ __all__ = [
     "DataSpec",
     "Dataset",
     "DatasetName",
+    "FederatedData",
     "FemnistFormatError",
     "IdxFormatError",
     "Partition",
     "PartitionKind",
     "RawData",
+    "Standardization",
     "default_partition",
     "load_dataset",
     "load_digits_arrays",

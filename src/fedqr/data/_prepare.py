@@ -1,0 +1,274 @@
+"""The array work behind :class:`fedqr.data.FederatedData`: checks, client ids, hold-out, scaling.
+
+Every check raises ``ValueError`` naming the parameter, the allowed range and the value given.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from numpy.typing import ArrayLike, NDArray
+
+_CHUNK_ROWS = 8192
+
+
+@dataclass(frozen=True, eq=False)
+class Standardization:
+    """Per-feature statistics of the training rows used to standardise the features.
+
+    Attributes
+    ----------
+    mean : numpy.ndarray
+        ``float64 [num_features]``: the training rows' mean of every feature.
+    std : numpy.ndarray
+        ``float64 [num_features]``: their population standard deviation; ``0`` for a constant
+        feature, which is only centred.
+    """
+
+    mean: NDArray[np.float64]
+    std: NDArray[np.float64]
+
+    @property
+    def scale(self) -> NDArray[np.float64]:
+        """The divisor applied: ``std``, or ``1`` where ``std`` is ``0``."""
+        return np.where(self.std > 0.0, self.std, 1.0)
+
+    def identity(self) -> dict[str, Any]:
+        """JSON-ready statistics: ``mean``, ``std`` and the number of constant features."""
+        return {"mean": [float(v) for v in self.mean], "std": [float(v) for v in self.std],
+                "constant_features": int(np.count_nonzero(self.std == 0.0))}
+
+
+def as_features(name: str, x: ArrayLike) -> tuple[NDArray[np.float32], tuple[int, ...]]:
+    """``x`` ``[n, ...]`` as C-contiguous float32 ``[n, prod(...)]`` and the sample shape.
+
+    Raises
+    ------
+    ValueError
+        If ``x`` is not numeric, has fewer than 2 dimensions, no rows or no features.
+    """
+    arr: NDArray[Any] = np.asarray(x)
+    if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
+            or arr.dtype == np.bool_):
+        raise ValueError(f"{name} must hold real numbers (an int or float dtype), "
+                         f"got {name}.dtype={arr.dtype}")
+    if arr.ndim < 2:
+        raise ValueError(f"{name} must have shape [n, ...] (at least 2-D), "
+                         f"got {name}.shape={arr.shape}")
+    if arr.shape[0] == 0:
+        raise ValueError(f"{name} must hold at least 1 row, got {name}.shape={arr.shape} (empty)")
+    shape = tuple(int(d) for d in arr.shape[1:])
+    if math.prod(shape) == 0:
+        raise ValueError(f"{name} must hold at least 1 feature, got {name}.shape={arr.shape}")
+    flat = np.ascontiguousarray(arr.reshape(arr.shape[0], -1), dtype=np.float32)
+    return flat, shape
+
+
+def check_finite(name: str, x: NDArray[np.float32]) -> None:
+    """``ValueError`` saying how many entries of ``x`` are NaN or infinite and the first row."""
+    bad = ~np.isfinite(x)
+    count = int(np.count_nonzero(bad))
+    if count:
+        row = int(np.flatnonzero(bad.any(axis=1))[0])
+        raise ValueError(f"{name} must be finite, got {count} NaN or infinite value(s), "
+                         f"the first in row {row}")
+
+
+def as_labels(name: str, y: ArrayLike, *, length: int) -> NDArray[np.int64]:
+    """``y`` as 1-D int64 of ``length``: an int dtype, or floats that are exactly integral.
+
+    Raises
+    ------
+    ValueError
+        On a wrong shape or length, non-integral values or negative values.
+    """
+    arr: NDArray[Any] = np.asarray(y)
+    if arr.ndim != 1 or arr.shape[0] != length:
+        raise ValueError(f"{name} must be 1-D of length {length} (one label per row), "
+                         f"got {name}.shape={arr.shape}")
+    if np.issubdtype(arr.dtype, np.floating):
+        ok = np.isfinite(arr) & (arr == np.round(arr))
+        if not bool(ok.all()):
+            row = int(np.flatnonzero(~ok)[0])
+            raise ValueError(f"{name} must hold integer class labels, got {name}[{row}]="
+                             f"{arr[row].item()!r}")
+        arr = arr.astype(np.int64)
+    elif not np.issubdtype(arr.dtype, np.integer):
+        raise ValueError(f"{name} must hold integer class labels, got {name}.dtype={arr.dtype}")
+    out = arr.astype(np.int64, copy=False)
+    if out.size and int(out.min()) < 0:
+        row = int(np.argmin(out))
+        raise ValueError(f"{name} must hold class labels >= 0, got {name}[{row}]={int(out[row])}")
+    return out
+
+
+def resolve_num_classes(num_classes: int | None, *labels: NDArray[np.int64]) -> int:
+    """``num_classes`` checked against the labels, or ``max(label) + 1`` when ``None``."""
+    top = max(int(y.max()) for y in labels if y.size)
+    if num_classes is None:
+        return top + 1
+    if isinstance(num_classes, bool) or not isinstance(num_classes, int | np.integer):
+        raise ValueError(f"num_classes must be an integer >= 2, got num_classes={num_classes!r}")
+    if num_classes < 2:
+        raise ValueError(f"num_classes must be >= 2, got num_classes={num_classes}")
+    if top >= num_classes:
+        raise ValueError(f"labels must lie in [0, {num_classes - 1}] (num_classes="
+                         f"{num_classes}), got a label {top}")
+    return int(num_classes)
+
+
+def map_clients(name: str, client: ArrayLike, *, length: int
+                ) -> tuple[NDArray[np.int64], tuple[str, ...] | None]:
+    """Client ids (any integers or strings) mapped to ``0..N-1`` by sorted unique value.
+
+    Returns
+    -------
+    ids : numpy.ndarray
+        ``int64 [length]`` in ``0..N-1``.
+    names : tuple of str or None
+        The original id of each client, or ``None`` when the ids already were ``0..N-1``.
+    """
+    arr: NDArray[Any] = np.asarray(client)
+    if arr.ndim != 1 or arr.shape[0] != length:
+        raise ValueError(f"{name} must be 1-D of length {length} (one client id per row), "
+                         f"got {name}.shape={arr.shape}")
+    if np.issubdtype(arr.dtype, np.floating):
+        ok = np.isfinite(arr) & (arr == np.round(arr))
+        if not bool(ok.all()):
+            row = int(np.flatnonzero(~ok)[0])
+            raise ValueError(f"{name} must hold integer or string client ids, "
+                             f"got {name}[{row}]={arr[row].item()!r}")
+        arr = arr.astype(np.int64)
+    elif arr.dtype == np.object_:
+        arr = arr.astype(str)
+    elif not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.str_)):
+        raise ValueError(f"{name} must hold integer or string client ids, "
+                         f"got {name}.dtype={arr.dtype}")
+    uniq, ids = np.unique(arr, return_inverse=True)
+    ids = ids.astype(np.int64).reshape(-1)
+    if np.issubdtype(uniq.dtype, np.integer) and np.array_equal(uniq, np.arange(uniq.size)):
+        return ids, None
+    return ids, tuple(str(v) for v in uniq.tolist())
+
+
+def client_rows(client: NDArray[np.int64], num_clients: int) -> list[NDArray[np.int64]]:
+    """The ascending rows of every client (``np.flatnonzero(client == i)``), in O(n log n)."""
+    order: NDArray[np.int64] = np.argsort(client, kind="stable").astype(np.int64)
+    bounds = np.cumsum(np.bincount(client, minlength=num_clients))[:-1]
+    return list(np.split(order, bounds))
+
+
+def _largest_remainder(total: int, counts: NDArray[np.int64]) -> NDArray[np.int64]:
+    """Split ``total`` in proportion to ``counts``: floors, then the largest remainders."""
+    quotas = total * counts / counts.sum()
+    take: NDArray[np.int64] = np.floor(quotas).astype(np.int64)
+    short = total - int(take.sum())
+    if short > 0:
+        order = np.argsort(-(quotas - take), kind="stable")
+        take[order[:short]] += 1
+    return take
+
+
+def holdout(y: NDArray[np.int64], client: NDArray[np.int64], *, num_clients: int,
+            share: float, rng: np.random.Generator) -> NDArray[np.bool_]:
+    """Mark ``round(share * n_i)`` rows of every client as test rows, stratified by label.
+
+    Each client keeps at least one training row; within a client, every label gets its
+    largest-remainder share of the client's test rows, drawn with ``rng`` (clients in order).
+
+    Returns
+    -------
+    numpy.ndarray
+        ``bool [n]``, ``True`` for a held-out (test) row.
+    """
+    test = np.zeros(y.shape[0], dtype=np.bool_)
+    for rows in client_rows(client, num_clients):
+        target = min(math.floor(share * rows.size + 0.5), rows.size - 1)
+        if target <= 0:
+            continue
+        labels = y[rows]
+        classes, counts = np.unique(labels, return_counts=True)
+        take = _largest_remainder(target, counts.astype(np.int64))
+        for c, k in zip(classes, take, strict=True):
+            if k:
+                test[rng.choice(rows[labels == c], size=int(k), replace=False)] = True
+    return test
+
+
+def test_set(xf: NDArray[np.float32], yf: NDArray[np.int64], cf: NDArray[np.int64], *,
+             x_test: ArrayLike | None, y_test: ArrayLike | None, test_share: float | None,
+             seed: int) -> tuple[NDArray[np.float32], NDArray[np.int64], NDArray[np.int64],
+                                 NDArray[np.float32], NDArray[np.int64]]:
+    """The training rows, labels, clients and the test rows and labels.
+
+    The test set is ``(x_test, y_test)``, or ``test_share`` of each client's rows (see
+    :func:`holdout`, drawn from ``numpy.random.default_rng(seed)``); giving neither or both
+    is an error.
+    """
+    if x_test is not None or y_test is not None:
+        if test_share is not None:
+            raise ValueError(f"give x_test and y_test, or test_share, not both; got "
+                             f"test_share={test_share!r} and a test set")
+        if x_test is None or y_test is None:
+            missing = "x_test" if x_test is None else "y_test"
+            raise ValueError(f"give x_test and y_test together, got {missing}=None")
+        xt, _ = as_features("x_test", x_test)
+        if xt.shape[1] != xf.shape[1]:
+            raise ValueError(f"x_test must have {xf.shape[1]} features like x, got "
+                             f"{xt.shape[1]} (x_test.shape={np.shape(x_test)})")
+        yt = as_labels("y_test", y_test, length=xt.shape[0])
+        check_finite("x_test", xt)
+        return xf, yf, cf, xt, yt
+    if test_share is None:
+        raise ValueError("give x_test and y_test, or test_share (the share of each client's "
+                         "rows held out for testing); got neither")
+    share = check_share(test_share)
+    if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
+        raise ValueError(f"seed must be an integer >= 0, got seed={seed!r}")
+    held = holdout(yf, cf, num_clients=int(cf.max()) + 1, share=share,
+                   rng=np.random.default_rng(int(seed)))
+    if not held.any():
+        raise ValueError(f"test_share={share} holds out no row (each client keeps at least "
+                         f"1 training row); give a larger test_share")
+    return xf[~held], yf[~held], cf[~held], xf[held], yf[held]
+
+
+def check_share(share: object) -> float:
+    """``test_share`` as a float in ``(0, 1)``."""
+    if isinstance(share, bool) or not isinstance(share, int | float | np.integer | np.floating):
+        raise ValueError(f"test_share must be a number in (0, 1), got test_share={share!r}")
+    value = float(share)
+    if not 0.0 < value < 1.0:
+        raise ValueError(f"test_share must be in (0, 1), got test_share={value!r}")
+    return value
+
+
+def feature_stats(x: NDArray[np.float32]) -> Standardization:
+    """Per-feature mean and population std of ``x``, accumulated in float64 chunk by chunk.
+
+    Two passes; a constant feature gets a std of exactly ``0`` (its values equal the float64
+    mean exactly, for fewer than 2**29 rows).
+    """
+    n = x.shape[0]
+    total = np.zeros(x.shape[1], dtype=np.float64)
+    for start in range(0, n, _CHUNK_ROWS):
+        total += x[start : start + _CHUNK_ROWS].sum(axis=0, dtype=np.float64)
+    mean = total / n
+    sq = np.zeros(x.shape[1], dtype=np.float64)
+    for start in range(0, n, _CHUNK_ROWS):
+        dev = x[start : start + _CHUNK_ROWS].astype(np.float64) - mean
+        sq += np.einsum("ij,ij->j", dev, dev)
+    return Standardization(mean=mean, std=np.sqrt(sq / n))
+
+
+def apply_stats(x: NDArray[np.float32], stats: Standardization) -> NDArray[np.float32]:
+    """``(x - mean) / scale`` as a new float32 array, computed in float64 chunk by chunk."""
+    out = np.empty_like(x, dtype=np.float32)
+    scale = stats.scale
+    for start in range(0, x.shape[0], _CHUNK_ROWS):
+        chunk = x[start : start + _CHUNK_ROWS].astype(np.float64)
+        out[start : start + _CHUNK_ROWS] = (chunk - stats.mean) / scale
+    return out

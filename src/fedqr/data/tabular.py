@@ -1,0 +1,285 @@
+"""Data files of :meth:`fedqr.data.FederatedData.from_file`: ``.npz``, ``.csv``, ``.parquet``.
+
+``.npz``
+    Arrays ``x`` ``[n, ...]`` (numbers), ``y`` ``[n]`` (integer labels), ``client`` ``[n]``
+    (integer or string client ids), optionally ``x_test`` and ``y_test`` (together), and
+    ``num_classes`` (a 0-d integer). No other array is allowed; object arrays are refused.
+``.csv`` (comma-separated, a header row, ``"`` quotes) and ``.parquet``
+    A column of client ids (``client``), one of integer labels (``label``), and the features:
+    every other column, numeric. A test file (``test_path``) has the same columns; its client
+    column is optional and ignored.
+
+Every file is measured before it is read: one needing more than half of the available memory
+is refused (:class:`DataTooLargeError`). :func:`write_npz`, :func:`write_csv` and
+:func:`write_parquet` write these formats atomically.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from numpy.typing import NDArray
+
+from fedqr._atomic import write_file_atomic
+from fedqr.data._columns import Columns, csv_size, parquet_size, read_csv, read_parquet
+from fedqr.data._columns import write_csv as _write_csv
+from fedqr.data._columns import write_parquet as _write_parquet
+from fedqr.data._files import DataNotFoundError
+
+if TYPE_CHECKING:
+    from fedqr.data.federated import FederatedData
+
+__all__ = ["SUFFIXES", "DataTooLargeError", "TableData", "available_memory", "read_table",
+           "write_csv", "write_npz", "write_parquet"]
+
+#: File suffixes :func:`read_table` reads.
+SUFFIXES = (".npz", ".csv", ".parquet")
+_NPZ_REQUIRED = ("x", "y", "client")
+_NPZ_OPTIONAL = ("x_test", "y_test", "num_classes")
+
+
+class DataTooLargeError(ValueError):
+    """A data file needs more memory than half of what is available."""
+
+
+@dataclass(frozen=True, eq=False)
+class TableData:
+    """The raw contents of a data file (and its test file), before any check of values."""
+
+    x: NDArray[Any]
+    y: NDArray[Any]
+    client: NDArray[Any]
+    x_test: NDArray[Any] | None
+    y_test: NDArray[Any] | None
+    source: str
+    stem: str
+    num_classes: int | None = None
+    feature_names: tuple[str, ...] | None = None
+
+
+def available_memory() -> int | None:
+    """Bytes of memory available now (``MemAvailable``, else free pages), or ``None``."""
+    try:
+        for line in Path("/proc/meminfo").read_text().splitlines():
+            if line.startswith("MemAvailable:"):
+                return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
+    except (OSError, ValueError, AttributeError):
+        return None
+
+
+def _gib(nbytes: int) -> str:
+    return f"{nbytes / 2**30:.2f} GiB ({nbytes} bytes)"
+
+
+def check_memory(source: str, nbytes: int) -> None:
+    """:class:`DataTooLargeError` when ``nbytes`` exceed half of the available memory."""
+    avail = available_memory()
+    if avail is not None and nbytes > avail // 2:
+        raise DataTooLargeError(
+            f"{source} is too large to load: it needs about {_gib(nbytes)} of memory, more "
+            f"than half of the {_gib(avail)} available; use a smaller file or a machine "
+            f"with more memory")
+
+
+def _check_path(option: str, path: str | os.PathLike[str]) -> Path:
+    p = Path(path).expanduser()
+    if not p.exists():
+        raise DataNotFoundError(f"{option} must be an existing data file, got {option}="
+                                f"{str(p)!r} (no such file)")
+    if not p.is_file():
+        raise ValueError(f"{option} must be a data file, got {option}={str(p)!r} (not a file)")
+    if p.suffix.lower() not in SUFFIXES:
+        raise ValueError(f"{option} must end in {', '.join(SUFFIXES)}, got {option}="
+                         f"{str(p)!r}")
+    if not os.access(p, os.R_OK):
+        raise ValueError(f"{option}={str(p)!r} cannot be read (permission denied)")
+    return p
+
+
+def _npz_size(p: Path) -> int:
+    try:
+        with zipfile.ZipFile(p) as z:
+            return sum(info.file_size for info in z.infolist())
+    except (zipfile.BadZipFile, OSError) as e:
+        raise ValueError(f"{p} is not a readable .npz file ({e})") from None
+
+
+def _size(p: Path) -> int:
+    suffix = p.suffix.lower()
+    if suffix == ".npz":
+        return _npz_size(p)
+    return csv_size(p) if suffix == ".csv" else parquet_size(p)
+
+
+def _read_npz(p: Path, *, test: bool) -> dict[str, NDArray[Any]]:
+    required = ("x", "y") if test else _NPZ_REQUIRED
+    allowed = set(_NPZ_REQUIRED) if test else {*_NPZ_REQUIRED, *_NPZ_OPTIONAL}
+    try:
+        with np.load(p, allow_pickle=False) as npz:
+            found = list(npz.files)
+            missing = [k for k in required if k not in found]
+            extra = [k for k in found if k not in allowed]
+            if missing or extra:
+                what = (f"lacks array(s) {missing}" if missing else "")
+                what += (" and " if missing and extra else "")
+                what += (f"holds unexpected array(s) {extra}" if extra else "")
+                raise ValueError(f"{p} {what}: a .npz data file holds {sorted(allowed)} "
+                                 f"(required: {list(required)}), found {found}")
+            return {k: npz[k] for k in found}
+    except (zipfile.BadZipFile, OSError, EOFError) as e:
+        raise ValueError(f"{p} is not a readable .npz file ({e})") from None
+    except ValueError as e:
+        if str(e).startswith(str(p)):
+            raise
+        raise ValueError(f"{p} is not a valid .npz data file ({e})") from None
+
+
+def _npz_table(p: Path, tp: Path | None, source: str) -> TableData:
+    a = _read_npz(p, test=False)
+    k = a.get("num_classes")
+    if k is not None and (k.ndim != 0 or not np.issubdtype(k.dtype, np.integer)):
+        raise ValueError(f"{p}: array num_classes must be a 0-d integer, got shape={k.shape}, "
+                         f"dtype={k.dtype}")
+    if ("x_test" in a) != ("y_test" in a):
+        have = "x_test" if "x_test" in a else "y_test"
+        raise ValueError(f"{p} holds {have} alone: give x_test and y_test together")
+    xt, yt = a.get("x_test"), a.get("y_test")
+    if tp is not None:
+        if xt is not None:
+            raise ValueError(f"{p} holds a test set (x_test, y_test): give no test_path "
+                             f"(got test_path={str(tp)!r})")
+        t = _read_npz(tp, test=True)
+        xt, yt = t["x"], t["y"]
+    return TableData(x=a["x"], y=a["y"], client=a["client"], x_test=xt, y_test=yt,
+                     source=source, stem=p.stem, num_classes=None if k is None else int(k))
+
+
+def _column_table(p: Path, tp: Path | None, source: str, *, client_column: str,
+                  label_column: str) -> TableData:
+    read = read_csv if p.suffix.lower() == ".csv" else read_parquet
+    train: Columns = read(p, client_column=client_column, label_column=label_column,
+                          need_client=True)
+    xt = yt = None
+    if tp is not None:
+        test = read(tp, client_column=client_column, label_column=label_column,
+                    need_client=False)
+        xt, yt = _align(test, train.feature_names, tp), test.y
+    client = train.client if train.client is not None else np.zeros(0)  # need_client: set
+    return TableData(x=train.x, y=train.y, client=client, x_test=xt, y_test=yt,
+                     source=source, stem=p.stem, feature_names=train.feature_names)
+
+
+def _align(test: Columns, names: tuple[str, ...], tp: Path) -> NDArray[np.float32]:
+    """The test file's feature columns in the training file's order."""
+    if test.feature_names == names:
+        return test.x
+    missing = [c for c in names if c not in test.feature_names]
+    extra = [c for c in test.feature_names if c not in names]
+    if missing or extra:
+        raise ValueError(f"{tp} must have the feature columns of the training file; it lacks "
+                         f"{missing} and has unexpected {extra}")
+    order = [test.feature_names.index(c) for c in names]
+    return np.ascontiguousarray(test.x[:, order])
+
+
+def read_table(path: str | os.PathLike[str], *, client_column: str = "client",
+               label_column: str = "label",
+               test_path: str | os.PathLike[str] | None = None) -> TableData:
+    """Read a data file (and a test file of the same format), after a memory check.
+
+    Raises
+    ------
+    fedqr.data.DataNotFoundError
+        If ``path`` or ``test_path`` does not exist.
+    ValueError
+        On an unknown suffix, an unreadable or malformed file (the message names the file,
+        and the column or array), or a file too large (:class:`DataTooLargeError`).
+    """
+    p = _check_path("path", path)
+    tp = None if test_path is None else _check_path("test_path", test_path)
+    suffix = p.suffix.lower()
+    if tp is not None and tp.suffix.lower() != suffix:
+        raise ValueError(f"test_path must be a {suffix} file like path, got test_path="
+                         f"{str(tp)!r}")
+    source = str(p) if tp is None else f"{p} (test: {tp})"
+    check_memory(source, _size(p) + (0 if tp is None else _size(tp)))
+    if suffix == ".npz":
+        if (client_column, label_column) != ("client", "label"):
+            raise ValueError(f"client_column and label_column apply to .csv and .parquet "
+                             f"files, not to {p} (its arrays are named client and y)")
+        return _npz_table(p, tp, source)
+    return _column_table(p, tp, source, client_column=client_column,
+                         label_column=label_column)
+
+
+def _original_clients(data: FederatedData) -> NDArray[Any]:
+    """The clients' original ids (integers where they all are), one per training row."""
+    if data.client_names is None:
+        return data.client
+    names = np.asarray(data.client_names)
+    try:
+        ints = names.astype(np.int64)
+    except ValueError:
+        return names[data.client]
+    if np.array_equal(ints.astype(str), names):
+        return ints[data.client]
+    return names[data.client]
+
+
+def write_npz(path: str | os.PathLike[str], data: FederatedData) -> None:
+    """Write ``data`` as an uncompressed ``.npz`` data file, atomically.
+
+    ``x`` and ``x_test`` keep ``data.input_shape``; ``client`` holds the original client ids
+    (``data.client_names``) when there are any, so :meth:`FederatedData.from_file` with
+    ``standardize=False`` gives back the same arrays.
+    """
+    p = Path(path)
+    if p.suffix.lower() != ".npz":
+        raise ValueError(f"path must end in .npz, got path={str(p)!r}")
+    shape = data.input_shape
+
+    def write(tmp: Path) -> None:
+        np.savez(tmp, x=data.x.reshape(data.num_train, *shape), y=data.y,
+                 client=_original_clients(data), x_test=data.x_test.reshape(-1, *shape),
+                 y_test=data.y_test, num_classes=np.asarray(data.num_classes, dtype=np.int64))
+
+    write_file_atomic(p, write)
+
+
+def _names(data: FederatedData, columns: Sequence[str]) -> tuple[str, ...]:
+    names = data.feature_names or tuple(f"x{j}" for j in range(data.num_features))
+    clash = sorted(set(names) & set(columns))
+    if clash:
+        raise ValueError(f"feature names must differ from the columns {list(columns)}, "
+                         f"got feature(s) named {clash}")
+    return names
+
+
+def write_csv(path: str | os.PathLike[str], data: FederatedData, *,
+              test_path: str | os.PathLike[str], client_column: str = "client",
+              label_column: str = "label") -> None:
+    """Write the training rows to ``path`` and the test rows to ``test_path`` (CSV)."""
+    names = _names(data, (client_column, label_column))
+    _write_csv(Path(path), [client_column, label_column, *names],
+               [_original_clients(data), data.y], data.x)
+    _write_csv(Path(test_path), [label_column, *names], [data.y_test], data.x_test)
+
+
+def write_parquet(path: str | os.PathLike[str], data: FederatedData, *,
+                  test_path: str | os.PathLike[str], client_column: str = "client",
+                  label_column: str = "label") -> None:
+    """Write the training rows to ``path`` and the test rows to ``test_path`` (Parquet)."""
+    names = _names(data, (client_column, label_column))
+    _write_parquet(Path(path), {client_column: _original_clients(data), label_column: data.y},
+                   names, data.x)
+    _write_parquet(Path(test_path), {label_column: data.y_test}, names, data.x_test)

@@ -1,0 +1,258 @@
+"""Data files of FederatedData.from_file: .npz/.csv/.parquet round trips and every bad file."""
+
+from __future__ import annotations
+
+import zipfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.parquet as pq
+import pytest
+
+from fedqr.data import DataNotFoundError, DataSpec, FederatedData, PartitionKind, tabular
+from fedqr.data.datasets import DatasetName
+from fedqr.data.tabular import DataTooLargeError, write_csv, write_npz, write_parquet
+
+
+@pytest.fixture(scope="module")
+def digits() -> FederatedData:
+    spec = DataSpec(dataset=DatasetName.DIGITS, partition=PartitionKind.DIRICHLET,
+                    num_clients=6, seed=2)
+    return FederatedData.from_client_data(spec.build())
+
+
+def _same(a: FederatedData, b: FederatedData) -> None:
+    for key in ("x", "y", "client", "x_test", "y_test"):
+        xa, xb = getattr(a, key), getattr(b, key)
+        assert xa.dtype == xb.dtype and xa.shape == xb.shape
+        assert xa.tobytes() == xb.tobytes(), key
+    assert a.num_classes == b.num_classes and a.client_names == b.client_names
+
+
+def test_npz_round_trip_reproduces_the_builtin_bit_for_bit(digits: FederatedData,
+                                                          tmp_path: Path) -> None:
+    path = tmp_path / "digits.npz"
+    digits.to_npz(path)
+    back = FederatedData.from_file(path, standardize=False)
+    _same(back, digits)
+    assert back.input_shape == (1, 8, 8) and back.name == "digits"
+    assert back.digest == digits.digest
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["digits.npz"]  # no temporary left
+    with np.load(path) as npz:
+        assert sorted(npz.files) == ["client", "num_classes", "x", "x_test", "y", "y_test"]
+        assert npz["x"].shape == (digits.num_train, 1, 8, 8)
+
+
+def test_npz_keeps_string_client_ids(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    fd = FederatedData.from_arrays(x=rng.normal(size=(30, 3)), y=np.arange(30) % 3,
+                                   client=np.array(["w07", "w10", "a"])[np.arange(30) % 3],
+                                   test_share=0.2)
+    write_npz(tmp_path / "w.npz", fd)
+    back = FederatedData.from_file(tmp_path / "w.npz", standardize=False)
+    _same(back, fd)
+    assert back.client_names == ("a", "w07", "w10")
+
+
+@pytest.mark.parametrize("fmt", ["csv", "parquet"])
+def test_column_files_round_trip_identical_arrays(fmt: str, digits: FederatedData,
+                                                  tmp_path: Path) -> None:
+    write = write_csv if fmt == "csv" else write_parquet
+    train, test = tmp_path / f"d.{fmt}", tmp_path / f"t.{fmt}"
+    write(train, digits, test_path=test)
+    back = FederatedData.from_file(train, test_path=test, standardize=False)
+    _same(back, digits)
+    assert back.input_shape == (64,) and back.feature_names == tuple(f"x{j}" for j in range(64))
+    assert back.name == "d"
+    sites = np.array([f"site {c}" for c in range(6)])[digits.client]
+    renamed = FederatedData.from_arrays(x=digits.x, y=digits.y, client=sites,
+                                        x_test=digits.x_test, y_test=digits.y_test,
+                                        standardize=False)
+    write(train, renamed, test_path=test, client_column="who", label_column="digit")
+    again = FederatedData.from_file(train, test_path=test, standardize=False,
+                                    client_column="who", label_column="digit")
+    _same(again, renamed)
+
+
+def test_csv_with_quotes_string_clients_and_a_test_share(tmp_path: Path) -> None:
+    lines = ["age,client,label,score"]
+    lines += [f'{20 + i},"site, {"AB"[i % 2]}",{i % 3},{i * 0.5}' for i in range(24)]
+    (tmp_path / "s.csv").write_text("\n".join(lines) + "\n")
+    fd = FederatedData.from_file(tmp_path / "s.csv", test_share=0.25, seed=1)
+    assert fd.client_names == ("site, A", "site, B") and fd.num_classes == 3
+    assert fd.feature_names == ("age", "score")
+    assert fd.num_train == 18 and fd.num_test == 6
+    np.testing.assert_allclose(fd.x.mean(axis=0), 0.0, atol=1e-6)  # standardised by default
+
+
+def test_test_file_columns_are_matched_by_name(tmp_path: Path) -> None:
+    (tmp_path / "a.csv").write_text("client,label,u,v\n0,0,1,2\n1,1,3,4\n0,1,5,6\n")
+    (tmp_path / "b.csv").write_text("v,label,u\n20,1,10\n")
+    fd = FederatedData.from_file(tmp_path / "a.csv", test_path=tmp_path / "b.csv",
+                                 standardize=False)
+    np.testing.assert_array_equal(fd.x_test, [[10, 20]])
+    (tmp_path / "c.csv").write_text("label,u,w\n1,10,20\n")
+    with pytest.raises(ValueError, match=r"c.csv must have the feature columns of the training "
+                                         r"file; it lacks \['v'\] and has unexpected \['w'\]"):
+        FederatedData.from_file(tmp_path / "a.csv", test_path=tmp_path / "c.csv")
+
+
+def _from(path: Path, **kw: Any) -> FederatedData:
+    return FederatedData.from_file(path, **kw)
+
+
+def test_missing_unknown_and_unreadable_paths_are_named(tmp_path: Path) -> None:
+    with pytest.raises(DataNotFoundError, match=r"path must be an existing data file, got "
+                                                r"path='.*nope.npz' \(no such file\)"):
+        _from(tmp_path / "nope.npz")
+    (tmp_path / "a.csv").write_text("client,label,u\n0,0,1\n1,1,2\n")
+    with pytest.raises(DataNotFoundError, match=r"test_path=.*t.csv"):
+        _from(tmp_path / "a.csv", test_path=tmp_path / "t.csv")
+    (tmp_path / "a.txt").write_text("x")
+    with pytest.raises(ValueError, match=r"path must end in .npz, .csv, .parquet, got "
+                                         r"path='.*a.txt'"):
+        _from(tmp_path / "a.txt")
+    (tmp_path / "dir.csv").mkdir()
+    with pytest.raises(ValueError, match=r"path must be a data file, .*dir.csv' \(not a file\)"):
+        _from(tmp_path / "dir.csv")
+    (tmp_path / "t.parquet").write_bytes(b"")
+    with pytest.raises(ValueError, match=r"test_path must be a .csv file like path"):
+        _from(tmp_path / "a.csv", test_path=tmp_path / "t.parquet")
+    (tmp_path / "bad.npz").write_bytes(b"not a zip file")
+    with pytest.raises(ValueError, match=r"bad.npz is not a readable .npz file"):
+        _from(tmp_path / "bad.npz")
+    (tmp_path / "bad.parquet").write_bytes(b"PAR1 garbage")
+    with pytest.raises(ValueError, match=r"bad.parquet is not a readable Parquet file"):
+        _from(tmp_path / "bad.parquet")
+    (tmp_path / "latin.csv").write_bytes("client,label,é\n".encode("latin-1"))
+    with pytest.raises(ValueError, match=r"latin.csv is not a readable CSV file"):
+        _from(tmp_path / "latin.csv")
+
+
+def _npz(path: Path, **arrays: Any) -> Path:
+    np.savez(path, **arrays)
+    return path
+
+
+def test_npz_with_wrong_arrays_names_them(tmp_path: Path) -> None:
+    x, y, c = np.ones((4, 2)), np.array([0, 1, 0, 1]), np.array([0, 0, 1, 1])
+    p = _npz(tmp_path / "k.npz", X=x, y=y, client=c)
+    with pytest.raises(ValueError, match=r"lacks array\(s\) \['x'\] and holds unexpected "
+                                         r"array\(s\) \['X'\].*found \['X', 'y', 'client'\]"):
+        _from(p, test_share=0.5)
+    p = _npz(tmp_path / "t.npz", x=x, y=y, client=c, x_test=x)
+    with pytest.raises(ValueError, match=r"holds x_test alone: give x_test and y_test"):
+        _from(p)
+    p = _npz(tmp_path / "o.npz", x=x, y=y, client=np.array([0, "a", None, 1], dtype=object))
+    with pytest.raises(ValueError, match=r"o.npz is not a valid .npz data file"):
+        _from(p, test_share=0.5)
+    p = _npz(tmp_path / "n.npz", x=x, y=y, client=c, num_classes=np.array([2]))
+    with pytest.raises(ValueError, match=r"array num_classes must be a 0-d integer"):
+        _from(p, test_share=0.5)
+    p = _npz(tmp_path / "ok.npz", x=x, y=y, client=c, x_test=x, y_test=y)
+    with pytest.raises(ValueError, match=r"ok.npz holds a test set .* give no test_path"):
+        _from(p, test_path=p)
+    with pytest.raises(ValueError, match=r"give a test set .* or test_share, not both"):
+        _from(p, test_share=0.5)
+    with pytest.raises(ValueError, match=r"client_column and label_column apply to .csv"):
+        _from(p, client_column="site")
+    bad = _npz(tmp_path / "nan.npz", x=np.array([[1.0], [np.nan], [2.0], [3.0]]), y=y,
+               client=c, x_test=x[:, :1], y_test=y)
+    with pytest.raises(ValueError, match=r"nan.npz: x must be finite, got 1 NaN .* row 1"):
+        _from(bad)
+
+
+def test_bad_csv_contents_name_column_and_line(tmp_path: Path) -> None:
+    cases = [
+        ("client,label,u,v\n0,0,1,2\n1,1,3,oops\n", r"feature column 'v' must be numeric, "
+                                                    r"got 'oops' on line 3"),
+        ("client,label,u,v\n0,0,1,2\n1,1,3,\n", r"feature column 'v' must be numeric, got '' "
+                                               r"on line 3"),
+        ("client,label,u\n0,0,1\n1,1,3,4\n", r"line 3 has 4 fields, the header 3"),
+        ("client,u\n0,1\n", r"has no column 'label' \(label_column='label'\); its columns: "
+                           r"\['client', 'u'\]"),
+        ("label,u\n0,1\n", r"has no column 'client' \(client_column='client'\)"),
+        ("client,label\n0,1\n", r"has no feature column"),
+        ("client,label,u,u\n0,1,2,3\n", r"repeats the column name\(s\) \['u'\]"),
+        ("client,label,u\n0,<=50K,1\n", r"column 'label' must hold integer class labels, got "
+                                        r"'<=50K' on line 2"),
+        ("client,label,u\n0,1,1\n0,1.5,2\n", r"column 'label' must hold integer class labels "
+                                             r">= 0, got 1.5 on line 3"),
+        ("client,label,u\n", r"has a header but no data rows"),
+        ("", r"is empty: a CSV data file needs a header row"),
+    ]
+    for i, (text, match) in enumerate(cases):
+        path = tmp_path / f"c{i}.csv"
+        path.write_text(text)
+        with pytest.raises(ValueError, match=rf"c{i}.csv.*{match}"):
+            _from(path, test_share=0.5)
+
+
+def _parquet(path: Path, **cols: Any) -> Path:
+    pq.write_table(pa.table(cols), path)
+    return path
+
+
+def test_bad_parquet_contents_name_the_column(tmp_path: Path) -> None:
+    ok = {"client": [0, 0, 1, 1], "label": [0, 1, 0, 1]}
+    cases = [
+        ({**ok, "u": ["a", "b", "c", "d"]}, r"column 'u' must be numeric, got type string"),
+        ({**ok, "u": pa.array([1.0, None, 2.0, 3.0])},
+         r"column 'u' must have no missing values, got 1"),
+        ({**ok, "label": ["x", "y", "x", "y"], "u": [1, 2, 3, 4]},
+         r"column 'label' must be numeric, got type string"),
+        ({**ok, "label": [0.0, 1.0, 2.5, 1.0], "u": [1, 2, 3, 4]},
+         r"column 'label' must hold integer class labels >= 0, got 2.5 on row 2"),
+        ({**ok, "client": [0.5, 0.5, 1.0, 1.0], "u": [1, 2, 3, 4]},
+         r"client must hold integer or string client ids"),
+        ({"client": [0, 1], "u": [1.0, 2.0]}, r"has no column 'label'"),
+    ]
+    for i, (cols, match) in enumerate(cases):
+        path = _parquet(tmp_path / f"p{i}.parquet", **cols)
+        with pytest.raises(ValueError, match=rf"p{i}.parquet.*{match}"):
+            _from(path, test_share=0.5)
+    good = _parquet(tmp_path / "g.parquet", client=["b", "a"] * 4, label=[0, 0, 1, 1] * 2,
+                    u=pa.array(range(8), pa.int8()), v=np.arange(8) + 0.5)
+    fd = _from(good, test_share=0.5, standardize=False)
+    assert fd.client_names == ("a", "b") and fd.feature_names == ("u", "v")
+    assert fd.num_train == 4 and sorted(fd.y.tolist()) == [0, 0, 1, 1]  # stratified
+
+
+def test_available_memory_is_measured() -> None:
+    avail = tabular.available_memory()
+    assert avail is not None and avail > 2**20
+
+
+def test_files_too_large_for_memory_are_refused_before_reading(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    path = tmp_path / "big.npz"
+    np.savez_compressed(path, x=np.zeros((2048, 256), np.float32), y=np.zeros(2048, np.int64),
+                        client=np.zeros(2048, np.int64))
+    assert path.stat().st_size < 100_000  # compressed: only the zip headers tell its size
+    with zipfile.ZipFile(path) as z:
+        need = sum(i.file_size for i in z.infolist())
+    assert need > 2048 * 256 * 4
+    monkeypatch.setattr(tabular, "available_memory", lambda: 2 * need - 2)
+    with pytest.raises(DataTooLargeError, match=rf"big.npz is too large to load: it needs about "
+                                                rf".*\({need} bytes\) of memory, more than half "
+                                                rf"of the .*\({2 * need - 2} bytes\) available"):
+        _from(path, test_share=0.5)
+    (tmp_path / "big.csv").write_text("client,label,u\n" + "0,0,1\n" * 1000)
+    monkeypatch.setattr(tabular, "available_memory", lambda: 1000)
+    with pytest.raises(DataTooLargeError, match=r"big.csv is too large"):
+        _from(tmp_path / "big.csv", test_share=0.5)
+    monkeypatch.setattr(tabular, "available_memory", lambda: 2 * need)  # exactly half: fine
+    with pytest.raises(ValueError, match=r"at least 2 classes"):  # read, then checked
+        _from(path, test_share=0.5)
+
+
+def test_writers_refuse_wrong_paths_and_clashing_names(digits: FederatedData,
+                                                       tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"path must end in .npz, got path='.*d.zip'"):
+        write_npz(tmp_path / "d.zip", digits)
+    with pytest.raises(ValueError, match=r"feature names must differ from the columns "
+                                         r"\['x0', 'label'\], got feature\(s\) named \['x0'\]"):
+        write_csv(tmp_path / "d.csv", digits, test_path=tmp_path / "t.csv", client_column="x0")
+    assert list(tmp_path.iterdir()) == []
