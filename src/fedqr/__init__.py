@@ -2,6 +2,54 @@
 
 Plans the number of queries T and replies per round b under per-client privacy
 budgets, and simulates the resulting training fast (batched clients and repeats).
+
+The public API (keyword-only; see ``docs/api.md``)::
+
+    import fedqr
+    data = fedqr.FederatedData.from_file("clients.csv", test_share=0.25)
+    plan = fedqr.plan(data=data, model="mlp", mechanism="gaussian", eps=1.0)
+    result = fedqr.simulate(data=data, model="mlp", mechanism="gaussian", eps=1.0,
+                            schedule=plan)
+
+Names are imported on first use, so ``import fedqr`` (and ``fedqr --help``) stays cheap.
 """
 
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
 __version__ = "0.1.0"
+
+_EXPORTS = {
+    "FederatedData": "fedqr.data.federated",
+    "DataSpec": "fedqr.data.spec",
+    "PlanResult": "fedqr.api",
+    "SimulationResult": "fedqr.api",
+    "plan": "fedqr.api",
+    "simulate": "fedqr.api",
+    "make_kernel": "fedqr.models.zoo",
+    "Mechanism": "fedqr.privacy",
+    "DataUse": "fedqr.planner",
+    "PrivacyBudgetExceeded": "fedqr.privacy",
+}
+
+__all__ = ["__version__", *sorted(_EXPORTS)]
+
+if TYPE_CHECKING:
+    from fedqr.api import PlanResult, SimulationResult, plan, simulate
+    from fedqr.data.federated import FederatedData
+    from fedqr.data.spec import DataSpec
+    from fedqr.models.zoo import make_kernel
+    from fedqr.planner import DataUse
+    from fedqr.privacy import Mechanism, PrivacyBudgetExceeded
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its module on first use."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fedqr' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

@@ -170,7 +170,9 @@ def _cache_key(scenario: Scenario, choice: ProxyChoice, settings: SearchSettings
 
     doc = {"version": PLANNER_VERSION, "data": scenario.data.identity(),
            "sizes": None if sizes is None else [int(v) for v in sizes],
-           "scenario": jsonable({k: v for k, v in vars(scenario).items() if k != "data"}),
+           "scenario": jsonable({k: v for k, v in vars(scenario).items()
+                                 if k not in ("data", "kernel")}),
+           "kernel": None if scenario.kernel is None else scenario.kernel.describe(),
            "proxy": {"use": choice.use.value, "share": choice.share,
                      "public": None if choice.public is None else choice.public.identity()},
            "settings": asdict(settings)}
@@ -236,8 +238,9 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     dev = torch.device(device)
     model = scenario.model_name  # the model factory owns the default
     if model is not ModelName.LOGREG:
+        name = scenario.kernel.name if scenario.kernel is not None else model.value
         raise ValueError(f"the twin planner simulates logistic regression, got "
-                         f"model={model.value} (dataset={scenario.data.dataset.value}); "
+                         f"model={name}; "
                          "plan with --model logreg, or use --method bound")
     if sizes is None:
         real: ClientData | None = scenario.data.build()

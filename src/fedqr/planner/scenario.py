@@ -13,6 +13,9 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 
 from fedqr.data import DataSpec
+from fedqr.data.source import DataSource
+from fedqr.models.kernel import Kernel
+from fedqr.models.logreg_kernel import LogRegKernel
 from fedqr.models.factory import ModelName, default_model
 from fedqr.privacy import Accountant, Mechanism, NoiseMechanism, mechanism_for
 from fedqr.sim.config import Aggregation, LearningRate, PrivacyConfig, SimConfig
@@ -55,9 +58,11 @@ class Scenario:
         Learning-rate schedule, L2 regularisation and the server's combination rule.
     model:
         The model trained (``None``: the data set's paper model, by the model factory).
+    kernel:
+        The model as a kernel (:func:`fedqr.models.zoo.make_kernel`); overrides ``model``.
     """
 
-    data: DataSpec = field(default_factory=DataSpec)
+    data: DataSource = field(default_factory=DataSpec)
     mechanism: Mechanism = Mechanism.GAUSSIAN
     eps: tuple[float, ...] = (1.0,)
     delta: tuple[float, ...] = (1e-5,)
@@ -70,6 +75,7 @@ class Scenario:
     weight_decay: float = 0.01
     aggregation: Aggregation = Aggregation.PAPER
     model: ModelName | None = None
+    kernel: Kernel | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         n = self.data.num_clients
@@ -92,7 +98,11 @@ class Scenario:
     @property
     def model_name(self) -> ModelName:
         """The model trained: ``model``, or the data set's paper model."""
-        return self.model if self.model is not None else default_model(self.data.dataset)
+        if self.kernel is not None:
+            return ModelName.LOGREG if isinstance(self.kernel, LogRegKernel) else ModelName.CNN
+        if self.model is not None:
+            return self.model
+        return default_model(self.data.dataset.value) if self.data.dataset else ModelName.LOGREG
 
     @property
     def num_clients(self) -> int:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 import torch
@@ -12,11 +13,13 @@ from fedqr.models.factory import ModelSpec
 __all__ = ["provenance"]
 
 
-def provenance(*, model: ModelSpec, device: str | torch.device) -> dict[str, Any]:
+def provenance(*, model: ModelSpec | Mapping[str, object],
+               device: str | torch.device) -> dict[str, Any]:
     """The ``provenance`` section of ``result.json``.
 
     Keys: ``fedqr_version``, ``torch_version``, ``device`` (e.g. ``"cpu"``, ``"cuda:0"``),
-    ``model`` (``{"name", "num_params"}``).
+    ``model`` (``{"name", "num_params", ...}``: a kernel's ``describe()``).
     """
     return {"fedqr_version": fedqr.__version__, "torch_version": torch.__version__,
-            "device": str(torch.device(device)), "model": model.to_json()}
+            "device": str(torch.device(device)),
+            "model": model.to_json() if isinstance(model, ModelSpec) else dict(model)}
