@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fedqr.data import DataNotFoundError, DataSpec, FederatedData, PartitionKind, tabular
+from fedqr.data import DataNotFoundError, DataSpec, FederatedData, PartitionKind, _memory
 from fedqr.data.datasets import DatasetName
 from fedqr.data.tabular import DataTooLargeError, write_csv, write_npz, write_parquet
 
@@ -220,9 +220,19 @@ def test_bad_parquet_contents_name_the_column(tmp_path: Path) -> None:
     assert fd.num_train == 4 and sorted(fd.y.tolist()) == [0, 0, 1, 1]  # stratified
 
 
-def test_available_memory_is_measured() -> None:
-    avail = tabular.available_memory()
+def test_available_memory_is_measured_and_bounded_by_a_cgroup_limit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    avail = _memory.available_memory()
     assert avail is not None and avail > 2**20
+    (tmp_path / "meminfo").write_text("MemTotal: 9000 kB\nMemAvailable:    4000 kB\n")
+    monkeypatch.setattr(_memory, "_MEMINFO", tmp_path / "meminfo")
+    monkeypatch.setattr(_memory, "_CGROUP", tmp_path)
+    assert _memory.available_memory() == 4000 * 1024  # no cgroup files
+    (tmp_path / "memory.max").write_text("max\n")
+    assert _memory.available_memory() == 4000 * 1024
+    (tmp_path / "memory.max").write_text("3000000\n")
+    (tmp_path / "memory.current").write_text("1000000\n")
+    assert _memory.available_memory() == 2_000_000
 
 
 def test_files_too_large_for_memory_are_refused_before_reading(
@@ -234,16 +244,16 @@ def test_files_too_large_for_memory_are_refused_before_reading(
     with zipfile.ZipFile(path) as z:
         need = sum(i.file_size for i in z.infolist())
     assert need > 2048 * 256 * 4
-    monkeypatch.setattr(tabular, "available_memory", lambda: 2 * need - 2)
+    monkeypatch.setattr(_memory, "available_memory", lambda: 2 * need - 2)
     with pytest.raises(DataTooLargeError, match=rf"big.npz is too large to load: it needs about "
                                                 rf".*\({need} bytes\) of memory, more than half "
                                                 rf"of the .*\({2 * need - 2} bytes\) available"):
         _from(path, test_share=0.5)
     (tmp_path / "big.csv").write_text("client,label,u\n" + "0,0,1\n" * 1000)
-    monkeypatch.setattr(tabular, "available_memory", lambda: 1000)
+    monkeypatch.setattr(_memory, "available_memory", lambda: 1000)
     with pytest.raises(DataTooLargeError, match=r"big.csv is too large"):
         _from(tmp_path / "big.csv", test_share=0.5)
-    monkeypatch.setattr(tabular, "available_memory", lambda: 2 * need)  # exactly half: fine
+    monkeypatch.setattr(_memory, "available_memory", lambda: 2 * need)  # exactly half: fine
     with pytest.raises(ValueError, match=r"at least 2 classes"):  # read, then checked
         _from(path, test_share=0.5)
 

@@ -270,5 +270,7 @@ def apply_stats(x: NDArray[np.float32], stats: Standardization) -> NDArray[np.fl
     scale = stats.scale
     for start in range(0, x.shape[0], _CHUNK_ROWS):
         chunk = x[start : start + _CHUNK_ROWS].astype(np.float64)
-        out[start : start + _CHUNK_ROWS] = (chunk - stats.mean) / scale
+        chunk -= stats.mean
+        chunk /= scale
+        out[start : start + _CHUNK_ROWS] = chunk
     return out
