@@ -87,6 +87,17 @@ def test_csv_with_quotes_string_clients_and_a_test_share(tmp_path: Path) -> None
     np.testing.assert_allclose(fd.x.mean(axis=0), 0.0, atol=1e-6)  # standardised by default
 
 
+def test_csv_with_a_byte_order_mark_and_crlf_lines(tmp_path: Path) -> None:
+    text = "client,label, a ,b\r\n0,0, 1.5,2\r\n0,1,3,4\r\n1,0,5,6\r\n1,1,7,8\r\n"
+    (tmp_path / "w.csv").write_bytes(text.encode("utf-8-sig"))
+    (tmp_path / "t.csv").write_bytes(b"label,a,b\r\n1,9,10\r\n")
+    fd = FederatedData.from_file(tmp_path / "w.csv", test_path=tmp_path / "t.csv",
+                                 standardize=False)
+    assert fd.feature_names == ("a", "b")
+    np.testing.assert_array_equal(fd.x, [[1.5, 2], [3, 4], [5, 6], [7, 8]])
+    np.testing.assert_array_equal(fd.y_test, [1])
+
+
 def test_test_file_columns_are_matched_by_name(tmp_path: Path) -> None:
     (tmp_path / "a.csv").write_text("client,label,u,v\n0,0,1,2\n1,1,3,4\n0,1,5,6\n")
     (tmp_path / "b.csv").write_text("v,label,u\n20,1,10\n")
