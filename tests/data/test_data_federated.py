@@ -144,6 +144,15 @@ def test_test_share_holds_out_a_stratified_share_of_each_client() -> None:
     assert not np.array_equal(other.x_test[:, 0], fd.x_test[:, 0])
 
 
+def test_test_share_breaks_ties_between_labels_at_random() -> None:
+    # 300 clients of labels 0, 1, 2 with one row held out each: every label ties
+    y = np.tile([0, 1, 2], 300)
+    fd = FederatedData.from_arrays(x=np.random.default_rng(0).normal(size=(900, 2)), y=y,
+                                   client=np.repeat(np.arange(300), 3), test_share=1 / 3)
+    counts = np.bincount(fd.y_test, minlength=3)
+    assert counts.sum() == 300 and counts.min() > 60  # a fixed order would give [300, 0, 0]
+
+
 def _err(match: str, **kw: Any) -> None:
     with pytest.raises(ValueError, match=match):
         FederatedData.from_arrays(**kw)

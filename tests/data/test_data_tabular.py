@@ -11,7 +11,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from fedqr.data import DataNotFoundError, DataSpec, FederatedData, PartitionKind, tabular
+from fedqr.data import DataNotFoundError, DataSpec, FederatedData, PartitionKind, _memory
 from fedqr.data.datasets import DatasetName
 from fedqr.data.tabular import DataTooLargeError, write_csv, write_npz, write_parquet
 
@@ -85,6 +85,17 @@ def test_csv_with_quotes_string_clients_and_a_test_share(tmp_path: Path) -> None
     assert fd.feature_names == ("age", "score")
     assert fd.num_train == 18 and fd.num_test == 6
     np.testing.assert_allclose(fd.x.mean(axis=0), 0.0, atol=1e-6)  # standardised by default
+
+
+def test_csv_with_a_byte_order_mark_and_crlf_lines(tmp_path: Path) -> None:
+    text = "client,label, a ,b\r\n0,0, 1.5,2\r\n0,1,3,4\r\n1,0,5,6\r\n1,1,7,8\r\n"
+    (tmp_path / "w.csv").write_bytes(text.encode("utf-8-sig"))
+    (tmp_path / "t.csv").write_bytes(b"label,a,b\r\n1,9,10\r\n")
+    fd = FederatedData.from_file(tmp_path / "w.csv", test_path=tmp_path / "t.csv",
+                                 standardize=False)
+    assert fd.feature_names == ("a", "b")
+    np.testing.assert_array_equal(fd.x, [[1.5, 2], [3, 4], [5, 6], [7, 8]])
+    np.testing.assert_array_equal(fd.y_test, [1])
 
 
 def test_test_file_columns_are_matched_by_name(tmp_path: Path) -> None:
@@ -220,9 +231,19 @@ def test_bad_parquet_contents_name_the_column(tmp_path: Path) -> None:
     assert fd.num_train == 4 and sorted(fd.y.tolist()) == [0, 0, 1, 1]  # stratified
 
 
-def test_available_memory_is_measured() -> None:
-    avail = tabular.available_memory()
+def test_available_memory_is_measured_and_bounded_by_a_cgroup_limit(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    avail = _memory.available_memory()
     assert avail is not None and avail > 2**20
+    (tmp_path / "meminfo").write_text("MemTotal: 9000 kB\nMemAvailable:    4000 kB\n")
+    monkeypatch.setattr(_memory, "_MEMINFO", tmp_path / "meminfo")
+    monkeypatch.setattr(_memory, "_CGROUP", tmp_path)
+    assert _memory.available_memory() == 4000 * 1024  # no cgroup files
+    (tmp_path / "memory.max").write_text("max\n")
+    assert _memory.available_memory() == 4000 * 1024
+    (tmp_path / "memory.max").write_text("3000000\n")
+    (tmp_path / "memory.current").write_text("1000000\n")
+    assert _memory.available_memory() == 2_000_000
 
 
 def test_files_too_large_for_memory_are_refused_before_reading(
@@ -234,16 +255,16 @@ def test_files_too_large_for_memory_are_refused_before_reading(
     with zipfile.ZipFile(path) as z:
         need = sum(i.file_size for i in z.infolist())
     assert need > 2048 * 256 * 4
-    monkeypatch.setattr(tabular, "available_memory", lambda: 2 * need - 2)
+    monkeypatch.setattr(_memory, "available_memory", lambda: 2 * need - 2)
     with pytest.raises(DataTooLargeError, match=rf"big.npz is too large to load: it needs about "
                                                 rf".*\({need} bytes\) of memory, more than half "
                                                 rf"of the .*\({2 * need - 2} bytes\) available"):
         _from(path, test_share=0.5)
     (tmp_path / "big.csv").write_text("client,label,u\n" + "0,0,1\n" * 1000)
-    monkeypatch.setattr(tabular, "available_memory", lambda: 1000)
+    monkeypatch.setattr(_memory, "available_memory", lambda: 1000)
     with pytest.raises(DataTooLargeError, match=r"big.csv is too large"):
         _from(tmp_path / "big.csv", test_share=0.5)
-    monkeypatch.setattr(tabular, "available_memory", lambda: 2 * need)  # exactly half: fine
+    monkeypatch.setattr(_memory, "available_memory", lambda: 2 * need)  # exactly half: fine
     with pytest.raises(ValueError, match=r"at least 2 classes"):  # read, then checked
         _from(path, test_share=0.5)
 

@@ -107,7 +107,7 @@ def _check_widths(p: Path, lay: _Layout, width: int) -> None:
 
     Lines without quotes are checked by counting commas; a file with quotes is parsed.
     """
-    with p.open(newline="", encoding="utf-8") as f:
+    with p.open(newline="", encoding="utf-8-sig") as f:
         f.readline()
         for lineno, line in enumerate(f, start=2):
             if '"' in line:
@@ -122,7 +122,7 @@ def _check_widths(p: Path, lay: _Layout, width: int) -> None:
 
 def _first_bad_cell(p: Path, lay: _Layout, width: int) -> str | None:
     """Where the first malformed line or non-numeric feature of ``p`` is, if found."""
-    with p.open(newline="", encoding="utf-8") as f:
+    with p.open(newline="", encoding="utf-8-sig") as f:
         reader = csv.reader(f)
         next(reader, None)
         for row in reader:
@@ -142,7 +142,7 @@ def _first_bad_cell(p: Path, lay: _Layout, width: int) -> str | None:
 def read_csv(p: Path, *, client_column: str, label_column: str, need_client: bool) -> Columns:
     """Read a comma-separated file with a header row."""
     try:
-        with p.open(newline="", encoding="utf-8") as f:
+        with p.open(newline="", encoding="utf-8-sig") as f:
             header = next(csv.reader(f), None)
         if header is None:
             raise ValueError(f"{p} is empty: a CSV data file needs a header row")

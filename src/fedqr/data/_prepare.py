@@ -161,13 +161,17 @@ def client_rows(client: NDArray[np.int64], num_clients: int) -> list[NDArray[np.
     return list(np.split(order, bounds))
 
 
-def _largest_remainder(total: int, counts: NDArray[np.int64]) -> NDArray[np.int64]:
-    """Split ``total`` in proportion to ``counts``: floors, then the largest remainders."""
+def _largest_remainder(total: int, counts: NDArray[np.int64],
+                       rng: np.random.Generator) -> NDArray[np.int64]:
+    """Split ``total`` in proportion to ``counts``: floors, then the largest remainders.
+
+    Equal remainders are ordered at random (a fixed order would always favour one class).
+    """
     quotas = total * counts / counts.sum()
     take: NDArray[np.int64] = np.floor(quotas).astype(np.int64)
     short = total - int(take.sum())
     if short > 0:
-        order = np.argsort(-(quotas - take), kind="stable")
+        order = np.lexsort((rng.random(counts.size), -(quotas - take)))
         take[order[:short]] += 1
     return take
 
@@ -177,7 +181,8 @@ def holdout(y: NDArray[np.int64], client: NDArray[np.int64], *, num_clients: int
     """Mark ``round(share * n_i)`` rows of every client as test rows, stratified by label.
 
     Each client keeps at least one training row; within a client, every label gets its
-    largest-remainder share of the client's test rows, drawn with ``rng`` (clients in order).
+    largest-remainder share of the client's test rows (ties broken at random), drawn with
+    ``rng`` (clients in order).
 
     Returns
     -------
@@ -191,7 +196,7 @@ def holdout(y: NDArray[np.int64], client: NDArray[np.int64], *, num_clients: int
             continue
         labels = y[rows]
         classes, counts = np.unique(labels, return_counts=True)
-        take = _largest_remainder(target, counts.astype(np.int64))
+        take = _largest_remainder(target, counts.astype(np.int64), rng)
         for c, k in zip(classes, take, strict=True):
             if k:
                 test[rng.choice(rows[labels == c], size=int(k), replace=False)] = True
@@ -270,5 +275,7 @@ def apply_stats(x: NDArray[np.float32], stats: Standardization) -> NDArray[np.fl
     scale = stats.scale
     for start in range(0, x.shape[0], _CHUNK_ROWS):
         chunk = x[start : start + _CHUNK_ROWS].astype(np.float64)
-        out[start : start + _CHUNK_ROWS] = (chunk - stats.mean) / scale
+        chunk -= stats.mean
+        chunk /= scale
+        out[start : start + _CHUNK_ROWS] = chunk
     return out

@@ -201,7 +201,10 @@ class FederatedData:
 
         The test set comes from the file (``.npz`` arrays ``x_test``, ``y_test``), from
         ``test_path`` (a file of the same format; its client column is ignored), or from
-        ``test_share`` (see :meth:`from_arrays`). ``name`` defaults to the file's stem.
+        ``test_share`` (see :meth:`from_arrays`). ``name`` defaults to the file's stem;
+        ``num_classes`` to the file's (``.npz`` array ``num_classes``), else the largest label
+        plus one. ``client_column`` and ``label_column`` name the columns of a ``.csv`` or
+        ``.parquet`` file.
 
         Raises
         ------

@@ -31,6 +31,7 @@ from fedqr.data._columns import Columns, csv_size, parquet_size, read_csv, read_
 from fedqr.data._columns import write_csv as _write_csv
 from fedqr.data._columns import write_parquet as _write_parquet
 from fedqr.data._files import DataNotFoundError
+from fedqr.data._memory import DataTooLargeError, available_memory, check_memory
 
 if TYPE_CHECKING:
     from fedqr.data.federated import FederatedData
@@ -42,10 +43,6 @@ __all__ = ["SUFFIXES", "DataTooLargeError", "TableData", "available_memory", "re
 SUFFIXES = (".npz", ".csv", ".parquet")
 _NPZ_REQUIRED = ("x", "y", "client")
 _NPZ_OPTIONAL = ("x_test", "y_test", "num_classes")
-
-
-class DataTooLargeError(ValueError):
-    """A data file needs more memory than half of what is available."""
 
 
 @dataclass(frozen=True, eq=False)
@@ -61,34 +58,6 @@ class TableData:
     stem: str
     num_classes: int | None = None
     feature_names: tuple[str, ...] | None = None
-
-
-def available_memory() -> int | None:
-    """Bytes of memory available now (``MemAvailable``, else free pages), or ``None``."""
-    try:
-        for line in Path("/proc/meminfo").read_text().splitlines():
-            if line.startswith("MemAvailable:"):
-                return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    try:
-        return int(os.sysconf("SC_AVPHYS_PAGES")) * int(os.sysconf("SC_PAGE_SIZE"))
-    except (OSError, ValueError, AttributeError):
-        return None
-
-
-def _gib(nbytes: int) -> str:
-    return f"{nbytes / 2**30:.2f} GiB ({nbytes} bytes)"
-
-
-def check_memory(source: str, nbytes: int) -> None:
-    """:class:`DataTooLargeError` when ``nbytes`` exceed half of the available memory."""
-    avail = available_memory()
-    if avail is not None and nbytes > avail // 2:
-        raise DataTooLargeError(
-            f"{source} is too large to load: it needs about {_gib(nbytes)} of memory, more "
-            f"than half of the {_gib(avail)} available; use a smaller file or a machine "
-            f"with more memory")
 
 
 def _check_path(option: str, path: str | os.PathLike[str]) -> Path:
