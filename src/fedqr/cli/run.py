@@ -12,14 +12,29 @@ from rich.table import Table
 from fedqr._validate import check_positive, int_or_auto, rate_or_auto
 from fedqr.cli._common import check_out_dir, fail, floats, out, progress, staged, warn_diverged
 from fedqr.cli._common import device as _device
+from fedqr.cli.data_options import (
+    ClientColumnOpt,
+    DataFileOpt,
+    HiddenOpt,
+    LabelColumnOpt,
+    ModelOpt,
+    ProxyClassesOpt,
+    ProxyDataOpt,
+    StandardizeOpt,
+    TestDataOpt,
+    TestShareOpt,
+    load_own,
+    parse_hidden,
+)
 from fedqr.cli.scenario import (
     proxy_choice,
     run_planner,
     scenario_from_options,
 )
-from fedqr.data import DataNotFoundError, DatasetName, DataSpec, PartitionKind
-from fedqr.data.presets import default_clip, default_eval_every
-from fedqr.models.factory import ModelName
+from fedqr.data import ClientData, DataNotFoundError, DatasetName, DataSpec, PartitionKind
+from fedqr.data.presets import default_clip, default_eval_every, default_model_name
+from fedqr.data.source import DataSource, OwnData
+from fedqr.models.kernel import Kernel
 from fedqr.planner import DataUse, PlanNotUseful
 from fedqr.privacy import Accountant, Mechanism, PrivacyBudgetExceeded, mechanism_for
 from fedqr.sim.config import (
@@ -44,10 +59,16 @@ def run(
     fraction: Annotated[float, typer.Option(
         help="Share of the training set used, in (0, 1]: a class-stratified subset drawn "
              "from --seed (the test set stays whole).")] = 1.0,
-    num_clients: Annotated[int, typer.Option(help="N, the number of clients.")] = 10,
-    model: Annotated[ModelName | None, typer.Option(
-        help="Model trained (default: the data set's paper model: cnn for femnist, else "
-             "logreg).")] = None,
+    num_clients: Annotated[int | None, typer.Option(
+        help="N, the number of clients (default 10; with --data: the file's).")] = None,
+    data: DataFileOpt = None,
+    test_data: TestDataOpt = None,
+    test_share: TestShareOpt = None,
+    client_column: ClientColumnOpt = "client",
+    label_column: LabelColumnOpt = "label",
+    standardize: StandardizeOpt = True,
+    model: ModelOpt = None,
+    hidden: HiddenOpt = "64",
     clients_per_round: Annotated[str, typer.Option(
         help="b, replies per round (1..N), or 'auto': planned (see fedqr plan).")] = "10",
     rounds: Annotated[str, typer.Option(
@@ -100,6 +121,8 @@ def run(
         = DataUse.CLEAR_PROXY,
     proxy_dataset: Annotated[DatasetName | None, typer.Option(
         help="With auto: the public proxy (public-proxy, private-pilot).")] = None,
+    proxy_data: ProxyDataOpt = None,
+    proxy_classes: ProxyClassesOpt = None,
     pilot_share: Annotated[float | None, typer.Option(
         help="With auto and private-pilot: share of each budget the pilot spends.")] = None,
 ) -> None:
@@ -112,6 +135,12 @@ def run(
         b_n = int_or_auto("clients_per_round", clients_per_round, low=1)
         q_opt = rate_or_auto(sample_rate,
                              default=mechanism_for(mechanism).default_sample_rate)
+        source, kernel, client_data = _workload(
+            dataset=dataset, partition=partition, alpha=alpha, fraction=fraction,
+            num_clients=num_clients, seed=seed, data_dir=data_dir, data=data,
+            test_data=test_data, test_share=test_share, client_column=client_column,
+            label_column=label_column, standardize=standardize, model=model, hidden=hidden)
+        num_clients = source.num_clients
         if rounds_n is None or b_n is None or q_opt is None:
             scenario = scenario_from_options(
                 dataset=dataset, partition=partition, alpha=alpha, fraction=fraction,
@@ -119,10 +148,15 @@ def run(
                 sample_rate=q_opt, accountant=accountant, lr=lr, lr_decay=lr_decay,
                 lr_schedule=lr_schedule, weight_decay=weight_decay, aggregation=aggregation,
                 seed=seed, data_dir=data_dir, rounds=rounds_n, clients_per_round=b_n,
-                model=model)
+                source=source, kernel=kernel)
             choice = proxy_choice(data_use=data_use, proxy_share=None,
                                   proxy_dataset=proxy_dataset, scenario=scenario,
-                                  pilot_share=pilot_share)
+                                  pilot_share=pilot_share,
+                                  proxy_data=None if proxy_data is None else load_own(
+                                      proxy_data, test_data=None, test_share=0.2,
+                                      client_column=client_column, label_column=label_column,
+                                      standardize=True, seed=seed + 1,
+                                      classes=proxy_classes))
             the_plan = run_planner(scenario, choice, twin_repeats=None, device=_device(device),
                                    use_cache=True, pilot_share=pilot_share)
             the_plan.check_useful()
@@ -146,44 +180,30 @@ def run(
             weight_decay=weight_decay,
             privacy=PrivacyConfig(
                 mechanism=mechanism, eps=floats("eps", eps), delta=floats("delta", delta),
-                clip=clip if clip is not None else default_clip(dataset, mechanism),
+                clip=clip if clip is not None else default_clip(source.dataset, mechanism),
                 sample_rate=q_final, accountant=accountant),
             repeats=repeats, seed=seed,
             eval_every=eval_every if eval_every is not None
-            else default_eval_every(dataset, t_run))
+            else default_eval_every(source.dataset, t_run))
         dev = _device(device)
     except PlanNotUseful as e:
         raise fail(f"{e}; nothing was run", code=1) from None
+    except OSError as e:  # an unreadable data file
+        raise fail(str(e), code=1) from None
     except DataNotFoundError as e:
         raise fail(str(e), code=1) from None
     except ValueError as e:
         raise fail(str(e)) from None
-    try:
-        data = DataSpec(dataset=dataset, fraction=fraction, partition=partition, alpha=alpha,
-                        num_clients=num_clients, seed=seed, data_dir=data_dir).build()
-    except DataNotFoundError as e:
-        raise fail(str(e), code=1) from None
-    except ValueError as e:
-        raise fail(str(e)) from None
-    ds, part = data.dataset, data.partition
     from fedqr.experiments.plots import plot_training
-    from fedqr.models.factory import model_for
-    from fedqr.sim.engine import simulate
+    from fedqr.sim.loop import run_rounds
     from fedqr.sim.provenance import provenance
-
-    try:
-        model_spec = model_for(ds, name=model)
-    except ValueError as e:
-        raise fail(str(e)) from None
-    if model_spec.is_network:  # the paper's CNN, per-sample clipping in chunks
-        from fedqr.sim.network import simulate_network as simulate
 
     started = time.perf_counter()
     with progress("FedSGD-DPC") as bar:
         task = bar.add_task(f"{mechanism.value} b={b_run} x{repeats}", total=t_run)
         try:
-            result = simulate(ds, part, config, device=dev,
-                              on_round=lambda t: bar.update(task, completed=t))
+            result = run_rounds(client_data.dataset, client_data.partition, config, kernel,
+                                device=dev, on_round=lambda t: bar.update(task, completed=t))
         except PrivacyBudgetExceeded as e:
             raise fail(str(e), code=1) from None
         except ValueError as e:
@@ -194,7 +214,9 @@ def run(
     if plan_doc is not None:
         achieved = doc["summary"]["final_test_loss_mean"]  # type: ignore[index]
         doc["plan"] = {**plan_doc, "achieved_test_loss": achieved}
-    doc["provenance"] = provenance(model=model_spec, device=dev)
+    if isinstance(source, OwnData):
+        doc["data"] = source.identity()
+    doc["provenance"] = provenance(model=kernel.describe(), device=dev)
     # write both files to a staging folder first: a failure leaves no partial output behind
     from fedqr.cli._common import write_json_atomic
 
@@ -235,3 +257,34 @@ def _fmt(v: object) -> str:
     if isinstance(v, list):
         return "[" + ", ".join(_fmt(x) for x in v[:3]) + (", ...]" if len(v) > 3 else "]")
     return "-" if v is None else str(v)
+
+
+def _workload(*, dataset: DatasetName, partition: PartitionKind | None, alpha: float,
+              fraction: float, num_clients: int | None, seed: int, data_dir: Path | None,
+              data: Path | None, test_data: Path | None, test_share: float | None,
+              client_column: str, label_column: str, standardize: bool, model: str | None,
+              hidden: str) -> tuple[DataSource, Kernel, ClientData]:
+    """The run's data source (a built-in recipe or ``--data``) and its model kernel."""
+    from fedqr.models.zoo import make_kernel
+
+    if data is None:
+        for name, given in (("test_data", test_data), ("test_share", test_share)):
+            if given is not None:
+                raise ValueError(f"{name} needs --data FILE, got {name}={given}")
+        source: DataSource = DataSpec(
+            dataset=dataset, fraction=fraction, partition=partition, alpha=alpha,
+            num_clients=10 if num_clients is None else num_clients, seed=seed,
+            data_dir=data_dir)
+    else:
+        source = load_own(data, test_data=test_data, test_share=test_share,
+                          client_column=client_column, label_column=label_column,
+                          standardize=standardize, seed=seed)
+        if num_clients is not None and num_clients != source.num_clients:
+            raise ValueError(f"num_clients must match the clients of --data "
+                             f"({source.num_clients}), got num_clients={num_clients}")
+    client_data = source.build()
+    ds = client_data.dataset
+    return source, make_kernel(
+        model if model is not None else default_model_name(source.dataset),
+        input_shape=ds.image_shape or (ds.num_features,), num_classes=ds.num_classes,
+        hidden=parse_hidden(hidden)), client_data

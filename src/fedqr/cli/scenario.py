@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +9,9 @@ import torch
 
 from fedqr.cli._common import err, floats, progress
 from fedqr.data import DatasetName, DataSpec, PartitionKind
+from fedqr.data.source import DataSource, OwnData
 from fedqr.models.factory import ModelName
+from fedqr.models.kernel import Kernel
 from fedqr.planner import DataUse, Plan, ProxyChoice, Scenario, SearchSettings, make_plan
 from fedqr.privacy import Accountant, Mechanism, mechanism_for
 from fedqr.sim.config import Aggregation, LearningRate, LrSchedule
@@ -22,9 +23,11 @@ def scenario_from_options(
     sample_rate: float | None, accountant: Accountant, lr: float, lr_decay: float,
     lr_schedule: LrSchedule, weight_decay: float, aggregation: Aggregation, seed: int,
     data_dir: Path | None, rounds: int | None, clients_per_round: int | None,
-    model: ModelName | None = None,
+    model: ModelName | None = None, source: DataSource | None = None,
+    kernel: Kernel | None = None,
 ) -> Scenario:
-    """The :class:`~fedqr.planner.Scenario` of ``fedqr run``/``fedqr plan`` options."""
+    """The :class:`~fedqr.planner.Scenario` of ``fedqr run``/``fedqr plan`` options
+    (``source``: a user's data instead of the built-in recipe)."""
     from fedqr.data.presets import default_clip
 
     if lr_schedule is LrSchedule.THEORY:
@@ -32,20 +35,22 @@ def scenario_from_options(
                          "got lr_schedule='theory'")
     if data_dir is not None and not data_dir.is_dir():
         raise ValueError(f"data_dir must be an existing folder, got data_dir={str(data_dir)!r}")
-    spec = DataSpec(dataset=dataset, fraction=fraction, partition=partition, alpha=alpha,
-                    num_clients=num_clients, seed=seed, data_dir=data_dir)
+    spec: DataSource = source if source is not None else DataSpec(
+        dataset=dataset, fraction=fraction, partition=partition, alpha=alpha,
+        num_clients=num_clients, seed=seed, data_dir=data_dir)
     return Scenario(
         data=spec, mechanism=mechanism, eps=floats("eps", eps), delta=floats("delta", delta),
-        clip=clip if clip is not None else default_clip(dataset, mechanism),
+        clip=clip if clip is not None else default_clip(spec.dataset, mechanism),
         sample_rate=sample_rate if mechanism_for(mechanism).batch_rate(0.5) < 1 else 1.0,
         accountant=accountant, rounds=rounds, clients_per_round=clients_per_round,
         lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay),
-        weight_decay=weight_decay, aggregation=aggregation, model=model)
+        weight_decay=weight_decay, aggregation=aggregation, model=model, kernel=kernel)
 
 
 def proxy_choice(*, data_use: DataUse, proxy_share: float | None,
                  proxy_dataset: DatasetName | None, scenario: Scenario,
-                 pilot_share: float | None) -> ProxyChoice:
+                 pilot_share: float | None, proxy_data: DataSource | None = None
+                 ) -> ProxyChoice:
     """The twin's data from the CLI options (checked before any work)."""
     if pilot_share is not None and data_use is not DataUse.PRIVATE_PILOT:
         raise ValueError("pilot_share needs --data-use private-pilot, got "
@@ -54,15 +59,26 @@ def proxy_choice(*, data_use: DataUse, proxy_share: float | None,
         if pilot_share is None or not 0 < pilot_share < 1:
             raise ValueError(f"pilot_share must be in (0, 1) for private-pilot, "
                              f"got pilot_share={pilot_share}")
+    if proxy_data is not None and proxy_dataset is not None:
+        raise ValueError("give --proxy-data FILE or --proxy-dataset NAME, not both")
     if data_use is DataUse.CLEAR_PROXY:
+        if proxy_data is not None:
+            raise ValueError("proxy_data needs --data-use public-proxy or private-pilot, "
+                             "got data_use=clear-proxy")
         if proxy_dataset is not None:
             raise ValueError("proxy_dataset needs --data-use public-proxy or private-pilot, "
                              "got data_use=clear-proxy")
         return ProxyChoice(use=data_use, share=proxy_share)
+    if proxy_data is not None:
+        return ProxyChoice(use=DataUse.PUBLIC_PROXY, share=proxy_share, public=proxy_data,
+                           public_label=proxy_data.data.name
+                           if isinstance(proxy_data, OwnData) else "file")
     if proxy_dataset is None:
-        raise ValueError(f"data use {data_use.value} needs --proxy-dataset NAME (a public data "
-                         "set with the deployment's features), got none")
+        raise ValueError(f"data use {data_use.value} needs --proxy-dataset NAME or --proxy-data "
+                         "FILE (public data with the deployment's features), got none")
     d = scenario.data
+    if not isinstance(d, DataSpec):
+        raise ValueError("with --data, a public proxy is a file: --proxy-data FILE")
     public = DataSpec(dataset=proxy_dataset, partition=d.partition_kind
                       if proxy_dataset is DatasetName.FEMNIST or d.partition_kind
                       is not PartitionKind.BY_WRITER else PartitionKind.IID,
@@ -95,14 +111,9 @@ def run_planner(scenario: Scenario, choice: ProxyChoice, *, twin_repeats: int | 
 
 def plan_document(plan: Plan, scenario: Scenario) -> dict[str, Any]:
     """``fedqr plan --json``: the recommended schedule and every prediction."""
-    return {"recommended": plan.recommended_dict(mechanism=scenario.mechanism),
-            "untrained_test_loss": plan.untrained_loss,
-            "scenario": {"data": scenario.data.identity(), "mechanism": scenario.mechanism.value,
-                         "eps": list(scenario.eps), "delta": list(scenario.delta),
-                         "clip": scenario.clip},
-            "simulated_rounds": plan.simulated_rounds, "wall_time_s": plan.wall_time_s,
-            "from_cache": plan.from_cache,
-            "predictions": [p.as_dict() for p in plan.predictions if math.isfinite(p.mean)]}
+    from fedqr.api import plan_document as document
+
+    return document(plan, scenario)
 
 
 def print_plan(plan: Plan, scenario: Scenario) -> None:

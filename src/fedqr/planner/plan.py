@@ -15,6 +15,7 @@ import numpy as np
 import torch
 
 from fedqr.data import ClientData, Dataset, DataSpec
+from fedqr.data.source import DataSource
 from fedqr.models.factory import ModelName
 from fedqr.models.logreg import Norm
 from fedqr.planner.scenario import DataUse, Scenario
@@ -53,7 +54,7 @@ class ProxyChoice:
 
     use: DataUse = DataUse.CLEAR_PROXY
     share: float | None = None
-    public: DataSpec | None = None
+    public: DataSource | None = None
     public_label: str = ""
 
     def __post_init__(self) -> None:
@@ -135,7 +136,7 @@ def _proxy(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,
     proxy = make_proxy(pub, rows=rows, test=pub.dataset, real_sizes=sizes, norm=norm,
                        device=device)
     return proxy, {"kind": DataUse.PUBLIC_PROXY.value, "proxy": choice.public_label
-                   or choice.public.dataset.value, "rows": int(proxy.proxy_sizes.sum()),
+                   or str(choice.public.dataset), "rows": int(proxy.proxy_sizes.sum()),
                    "reads_private_data": False,
                    "reads_client_sizes": True}
 
