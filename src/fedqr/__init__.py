@@ -34,7 +34,9 @@ _EXPORTS = {
     "PrivacyBudgetExceeded": "fedqr.privacy",
 }
 
-__all__ = ["__version__", *sorted(_EXPORTS)]
+__all__ = ["DataSpec", "DataUse", "FederatedData", "Mechanism", "PlanResult",
+           "PrivacyBudgetExceeded", "SimulationResult", "__version__", "make_kernel", "plan",
+           "simulate"]
 
 if TYPE_CHECKING:
     from fedqr.api import PlanResult, SimulationResult, plan, simulate

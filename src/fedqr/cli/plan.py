@@ -11,9 +11,20 @@ import typer
 from fedqr._validate import check_in_range, check_positive, check_seed, int_or_auto, rate_or_auto
 from fedqr.cli._common import check_out_file, err, fail, out, write_file_atomic
 from fedqr.cli.constants import EstimateSpec, estimate_for, read_constants
+from fedqr.cli.data_options import (
+    ClientColumnOpt,
+    DataFileOpt,
+    HiddenOpt,
+    LabelColumnOpt,
+    ModelOpt,
+    ProxyClassesOpt,
+    ProxyDataOpt,
+    StandardizeOpt,
+    TestDataOpt,
+    TestShareOpt,
+)
 from fedqr.cli.tables import print_gaussian, print_laplace
 from fedqr.data import DataNotFoundError, DatasetName, PartitionKind
-from fedqr.models.factory import ModelName
 from fedqr.planner import DataUse, Method
 from fedqr.privacy import Accountant, Mechanism, PaperBound, mechanism_for
 from fedqr.sim.config import Aggregation, LrSchedule
@@ -221,13 +232,19 @@ def plan(
         = Mechanism.GAUSSIAN,
     dataset: Annotated[DatasetName | None, typer.Option(
         help="Data set of the deployment (default mnist).")] = None,
-    model: Annotated[ModelName | None, typer.Option(
-        help="Model trained (default: the data set's paper model; the twin plans logreg).")]
-        = None,
+    model: ModelOpt = None,
+    hidden: HiddenOpt = "64",
+    data: DataFileOpt = None,
+    test_data: TestDataOpt = None,
+    test_share: TestShareOpt = None,
+    client_column: ClientColumnOpt = "client",
+    label_column: LabelColumnOpt = "label",
+    standardize: StandardizeOpt = True,
     partition: PartitionOpt = None,
     alpha: AlphaOpt = 0.5,
     fraction: Annotated[float, typer.Option(help="Share of the training set used.")] = 1.0,
-    num_clients: ClientsOpt = 10,
+    num_clients: Annotated[int | None, typer.Option(
+        help="N, the number of clients (default 10; with --data: the file's).")] = None,
     delta: Annotated[str, typer.Option(help="Delta per client (gaussian): one or N values.")]
         = "1e-5",
     clip: ClipOpt = None,
@@ -255,6 +272,8 @@ def plan(
              "(default: about 4000 rows in all).")] = None,
     proxy_dataset: Annotated[DatasetName | None, typer.Option(
         help="Public proxy data set (public-proxy, private-pilot).")] = None,
+    proxy_data: ProxyDataOpt = None,
+    proxy_classes: ProxyClassesOpt = None,
     pilot_share: Annotated[float | None, typer.Option(
         help="private-pilot: share of each budget the pilot spends, in (0, 1).")] = None,
     twin_repeats: Annotated[int | None, typer.Option(
@@ -290,17 +309,20 @@ def plan(
         _plan_bound(eps_list=eps_list, mechanism=mechanism, constants=constants,
                     dataset=dataset, rounding=Rounding.PAPER if chosen is Method.PAPER
                     else rounding, t_max=t_max, accountant=accountant, delta=delta_f,
-                    partition=partition, alpha=alpha, num_clients=num_clients, clip=clip,
+                    partition=partition, alpha=alpha,
+                    num_clients=10 if num_clients is None else num_clients, clip=clip,
                     sample_rate=q, weight_decay=weight_decay, proxy_fraction=proxy_fraction,
                     seed=seed, data_dir=data_dir, cache=cache, as_json=as_json, plot=plot)
         return
     from fedqr.cli._common import device as _device
+    from fedqr.cli.data_options import load_own
     from fedqr.cli.scenario import (
         plan_document,
         print_plan,
         proxy_choice,
         run_planner,
         scenario_from_options,
+        workload,
     )
 
     try:
@@ -311,20 +333,30 @@ def plan(
         if constants is not None:
             raise ValueError("constants is for --method bound|paper, got method=twin")
         check_out_file("plot", plot)
+        source, kernel, _ = workload(
+            dataset=dataset or DatasetName.MNIST, partition=partition, alpha=alpha,
+            fraction=fraction, num_clients=num_clients, seed=seed, data_dir=data_dir,
+            data=data, test_data=test_data, test_share=test_share,
+            client_column=client_column, label_column=label_column, standardize=standardize,
+            model=model, hidden=hidden)
         scenario = scenario_from_options(
             dataset=dataset or DatasetName.MNIST, partition=partition, alpha=alpha,
-            fraction=fraction, num_clients=num_clients, mechanism=mechanism, eps=eps,
+            fraction=fraction, num_clients=source.num_clients, mechanism=mechanism, eps=eps,
             delta=delta, clip=clip, sample_rate=rate_or_auto(sample_rate, default=0.01),
             accountant=accountant, lr=lr, lr_decay=lr_decay, lr_schedule=lr_schedule,
             weight_decay=weight_decay, aggregation=aggregation, seed=seed, data_dir=data_dir,
-            model=model, rounds=int_or_auto("rounds", rounds, low=1),
+            source=source, kernel=kernel, rounds=int_or_auto("rounds", rounds, low=1),
             clients_per_round=int_or_auto("clients_per_round", clients_per_round, low=1))
         choice = proxy_choice(data_use=data_use, proxy_share=proxy_share,
                               proxy_dataset=proxy_dataset, scenario=scenario,
-                              pilot_share=pilot_share)
+                              pilot_share=pilot_share,
+                              proxy_data=None if proxy_data is None else load_own(
+                                  proxy_data, test_data=None, test_share=0.2,
+                                  client_column=client_column, label_column=label_column,
+                                  standardize=True, seed=seed + 1, classes=proxy_classes))
         result = run_planner(scenario, choice, twin_repeats=twin_repeats,
                              device=_device(device), use_cache=cache, pilot_share=pilot_share)
-    except DataNotFoundError as e:
+    except (DataNotFoundError, OSError) as e:
         raise fail(str(e), code=1) from None
     except ValueError as e:
         raise fail(str(e)) from None

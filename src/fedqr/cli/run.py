@@ -24,17 +24,16 @@ from fedqr.cli.data_options import (
     TestDataOpt,
     TestShareOpt,
     load_own,
-    parse_hidden,
 )
 from fedqr.cli.scenario import (
     proxy_choice,
     run_planner,
     scenario_from_options,
+    workload,
 )
-from fedqr.data import ClientData, DataNotFoundError, DatasetName, DataSpec, PartitionKind
-from fedqr.data.presets import default_clip, default_eval_every, default_model_name
-from fedqr.data.source import DataSource, OwnData
-from fedqr.models.kernel import Kernel
+from fedqr.data import DataNotFoundError, DatasetName, PartitionKind
+from fedqr.data.presets import default_clip, default_eval_every
+from fedqr.data.source import OwnData
 from fedqr.planner import DataUse, PlanNotUseful
 from fedqr.privacy import Accountant, Mechanism, PrivacyBudgetExceeded, mechanism_for
 from fedqr.sim.config import (
@@ -135,7 +134,7 @@ def run(
         b_n = int_or_auto("clients_per_round", clients_per_round, low=1)
         q_opt = rate_or_auto(sample_rate,
                              default=mechanism_for(mechanism).default_sample_rate)
-        source, kernel, client_data = _workload(
+        source, kernel, client_data = workload(
             dataset=dataset, partition=partition, alpha=alpha, fraction=fraction,
             num_clients=num_clients, seed=seed, data_dir=data_dir, data=data,
             test_data=test_data, test_share=test_share, client_column=client_column,
@@ -258,33 +257,3 @@ def _fmt(v: object) -> str:
         return "[" + ", ".join(_fmt(x) for x in v[:3]) + (", ...]" if len(v) > 3 else "]")
     return "-" if v is None else str(v)
 
-
-def _workload(*, dataset: DatasetName, partition: PartitionKind | None, alpha: float,
-              fraction: float, num_clients: int | None, seed: int, data_dir: Path | None,
-              data: Path | None, test_data: Path | None, test_share: float | None,
-              client_column: str, label_column: str, standardize: bool, model: str | None,
-              hidden: str) -> tuple[DataSource, Kernel, ClientData]:
-    """The run's data source (a built-in recipe or ``--data``) and its model kernel."""
-    from fedqr.models.zoo import make_kernel
-
-    if data is None:
-        for name, given in (("test_data", test_data), ("test_share", test_share)):
-            if given is not None:
-                raise ValueError(f"{name} needs --data FILE, got {name}={given}")
-        source: DataSource = DataSpec(
-            dataset=dataset, fraction=fraction, partition=partition, alpha=alpha,
-            num_clients=10 if num_clients is None else num_clients, seed=seed,
-            data_dir=data_dir)
-    else:
-        source = load_own(data, test_data=test_data, test_share=test_share,
-                          client_column=client_column, label_column=label_column,
-                          standardize=standardize, seed=seed)
-        if num_clients is not None and num_clients != source.num_clients:
-            raise ValueError(f"num_clients must match the clients of --data "
-                             f"({source.num_clients}), got num_clients={num_clients}")
-    client_data = source.build()
-    ds = client_data.dataset
-    return source, make_kernel(
-        model if model is not None else default_model_name(source.dataset),
-        input_shape=ds.image_shape or (ds.num_features,), num_classes=ds.num_classes,
-        hidden=parse_hidden(hidden)), client_data

@@ -8,7 +8,9 @@ from typing import Any
 import torch
 
 from fedqr.cli._common import err, floats, progress
-from fedqr.data import DatasetName, DataSpec, PartitionKind
+from fedqr.cli.data_options import load_own, parse_hidden
+from fedqr.data import ClientData, DatasetName, DataSpec, PartitionKind
+from fedqr.data.presets import default_model_name
 from fedqr.data.source import DataSource, OwnData
 from fedqr.models.factory import ModelName
 from fedqr.models.kernel import Kernel
@@ -141,3 +143,34 @@ def print_plan(plan: Plan, scenario: Scenario) -> None:
               f"({plan.data_used['rows']} rows); privacy cost of planning: "
               f"{plan.privacy_cost['note']}; {plan.simulated_rounds} twin rounds in "
               f"{plan.wall_time_s:.1f} s{' (cached)' if plan.from_cache else ''}")
+
+
+def workload(*, dataset: DatasetName, partition: PartitionKind | None, alpha: float,
+              fraction: float, num_clients: int | None, seed: int, data_dir: Path | None,
+              data: Path | None, test_data: Path | None, test_share: float | None,
+              client_column: str, label_column: str, standardize: bool, model: str | None,
+              hidden: str) -> tuple[DataSource, Kernel, ClientData]:
+    """The run's data source (a built-in recipe or ``--data``) and its model kernel."""
+    from fedqr.models.zoo import make_kernel
+
+    if data is None:
+        for name, given in (("test_data", test_data), ("test_share", test_share)):
+            if given is not None:
+                raise ValueError(f"{name} needs --data FILE, got {name}={given}")
+        source: DataSource = DataSpec(
+            dataset=dataset, fraction=fraction, partition=partition, alpha=alpha,
+            num_clients=10 if num_clients is None else num_clients, seed=seed,
+            data_dir=data_dir)
+    else:
+        source = load_own(data, test_data=test_data, test_share=test_share,
+                          client_column=client_column, label_column=label_column,
+                          standardize=standardize, seed=seed)
+        if num_clients is not None and num_clients != source.num_clients:
+            raise ValueError(f"num_clients must match the clients of --data "
+                             f"({source.num_clients}), got num_clients={num_clients}")
+    client_data = source.build()
+    ds = client_data.dataset
+    return source, make_kernel(
+        model if model is not None else default_model_name(source.dataset),
+        input_shape=ds.image_shape or (ds.num_features,), num_classes=ds.num_classes,
+        hidden=parse_hidden(hidden)), client_data

@@ -134,7 +134,7 @@ def check_model(build: ModelFactory, *, input_shape: tuple[int, ...], num_classe
         try:
             clipped_grad_sums(model, x, y, clip=1.0, norm="l2", method=method, loss_fn=loss_fn)
             return method
-        except Exception as e:  # noqa: PERF203 - the first method that works
+        except Exception as e:
             error = e
     raise ValueError(f"model {label!r}: per-sample gradients cannot be computed "
                      f"({type(error).__name__}: {error}); a model without batch-coupled "

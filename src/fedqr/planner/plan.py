@@ -14,7 +14,7 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedqr.data import ClientData, Dataset, DataSpec
+from fedqr.data import ClientData, Dataset
 from fedqr.data.source import DataSource
 from fedqr.models.factory import ModelName
 from fedqr.models.logreg import Norm

@@ -14,9 +14,9 @@ from enum import StrEnum
 
 from fedqr.data import DataSpec
 from fedqr.data.source import DataSource
+from fedqr.models.factory import ModelName, default_model
 from fedqr.models.kernel import Kernel
 from fedqr.models.logreg_kernel import LogRegKernel
-from fedqr.models.factory import ModelName, default_model
 from fedqr.privacy import Accountant, Mechanism, NoiseMechanism, mechanism_for
 from fedqr.sim.config import Aggregation, LearningRate, PrivacyConfig, SimConfig
 
