@@ -5,7 +5,7 @@ BIN    := $(VENV)/bin
 STAMP  := $(VENV)/.fedqr-installed
 OUT    ?= runs/demo
 
-.PHONY: install demo test lint typecheck bench clean
+.PHONY: install demo test lint typecheck bench bench-peers clean
 
 install: $(STAMP)
 
@@ -35,5 +35,25 @@ test: lint typecheck
 bench: install
 	$(BIN)/python bench/engine.py
 
+# fedqr against Opacus, pfl and Flower on one workload (bench/peers/README.md), in a venv of
+# its own: the peers pin versions (pfl: dp-accounting<0.6) that the project's venv need not share
+PEERS_VENV  := bench/peers/.venv
+PEERS_BIN   := $(PEERS_VENV)/bin
+PEERS_STAMP := $(PEERS_VENV)/.peers-installed
+PEERS_PIP   := $(PEERS_BIN)/python -m pip install -q --disable-pip-version-check
+
+$(PEERS_STAMP): pyproject.toml constraints.txt bench/peers/requirements.txt
+	test -x $(PEERS_BIN)/python || $(PYTHON) -m venv $(PEERS_VENV)
+	# torch first, pinned: a bare 'torch' requirement would pull the CUDA build.
+	$(PEERS_PIP) torch==2.13.0
+	$(PEERS_PIP) -c constraints.txt -r bench/peers/requirements.txt
+	$(PEERS_PIP) -c constraints.txt pfl==0.6.0 || \
+		echo "bench-peers: pfl could not be installed; its column will say so"
+	$(PEERS_PIP) -c constraints.txt -e .
+	touch $(PEERS_STAMP)
+
+bench-peers: $(PEERS_STAMP)
+	$(PEERS_BIN)/python bench/peers/run.py
+
 clean:
-	rm -rf $(VENV) runs .pytest_cache .mypy_cache .ruff_cache
+	rm -rf $(VENV) $(PEERS_VENV) runs .pytest_cache .mypy_cache .ruff_cache
