@@ -162,6 +162,10 @@ def workload(*, dataset: DatasetName, partition: PartitionKind | None, alpha: fl
             num_clients=10 if num_clients is None else num_clients, seed=seed,
             data_dir=data_dir)
     else:
+        for name, path in (("data", data), ("test_data", test_data)):
+            if path is not None and not path.is_file():
+                raise ValueError(f"{name} must be an existing .npz, .csv or .parquet file, "
+                                 f"got {name}={str(path)!r} (no such file)")
         source = load_own(data, test_data=test_data, test_share=test_share,
                           client_column=client_column, label_column=label_column,
                           standardize=standardize, seed=seed)
