@@ -65,7 +65,9 @@ def _versions(doc: dict[str, Any]) -> str:
 def _preamble(doc: dict[str, Any]) -> list[str]:
     m = doc["machine_floor"]
     return [
-        f"date: {doc['date']}; machine: {doc['machine']}; torch threads: {doc['threads']}",
+        f"date: {doc['date']}; machine: {doc['machine']}; torch threads: {doc['threads']}; "
+        f"1-minute load average before / after: {doc['load_average'][0]} / "
+        f"{doc['load_average'][1]}",
         f"data: {doc['data']}",
         f"versions: {_versions(doc)}",
         f"median ms per round over {doc['rounds_timed']} rounds after {doc['warmup_rounds']} "

@@ -91,6 +91,7 @@ def main() -> None:
     ap.add_argument("--out-dir", type=Path, default=HERE)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()
     machine = measure_machine()
     floors = {c.name: round_floor(c, machine, rows_per_client=60_000 // NUM_CLIENTS,
                                   n_test=10_000, p=784) for c in CASES}
@@ -102,6 +103,8 @@ def main() -> None:
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine_name(), "threads": args.threads, "rounds_timed": args.rounds,
         "warmup_rounds": args.warmup, "python": platform.python_version(),
+        # the machine is shared: its 1-minute load average before and after the run
+        "load_average": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         "data": next((r["data"] for r in results.values() if "data" in r), None),
         "machine_floor": machine, "floors": floors,
         "results": results, "ratios": ratios(results, floors),
