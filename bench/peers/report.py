@@ -19,12 +19,12 @@ def _cell(result: dict[str, Any], case: str) -> str:
         return "n/a"
     if "error" in r:
         return "error"
-    return f"{r['ms_median']:.1f}"
+    return f"{r['ms_min']:.1f}"
 
 
 def _eval_off(doc: dict[str, Any], case: str) -> str:
     r = doc["results"]["fedqr"].get("cases", {}).get(case, {}).get("eval_off")
-    return f"{r['ms_median']:.1f}" if r else "n/a"
+    return f"{r['ms_min']:.1f}" if r else "n/a"
 
 
 def _rows(doc: dict[str, Any]) -> list[tuple[str, ...]]:
@@ -35,7 +35,7 @@ def _rows(doc: dict[str, Any]) -> list[tuple[str, ...]]:
         mine = rat["fedqr_over_floor"]
         rows.append((case.name, *(_cell(doc["results"][fw], case.name) for fw in FRAMEWORKS),
                      f"{doc['floors'][case.name]['floor_ms']:.2f}",
-                     f"{peer:.1f}x ({rat['fastest_peer']})" if peer else "n/a",
+                     f"{peer:.3g}x ({rat['fastest_peer']})" if peer else "n/a",
                      f"{mine:.1f}x" if mine else "n/a", _eval_off(doc, case.name)))
     return rows
 
@@ -65,11 +65,14 @@ def _versions(doc: dict[str, Any]) -> str:
 def _preamble(doc: dict[str, Any]) -> list[str]:
     m = doc["machine_floor"]
     return [
-        f"date: {doc['date']}; machine: {doc['machine']}; torch threads: {doc['threads']}",
+        f"date: {doc['date']}; machine: {doc['machine']}; torch threads: {doc['threads']}; "
+        f"1-minute load average before / after: {doc['load_average'][0]} / "
+        f"{doc['load_average'][1]}",
         f"data: {doc['data']}",
         f"versions: {_versions(doc)}",
-        f"median ms per round over {doc['rounds_timed']} rounds after {doc['warmup_rounds']} "
-        "warm-up rounds; test loss evaluated every round",
+        f"ms per round: the fastest of {doc['rounds_timed']} timed rounds after "
+        f"{doc['warmup_rounds']} warm-up rounds (the least disturbed on a shared machine; "
+        "results.json has the median, mean and max); test loss evaluated every round",
         f"floor: measured GEMM {m['gemm_gflops']:.0f} GFLOP/s, memory {m['mem_gbps']:.1f} GB/s;"
         " max(FLOPs / GEMM rate, training bytes / bandwidth) of one round",
     ]
@@ -99,7 +102,8 @@ def render_markdown(doc: dict[str, Any]) -> str:
     lines.append("|" + "|".join(["---"] + ["---:"] * (len(HEADER) - 1)) + "|")
     lines += ["| " + " | ".join(r) + " |" for r in _rows(doc)]
     lines.append("")
-    lines.append("Times in ms per round (median); floor in ms. Floors of the b = 10 cases: "
+    lines.append("Times in ms per round (fastest timed round); floor in ms. Floors of the "
+                 "b = 10 cases: "
                  + "; ".join(f"{c}: {doc['floors'][c]['gflop']:.3f} GFLOP, "
                              f"{doc['floors'][c]['mbytes']:.1f} MB -> "
                              f"{doc['floors'][c]['floor_ms']:.2f} ms"

@@ -7,10 +7,11 @@ its per-sample-clipped gradients, adds noise, the server averages and steps, and
 over the 10,000 test rows is evaluated every round. Cases: Laplace b = 10 and b = 1 (full
 batch, l1 clip 300), Gaussian b = 10 and b = 1 (Poisson q = 0.01, l2 clip 10, z = 1).
 
-Each framework runs in its own process (bench/peers/worker.py) with the same torch thread
-count; this process measures the machine's floor. Prints one table (median ms per timed round,
-the fastest peer / fedqr, fedqr / floor) and writes results.json and results.md beside this
-file. Run it through ``make bench-peers`` (it builds bench/peers/.venv with the peers).
+Each (case, framework) runs in its own process (bench/peers/worker.py), interleaved, with the
+same torch thread count; this process measures the machine's floor. Prints one table (ms of
+the fastest timed round, the fastest peer / fedqr, fedqr / floor) and writes results.json and
+results.md beside this file. Run it through ``make bench-peers`` (it builds bench/peers/.venv
+with the peers).
 
     FEDQR_DATA=../shared/data python bench/peers/run.py [--rounds 20] [--warmup 3] [--threads 2]
 """
@@ -36,6 +37,9 @@ from workload import CASES, NUM_CLIENTS
 HERE = Path(__file__).resolve().parent
 FRAMEWORKS = ("fedqr", "opacus", "pfl", "flower")
 PEERS = FRAMEWORKS[1:]
+# the figure compared: the fastest timed round, the least disturbed on a shared machine (as
+# bench/_timing.py's best_seconds); results.json keeps the median, mean and max too
+STAT = "ms_min"
 
 
 def machine_name() -> str:
@@ -65,11 +69,25 @@ def run_framework(fw: str, args: argparse.Namespace, cases: list[str]) -> dict[s
                 "cases": {}}
 
 
+def run_all(chosen: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """One process per (case, framework), the frameworks interleaved case by case, so that a
+    change of the shared machine's load falls on all of them alike."""
+    results: dict[str, Any] = {fw: {"framework": fw, "error": "not run (--frameworks)",
+                                    "cases": {}} for fw in FRAMEWORKS if fw not in chosen}
+    for case in CASES:
+        for fw in chosen:
+            one = run_framework(fw, args, [case.name])
+            if fw not in results:
+                results[fw] = {k: v for k, v in one.items() if k != "cases"} | {"cases": {}}
+            results[fw]["cases"].update(one.get("cases", {}))
+    return {fw: results[fw] for fw in FRAMEWORKS}
+
+
 def ratios(results: dict[str, Any], floors: dict[str, Any]) -> dict[str, Any]:
     """Per case: the fastest peer, its time over fedqr's, and fedqr's over the floor."""
     out: dict[str, Any] = {}
     for case in CASES:
-        ms = {fw: results[fw]["cases"].get(case.name, {}).get("ms_median") for fw in FRAMEWORKS}
+        ms = {fw: results[fw]["cases"].get(case.name, {}).get(STAT) for fw in FRAMEWORKS}
         peers = {fw: v for fw, v in ms.items() if fw in PEERS and v is not None}
         fastest = min(peers, key=peers.__getitem__) if peers else None
         fq = ms["fedqr"]
@@ -91,17 +109,18 @@ def main() -> None:
     ap.add_argument("--out-dir", type=Path, default=HERE)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    load_before = os.getloadavg()
     machine = measure_machine()
     floors = {c.name: round_floor(c, machine, rows_per_client=60_000 // NUM_CLIENTS,
                                   n_test=10_000, p=784) for c in CASES}
     chosen = [fw for fw in args.frameworks.split(",") if fw]
-    results = {fw: (run_framework(fw, args, [c.name for c in CASES]) if fw in chosen
-                    else {"framework": fw, "error": "not run (--frameworks)", "cases": {}})
-               for fw in FRAMEWORKS}
+    results = run_all(chosen, args)
     doc = {
         "date": dt.datetime.now(dt.UTC).strftime("%Y-%m-%d %H:%M UTC"),
         "machine": machine_name(), "threads": args.threads, "rounds_timed": args.rounds,
         "warmup_rounds": args.warmup, "python": platform.python_version(),
+        # the machine is shared: its 1-minute load average before and after the run
+        "load_average": [round(load_before[0], 2), round(os.getloadavg()[0], 2)],
         "data": next((r["data"] for r in results.values() if "data" in r), None),
         "machine_floor": machine, "floors": floors,
         "results": results, "ratios": ratios(results, floors),
