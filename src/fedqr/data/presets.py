@@ -56,9 +56,10 @@ FEMNIST xi1 = 200 with the CNN on whole writers."""
 
 
 def _preset(dataset: DatasetName | str | None) -> Preset | None:
-    if dataset is None:
+    """The preset of a built-in data set; ``None`` for a user's data (or no name)."""
+    if dataset is None or dataset not in DatasetName._value2member_map_:
         return None
-    return PRESETS.get(DatasetName(dataset) if not isinstance(dataset, DatasetName) else dataset)
+    return PRESETS.get(DatasetName(dataset))
 
 
 def default_partition(dataset: DatasetName) -> PartitionKind:
@@ -69,24 +70,21 @@ def default_partition(dataset: DatasetName) -> PartitionKind:
 
 def default_model_name(dataset: DatasetName | str | None) -> str:
     """The paper's model of ``dataset`` (``logreg`` for a user's own data)."""
-    preset = _preset(dataset) if dataset in DatasetName._value2member_map_ or isinstance(
-        dataset, DatasetName) else None
+    preset = _preset(dataset)
     return preset.model if preset is not None else "logreg"
 
 
 def default_clip(dataset: DatasetName | str | None, mechanism: Mechanism) -> float:
     """The paper's clip bound for ``mechanism`` on ``dataset`` (a user's data: the
     mechanism's default)."""
-    preset = _preset(dataset) if dataset in DatasetName._value2member_map_ or isinstance(
-        dataset, DatasetName) else None
+    preset = _preset(dataset)
     clip = preset.clip.get(mechanism) if preset is not None else None
     return clip if clip is not None else mechanism_for(mechanism).default_clip
 
 
 def default_eval_every(dataset: DatasetName | str | None, rounds: int) -> int:
     """Every round, or about ``evaluations`` evaluations per run where the preset says so."""
-    preset = _preset(dataset) if dataset in DatasetName._value2member_map_ or isinstance(
-        dataset, DatasetName) else None
+    preset = _preset(dataset)
     if preset is None or preset.evaluations is None:
         return 1
     return max(1, rounds // preset.evaluations)
