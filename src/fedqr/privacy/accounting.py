@@ -35,7 +35,6 @@ import functools
 import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from enum import StrEnum
 
 import dp_accounting
 import numpy as np
@@ -43,6 +42,7 @@ from dp_accounting import NeighboringRelation
 from dp_accounting.pld import PLDAccountant
 from dp_accounting.rdp import RdpAccountant
 
+from fedqr._enums import Accountant
 from fedqr.privacy._checks import (
     check_int,
     check_positive,
@@ -81,17 +81,6 @@ class _QuietUnderflow(logging.Filter):
 
 
 logging.getLogger("absl").addFilter(_QuietUnderflow())
-
-
-class Accountant(StrEnum):
-    """Which privacy accountant to use."""
-
-    RDP = "rdp"
-    """dp-accounting ``RdpAccountant`` (default orders)."""
-    PLD = "pld"
-    """dp-accounting ``PLDAccountant`` with ``PLD_VALUE_DISCRETIZATION_INTERVAL``."""
-    PURE = "pure"
-    """fedqr ``PureDpAccountant`` (basic composition of Laplace releases, delta = 0)."""
 
 
 def _as_accountant(kind: object) -> Accountant:
