@@ -1,7 +1,9 @@
 """``fedqr run``: simulate FedSGD-DPC and write result.json and a plot."""
 
-from __future__ import annotations
-
+# Fast --help (0.5 s, bench/cli_startup.py): only light modules at the top (the commands
+# import torch, dp-accounting and flwr when they run), and no
+# "from __future__ import annotations" (typer reads the options from the annotations at
+# every start; strings would cost ~1,000 compiles and evals, a tenth of the budget).
 import time
 from pathlib import Path
 from typing import Annotated
@@ -9,29 +11,30 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from fedqr._validate import check_positive, int_or_auto, rate_or_auto
-from fedqr.cli._common import check_out_dir, fail, floats, out, progress, staged, warn_diverged
-from fedqr.cli._common import device as _device
-from fedqr.cli.scenario import (
-    proxy_choice,
-    run_planner,
-    scenario_from_options,
-)
-from fedqr.data import DataNotFoundError, DatasetName, DataSpec, PartitionKind
-from fedqr.models.factory import ModelName
-from fedqr.planner import DataUse, PlanNotUseful
-from fedqr.privacy import Accountant, Mechanism, PrivacyBudgetExceeded, mechanism_for
-from fedqr.sim.config import (
+from fedqr._enums import (
+    Accountant,
     Aggregation,
-    LearningRate,
+    DatasetName,
+    DataUse,
     LrSchedule,
-    PrivacyConfig,
+    Mechanism,
+    ModelName,
+    PartitionKind,
     Selection,
-    SimConfig,
 )
+from fedqr._validate import check_positive, int_or_auto, rate_or_auto
+from fedqr.cli._common import (
+    check_out_dir,
+    fail,
+    floats,
+    mechanism_for,
+    out,
+    progress,
+    staged,
+    warn_diverged,
+)
+from fedqr.cli._common import device as _device
 
-DEFAULT_CLIP = {m: mechanism_for(m).default_clip for m in Mechanism}
-"""The paper's clip bounds (MNIST; FEMNIST's Laplace bound is :data:`FEMNIST_LAPLACE_CLIP`)."""
 FEMNIST_LAPLACE_CLIP = 200.0
 _CLIP_OVERRIDES = {(DatasetName.FEMNIST, Mechanism.LAPLACE): FEMNIST_LAPLACE_CLIP}
 """The paper's per-data-set exceptions to a mechanism's default clip (a table, not a branch)."""
@@ -119,6 +122,12 @@ def run(
         help="With auto and private-pilot: share of each budget the pilot spends.")] = None,
 ) -> None:
     """Simulate FedSGD-DPC and write result.json and a loss/accuracy plot."""
+    from fedqr.cli.scenario import proxy_choice, run_planner, scenario_from_options
+    from fedqr.data import DataNotFoundError, DataSpec
+    from fedqr.planner import PlanNotUseful
+    from fedqr.privacy import PrivacyBudgetExceeded
+    from fedqr.sim.config import LearningRate, PrivacyConfig, SimConfig
+
     plan_doc: dict[str, object] | None = None
     try:
         check_out_dir("out", out_dir)
