@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 import textwrap
+from typing import Any
 
 import pytest
 
@@ -53,32 +54,32 @@ _PROBE = textwrap.dedent("""
 
 
 @pytest.fixture(scope="module")
-def report() -> list[dict[str, object]]:
+def report() -> list[dict[str, Any]]:
     done = subprocess.run([sys.executable, "-c", _PROBE, json.dumps(HEAVY)],
                           capture_output=True, text=True, check=False, timeout=120)
     assert done.returncode == 0, done.stderr
-    result: list[dict[str, object]] = json.loads(done.stdout)
+    result: list[dict[str, Any]] = json.loads(done.stdout)
     return result
 
 
-def test_every_command_is_probed(report: list[dict[str, object]]) -> None:
-    probed = {" ".join(r["path"]) for r in report}  # type: ignore[arg-type]
+def test_every_command_is_probed(report: list[dict[str, Any]]) -> None:
+    probed = {" ".join(r["path"]) for r in report}
     assert {"", "run", "estimate", "plan", "reproduce", "plot", "audit", "flower",
             "flower simulate", "flower deploy", "flower run", "flower certs",
             "flower superlink", "flower supernode", "flower register"} <= probed
 
 
-def test_every_help_is_shown_without_a_heavy_import(report: list[dict[str, object]]) -> None:
+def test_every_help_is_shown_without_a_heavy_import(report: list[dict[str, Any]]) -> None:
     for r in report:
-        name = " ".join(["fedqr", *r["path"], "--help"])  # type: ignore[misc]
+        name = " ".join(["fedqr", *r["path"], "--help"])
         assert r["code"] == 0, name
         assert "Usage: fedqr" in str(r["help"]), name
         assert r["heavy"] == [], f"{name} imported {r['heavy']}"
 
 
-def test_a_help_shows_the_options_of_its_command(report: list[dict[str, object]]) -> None:
+def test_a_help_shows_the_options_of_its_command(report: list[dict[str, Any]]) -> None:
     """The probe printed the real help (the options come from the light enums)."""
-    helps = {" ".join(r["path"]): str(r["help"]) for r in report}  # type: ignore[arg-type]
+    helps = {" ".join(r["path"]): str(r["help"]) for r in report}
     assert "--mechanism" in helps["run"] and "gaussian" in helps["run"]
     assert "--data-use" in helps["plan"] and "clear-proxy" in helps["plan"]
     assert "--threat-model" in helps["audit"] and "final-model" in helps["audit"]
