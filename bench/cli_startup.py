@@ -5,8 +5,9 @@ modules, the heavy ones (torch, dp-accounting, Flower) when a command runs. Each
 started as a new process ``--repeats`` times after one warm-up run (which fills the page
 cache and compiles the bytecode); the table shows the median and the fastest wall time and
 the median CPU time (user + system) of the process. On a shared machine the CPU time is the
-steadier figure: wall time also counts waiting for a core. The commands are those the app
-registers, so a new one is measured without touching this file.
+steadier figure: wall time also counts waiting for a core. A last row times a typer app with
+one command: the part of the cost that is typer's and rich's, not fedqr's. The commands are
+those the app registers, so a new one is measured without touching this file.
 
 fedqr's bytecode is cached as after an install (the warm-up run writes it): the runs are
 started without ``PYTHONDONTWRITEBYTECODE``; ``--no-pyc`` keeps it set, and every run then
@@ -50,6 +51,20 @@ def command_paths() -> list[list[str]]:
     assert isinstance(root, click.Group)
     walk(root, [])
     return paths
+
+
+# the floor: typer and rich alone, an app with one command and one option (not judged)
+_FLOOR = """
+import typer
+app = typer.Typer(add_completion=False)
+@app.callback()
+def main() -> None:
+    \"\"\"An app.\"\"\"
+@app.command()
+def run(x: int = 1) -> None:
+    \"\"\"A command.\"\"\"
+app(prog_name="floor")
+"""
 
 
 def launcher() -> list[str]:
@@ -109,6 +124,12 @@ def main() -> None:
         label = "fedqr " + " ".join([*path, "--help"])
         print(f"{label:<28} {wall:>9.3f} {min(w for w, _ in runs):>7.3f} {cpu:>7.3f}  "
               f"{'yes' if ok else 'NO'}")
+    floor_argv = [sys.executable, "-c", _FLOOR, "run", "--help"]
+    time_once(floor_argv, env)  # warm-up
+    floor = [time_once(floor_argv, env) for _ in range(args.repeats)]
+    print(f"{'(typer alone: 1 command)':<28} {statistics.median(w for w, _ in floor):>9.3f} "
+          f"{min(w for w, _ in floor):>7.3f} {statistics.median(c for _, c in floor):>7.3f}  "
+          "(reference)")
     print(f"load average after {os.getloadavg()[0]:.2f}")
     if missed:
         print(f"over the goal: {', '.join(missed)}")
