@@ -215,7 +215,7 @@ def test_plan_plot_in_a_read_only_folder_is_refused_first(tmp_path: Path, read_o
 
     def refuse(*args: object, **kwargs: object) -> None:
         raise AssertionError("planned before the plot path was checked")
-    monkeypatch.setattr("fedqr.cli.plan.laplace_rows", refuse)
+    monkeypatch.setattr("fedqr.theory.tables.laplace_rows", refuse)  # imported on use
     res = invoke(["plan", "--eps", "1", "--constants", str(path), "--plot",
                   str(read_only / "x.png")])
     assert_bad_input(res, "plot must be a writable location", str(read_only / "x.png"))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from enum import StrEnum
 from typing import TYPE_CHECKING
 
+from fedqr._enums import ThreatModel
 from fedqr.audit import _noise
 from fedqr.privacy import Accountant, Mechanism, mechanism_for
 
@@ -28,30 +28,6 @@ NUM_SAMPLES = 100
 MAX_TRIALS = 10_000_000
 MAX_ONE_REPLY_TRIALS = 100_000_000
 MAX_SEED = 2**63 - 1
-
-
-class ThreatModel(StrEnum):
-    """What the adversary observes."""
-
-    REPLIES = "replies"
-    """Every noisy reply of the audited client (the server, or an eavesdropper)."""
-    FINAL_MODEL = "final-model"
-    """Only the final model theta_T (another client, or anyone the model is published to)."""
-    ONE_REPLY = "one-reply"
-    """One reply, the canary in its batch (worst case per step): audits the per-reply
-    guarantee that the accountant composes, not the whole-run claim (see docs/privacy.md)."""
-    BOTH = "both"
-    """``replies`` and ``final-model``, with independent trials."""
-    ALL = "all"
-    """``replies``, ``final-model`` and ``one-reply``, with independent trials."""
-
-    def audits(self) -> tuple[ThreatModel, ...]:
-        """The single threat models this one stands for."""
-        if self is ThreatModel.BOTH:
-            return (ThreatModel.REPLIES, ThreatModel.FINAL_MODEL)
-        if self is ThreatModel.ALL:
-            return (ThreatModel.REPLIES, ThreatModel.FINAL_MODEL, ThreatModel.ONE_REPLY)
-        return (self,)
 
 
 @dataclass(frozen=True, kw_only=True)

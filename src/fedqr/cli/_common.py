@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import torch
 import typer
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 from fedqr._atomic import (
     check_writable_dir,
@@ -17,6 +15,13 @@ from fedqr._atomic import (
     write_file_atomic,
     write_json_atomic,
 )
+
+if TYPE_CHECKING:
+    import torch
+    from rich.progress import Progress
+
+    from fedqr._enums import Mechanism
+    from fedqr.privacy import NoiseMechanism
 
 err = Console(stderr=True)
 out = Console()
@@ -41,6 +46,8 @@ def floats(name: str, text: str) -> tuple[float, ...]:
 
 def device(name: str) -> torch.device:
     """``auto`` (CUDA when available), ``cpu`` or ``cuda[:i]``."""
+    import torch  # here, not at the top: ``fedqr --help`` must not import torch
+
     if name == "auto":
         return torch.device("cuda" if torch.cuda.is_available() else "cpu")
     if name.startswith("cuda") and not torch.cuda.is_available():
@@ -48,6 +55,14 @@ def device(name: str) -> torch.device:
     if name != "cpu" and not name.startswith("cuda"):
         raise ValueError(f"device must be auto, cpu or cuda[:i], got device={name!r}")
     return torch.device(name)
+
+
+def mechanism_for(mechanism: Mechanism) -> NoiseMechanism:
+    """:func:`fedqr.privacy.mechanism_for`, imported when first called: the commands'
+    modules import only light modules, so that ``fedqr <command> --help`` stays fast."""
+    from fedqr.privacy import mechanism_for as spec
+
+    return spec(mechanism)
 
 
 def check_out_file(name: str, path: Path | None) -> None:
@@ -66,8 +81,9 @@ staged = staged_dir
 """Stage output files inside the output folder; they appear there only on success."""
 
 
-__all__ = ["check_out_dir", "check_out_file", "device", "err", "fail", "floats", "out",
-           "progress", "staged", "warn_diverged", "write_file_atomic", "write_json_atomic"]
+__all__ = ["check_out_dir", "check_out_file", "device", "err", "fail", "floats",
+           "mechanism_for", "out", "progress", "staged", "warn_diverged", "write_file_atomic",
+           "write_json_atomic"]
 
 
 def warn_diverged(doc: dict[str, Any]) -> None:
@@ -80,6 +96,8 @@ def warn_diverged(doc: dict[str, Any]) -> None:
 
 def progress(label: str) -> Progress:
     """A rich progress bar on stderr (hidden when stderr is not a terminal)."""
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
     return Progress(TextColumn(f"[bold]{label}[/] {{task.description}}"), BarColumn(),
                     MofNCompleteColumn(), TimeElapsedColumn(), console=err,
                     disable=not err.is_terminal)

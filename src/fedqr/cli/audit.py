@@ -1,7 +1,9 @@
 """``fedqr audit``: an empirical lower bound on a scenario's epsilon (a canary attack)."""
 
-from __future__ import annotations
-
+# Fast --help (0.5 s, bench/cli_startup.py): only light modules at the top (the commands
+# import torch, dp-accounting and flwr when they run), and no
+# "from __future__ import annotations" (typer reads the options from the annotations at
+# every start; strings would cost ~1,000 compiles and evals, a tenth of the budget).
 import os
 from pathlib import Path
 from typing import Annotated
@@ -9,10 +11,8 @@ from typing import Annotated
 import typer
 from rich.table import Table
 
-from fedqr.audit import AuditConfig, ThreatModel, run_audit
-from fedqr.cli._common import fail, out
-from fedqr.privacy import Accountant, Mechanism, mechanism_for
-from fedqr.sim.result import write_json_atomic
+from fedqr._enums import Accountant, Mechanism, ThreatModel
+from fedqr.cli._common import fail, mechanism_for, out, write_json_atomic
 
 
 def _check_out(path: Path | None) -> None:
@@ -67,6 +67,7 @@ def audit(
     Exits 0 when no bound exceeds its claim, 1 when one does (a privacy violation, proven
     with the stated confidence; the JSON is still written), 2 on bad input.
     """
+    from fedqr.audit import AuditConfig, run_audit
 
     try:
         # defaults as fedqr run on MNIST (the audit's figures do not depend on the clip)

@@ -1,16 +1,36 @@
 """``fedqr estimate`` and ``fedqr plan``: the bound's constants and the optimal (T, b)."""
 
-from __future__ import annotations
-
+# Fast --help (0.5 s, bench/cli_startup.py): only light modules at the top (the commands
+# import torch, dp-accounting and flwr when they run), and no
+# "from __future__ import annotations" (typer reads the options from the annotations at
+# every start; strings would cost ~1,000 compiles and evals, a tenth of the budget).
 import json
 from pathlib import Path
-from typing import Annotated, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from fedqr._enums import (
+    Accountant,
+    Aggregation,
+    DatasetName,
+    DataUse,
+    LrSchedule,
+    Mechanism,
+    Method,
+    PartitionKind,
+    Rounding,
+)
 from fedqr._validate import check_in_range, check_positive, check_seed, int_or_auto, rate_or_auto
-from fedqr.cli._common import check_out_file, err, fail, out, write_file_atomic
-from fedqr.cli.constants import EstimateSpec, estimate_for, read_constants
+from fedqr.cli._common import (
+    check_out_file,
+    err,
+    fail,
+    mechanism_for,
+    out,
+    write_file_atomic,
+    write_json_atomic,
+)
 from fedqr.cli.data_options import (
     ClientColumnOpt,
     DataFileOpt,
@@ -23,14 +43,10 @@ from fedqr.cli.data_options import (
     TestDataOpt,
     TestShareOpt,
 )
-from fedqr.cli.tables import print_gaussian, print_laplace
-from fedqr.data import DataNotFoundError, DatasetName, PartitionKind
-from fedqr.planner import DataUse, Method
-from fedqr.privacy import Accountant, Mechanism, PaperBound, mechanism_for
-from fedqr.sim.config import Aggregation, LrSchedule
-from fedqr.sim.result import write_json_atomic
-from fedqr.theory import ProblemConstants, Rounding, constants_from_json
-from fedqr.theory.tables import gaussian_rows, laplace_rows
+
+if TYPE_CHECKING:
+    from fedqr.cli.constants import EstimateSpec
+    from fedqr.theory import ProblemConstants
 
 DatasetOpt = Annotated[DatasetName, typer.Option(help="Data set to estimate on.")]
 PartitionOpt = Annotated[PartitionKind | None, typer.Option(
@@ -52,7 +68,7 @@ CacheOpt = Annotated[bool, typer.Option(help="Reuse a cached estimate for the sa
 
 def _spec(dataset: DatasetName, partition: PartitionKind | None, num_clients: int, alpha: float,
           mechanism: Mechanism, clip: float | None, sample_rate: float | None,
-          weight_decay: float, proxy_fraction: float | None, seed: int) -> EstimateSpec:
+          weight_decay: float, proxy_fraction: float | None, seed: int) -> "EstimateSpec":
     if not mechanism_for(mechanism).private:
         raise ValueError(f"mechanism must be a private mechanism, got "
                          f"mechanism={mechanism.value!r}")
@@ -63,6 +79,7 @@ def _spec(dataset: DatasetName, partition: PartitionKind | None, num_clients: in
     q = mechanism_for(mechanism).default_sample_rate if sample_rate is None else sample_rate
     if not 0 < q <= 1:
         raise ValueError(f"sample_rate must be in (0, 1], got sample_rate={q}")
+    from fedqr.cli.constants import EstimateSpec
     from fedqr.data.presets import default_clip, default_partition
 
     return EstimateSpec(
@@ -97,6 +114,10 @@ def estimate(
     cache: CacheOpt = True,
 ) -> None:
     """Estimate mu, lambda, G, Gamma, Y0, Lambda_i of a data set and partition (no privacy!)."""
+    from fedqr.cli.constants import estimate_for
+    from fedqr.data import DataNotFoundError
+    from fedqr.theory import constants_from_json
+
     try:
         spec = _spec(dataset, partition, num_clients, alpha, mechanism, clip, sample_rate,
                      weight_decay, proxy_fraction, seed)
@@ -129,6 +150,13 @@ def _plan_bound(
     as_json: bool, plot: Path | None,
 ) -> None:
     """The paper's bound: optimal T and b for each budget eps (``--method bound|paper``)."""
+    from fedqr.cli.constants import estimate_for, read_constants
+    from fedqr.cli.tables import print_gaussian, print_laplace
+    from fedqr.data import DataNotFoundError
+    from fedqr.privacy import PaperBound
+    from fedqr.theory import constants_from_json
+    from fedqr.theory.tables import gaussian_rows, laplace_rows
+
     spec = mechanism_for(mechanism)
     try:
         for e in eps_list:
@@ -201,7 +229,8 @@ def _extra_eps(text: str) -> float:
                          "--eps (e.g. --eps 1 5 10)") from None
 
 
-def _for_mechanism(c: ProblemConstants, mechanism: Mechanism, delta: float) -> ProblemConstants:
+def _for_mechanism(c: "ProblemConstants", mechanism: Mechanism,
+                   delta: float) -> "ProblemConstants":
     """Budgets of the mechanism: its delta (0 for pure DP) and its batch rate (1 without
     sampling)."""
     from dataclasses import replace
@@ -210,7 +239,7 @@ def _for_mechanism(c: ProblemConstants, mechanism: Mechanism, delta: float) -> P
     return replace(c, delta_i=(spec.client_delta(delta),) * c.N, q=spec.batch_rate(c.q))
 
 
-def doc_constants(c: ProblemConstants) -> dict[str, Any]:
+def doc_constants(c: "ProblemConstants") -> dict[str, Any]:
     """The constants as the JSON document of :func:`fedqr.theory.constants_to_json`."""
     from fedqr.theory import constants_to_json
 
@@ -324,6 +353,7 @@ def plan(
         scenario_from_options,
         workload,
     )
+    from fedqr.data import DataNotFoundError
 
     try:
         if ctx.args:

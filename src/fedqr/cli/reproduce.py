@@ -1,20 +1,23 @@
 """``fedqr reproduce`` (the paper's experiments, resumable) and ``fedqr plot`` (redraw)."""
 
-from __future__ import annotations
-
+# Fast --help (0.5 s, bench/cli_startup.py): only light modules at the top (the commands
+# import torch, dp-accounting and flwr when they run), and no
+# "from __future__ import annotations" (typer reads the options from the annotations at
+# every start; strings would cost ~1,000 compiles and evals, a tenth of the budget).
 import time
 from collections.abc import Callable
 from enum import StrEnum
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from fedqr._validate import check_in_range
 from fedqr.cli._common import check_out_dir, err, fail, out, progress
 from fedqr.cli._common import device as _device
-from fedqr.data import DataNotFoundError
-from fedqr.experiments.runs import RunSpec
+
+if TYPE_CHECKING:
+    from fedqr.experiments.runs import RunSpec
 
 
 class Target(StrEnum):
@@ -38,6 +41,7 @@ def reproduce(
     data_dir: Annotated[Path | None, typer.Option(help="Folder with the data files.")] = None,
 ) -> None:
     """Run every experiment of the paper's Section VII (cached per run: rerun to resume)."""
+    from fedqr.data import DataNotFoundError
     from fedqr.experiments.report import redraw
     from fedqr.experiments.sweep import TARGETS, build_manifest, run_manifest, settings_for
 
@@ -65,12 +69,12 @@ def reproduce(
         task = bar.add_task(f"{target.value}: runs", total=len(set(keys)))
         current = bar.add_task("run", total=None, visible=False)
 
-        def on_run(run: RunSpec, computed: bool) -> None:
+        def on_run(run: "RunSpec", computed: bool) -> None:
             counts["computed" if computed else "reused"] += 1
             bar.advance(task)
             bar.update(current, visible=False)
 
-        def on_round(run: RunSpec, t: int) -> None:
+        def on_round(run: "RunSpec", t: int) -> None:
             c = run.config
             eps = c.privacy.client_eps(1)[0]
             bar.update(current, visible=True, completed=t, total=c.rounds,

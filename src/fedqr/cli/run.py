@@ -1,16 +1,36 @@
 """``fedqr run``: simulate FedSGD-DPC and write result.json and a plot."""
 
-from __future__ import annotations
-
+# Fast --help (0.5 s, bench/cli_startup.py): only light modules at the top (the command
+# imports torch, dp-accounting and flwr when it runs), and no
+# "from __future__ import annotations" (typer reads the options from the annotations).
 import time
 from pathlib import Path
-from typing import Annotated
+from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 from rich.table import Table
 
+from fedqr._enums import (
+    Accountant,
+    Aggregation,
+    DatasetName,
+    DataUse,
+    LrSchedule,
+    Mechanism,
+    PartitionKind,
+    Selection,
+)
 from fedqr._validate import check_positive, int_or_auto, rate_or_auto
-from fedqr.cli._common import check_out_dir, fail, floats, out, progress, staged, warn_diverged
+from fedqr.cli._common import (
+    check_out_dir,
+    fail,
+    floats,
+    mechanism_for,
+    out,
+    progress,
+    staged,
+    warn_diverged,
+)
 from fedqr.cli._common import device as _device
 from fedqr.cli.data_options import (
     ClientColumnOpt,
@@ -23,27 +43,16 @@ from fedqr.cli.data_options import (
     StandardizeOpt,
     TestDataOpt,
     TestShareOpt,
-    load_own,
 )
-from fedqr.cli.scenario import (
-    proxy_choice,
-    run_planner,
-    scenario_from_options,
-    workload,
-)
-from fedqr.data import DataNotFoundError, DatasetName, PartitionKind
-from fedqr.data.presets import default_clip, default_eval_every
-from fedqr.data.source import OwnData
-from fedqr.planner import DataUse, PlanNotUseful
-from fedqr.privacy import Accountant, Mechanism, PrivacyBudgetExceeded, mechanism_for
-from fedqr.sim.config import (
-    Aggregation,
-    LearningRate,
-    LrSchedule,
-    PrivacyConfig,
-    Selection,
-    SimConfig,
-)
+
+if TYPE_CHECKING:
+    import torch
+
+    from fedqr.data.source import DataSource
+    from fedqr.data.spec import ClientData
+    from fedqr.models.kernel import Kernel
+    from fedqr.planner import Scenario
+    from fedqr.sim.config import SimConfig
 
 
 def run(
@@ -126,6 +135,10 @@ def run(
         help="With auto and private-pilot: share of each budget the pilot spends.")] = None,
 ) -> None:
     """Simulate FedSGD-DPC and write result.json and a loss/accuracy plot."""
+    from fedqr.cli.scenario import workload
+    from fedqr.data import DataNotFoundError
+    from fedqr.planner import PlanNotUseful
+
     plan_doc: dict[str, object] | None = None
     try:
         check_out_dir("out", out_dir)
@@ -139,51 +152,27 @@ def run(
             num_clients=num_clients, seed=seed, data_dir=data_dir, data=data,
             test_data=test_data, test_share=test_share, client_column=client_column,
             label_column=label_column, standardize=standardize, model=model, hidden=hidden)
-        num_clients = source.num_clients
         if rounds_n is None or b_n is None or q_opt is None:
+            from fedqr.cli.scenario import scenario_from_options
+
             scenario = scenario_from_options(
                 dataset=dataset, partition=partition, alpha=alpha, fraction=fraction,
-                num_clients=num_clients, mechanism=mechanism, eps=eps, delta=delta, clip=clip,
-                sample_rate=q_opt, accountant=accountant, lr=lr, lr_decay=lr_decay,
-                lr_schedule=lr_schedule, weight_decay=weight_decay, aggregation=aggregation,
-                seed=seed, data_dir=data_dir, rounds=rounds_n, clients_per_round=b_n,
-                source=source, kernel=kernel)
-            choice = proxy_choice(data_use=data_use, proxy_share=None,
-                                  proxy_dataset=proxy_dataset, scenario=scenario,
-                                  pilot_share=pilot_share,
-                                  proxy_data=None if proxy_data is None else load_own(
-                                      proxy_data, test_data=None, test_share=0.2,
-                                      client_column=client_column, label_column=label_column,
-                                      standardize=True, seed=seed + 1,
-                                      classes=proxy_classes))
-            the_plan = run_planner(scenario, choice, twin_repeats=None, device=_device(device),
-                                   use_cache=True, pilot_share=pilot_share)
-            the_plan.check_useful()
-            rec = the_plan.recommended
-            rounds_n, b_n, q_opt = rec.rounds, rec.clients_per_round, rec.sample_rate
-            plan_doc = the_plan.recommended_dict(mechanism=mechanism)
-            left = the_plan.privacy_cost.get("budget_left_for_run")
-            if isinstance(left, dict):  # a private pilot spent part of the budget
-                eps = ",".join(repr(e) for e in left["eps"])
-                delta = ",".join(repr(d) for d in left["delta"]) if \
-                    mechanism_for(mechanism).needs_delta else delta
-            out.print(f"plan: T={rounds_n}, b={b_n}"
-                      + (f", q={q_opt:g}" if mechanism_for(mechanism).batch_rate(0.5) < 1
-                         else "")
-                      + f" ({the_plan.message})")
-        t_run, b_run, q_final = rounds_n, b_n, q_opt
-        config = SimConfig(
-            num_clients=num_clients, clients_per_round=b_run, rounds=t_run,
-            selection=selection, aggregation=aggregation,
-            lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay, mu=mu, gamma=gamma),
-            weight_decay=weight_decay,
-            privacy=PrivacyConfig(
-                mechanism=mechanism, eps=floats("eps", eps), delta=floats("delta", delta),
-                clip=clip if clip is not None else default_clip(source.dataset, mechanism),
-                sample_rate=q_final, accountant=accountant),
-            repeats=repeats, seed=seed,
-            eval_every=eval_every if eval_every is not None
-            else default_eval_every(source.dataset, t_run))
+                num_clients=source.num_clients, mechanism=mechanism, eps=eps, delta=delta,
+                clip=clip, sample_rate=q_opt, accountant=accountant, lr=lr,
+                lr_decay=lr_decay, lr_schedule=lr_schedule, weight_decay=weight_decay,
+                aggregation=aggregation, seed=seed, data_dir=data_dir, rounds=rounds_n,
+                clients_per_round=b_n, source=source, kernel=kernel)
+            rounds_n, b_n, q_opt, eps, delta, plan_doc = _planned(
+                scenario, data_use=data_use, proxy_dataset=proxy_dataset,
+                proxy_data=proxy_data, proxy_classes=proxy_classes, pilot_share=pilot_share,
+                client_column=client_column, label_column=label_column, eps=eps, delta=delta,
+                device=device)
+        config = _config(
+            source=source, rounds=rounds_n, clients_per_round=b_n, sample_rate=q_opt,
+            selection=selection, aggregation=aggregation, lr=lr, lr_decay=lr_decay,
+            lr_schedule=lr_schedule, mu=mu, gamma=gamma, weight_decay=weight_decay,
+            mechanism=mechanism, eps=eps, delta=delta, clip=clip, accountant=accountant,
+            repeats=repeats, seed=seed, eval_every=eval_every)
         dev = _device(device)
     except PlanNotUseful as e:
         raise fail(f"{e}; nothing was run", code=1) from None
@@ -193,13 +182,75 @@ def run(
         raise fail(str(e), code=1) from None
     except ValueError as e:
         raise fail(str(e)) from None
-    from fedqr.experiments.plots import plot_training
+    doc = _simulate(client_data, config, kernel, dev, label=f"{mechanism.value} "
+                    f"b={config.clients_per_round} x{repeats}")
+    _write(doc, source=source, kernel=kernel, dev=dev, plan_doc=plan_doc, out_dir=out_dir)
+
+
+def _planned(scenario: "Scenario", *, data_use: DataUse, proxy_dataset: DatasetName | None,
+             proxy_data: Path | None, proxy_classes: str | None, pilot_share: float | None,
+             client_column: str, label_column: str, eps: str, delta: str,
+             device: str) -> tuple[int, int, float, str, str, dict[str, object]]:
+    """T, b and q from the twin planner; the budgets a private pilot left for the run."""
+    from fedqr.cli.data_options import load_own
+    from fedqr.cli.scenario import proxy_choice, run_planner
+
+    mechanism = scenario.mechanism
+    proxy = None if proxy_data is None else load_own(
+        proxy_data, test_data=None, test_share=0.2, client_column=client_column,
+        label_column=label_column, standardize=True, seed=scenario.data.seed + 1,
+        classes=proxy_classes)
+    choice = proxy_choice(data_use=data_use, proxy_share=None, proxy_dataset=proxy_dataset,
+                          scenario=scenario, pilot_share=pilot_share, proxy_data=proxy)
+    the_plan = run_planner(scenario, choice, twin_repeats=None, device=_device(device),
+                           use_cache=True, pilot_share=pilot_share)
+    the_plan.check_useful()
+    rec = the_plan.recommended
+    left = the_plan.privacy_cost.get("budget_left_for_run")
+    if isinstance(left, dict):  # a private pilot spent part of the budget
+        eps = ",".join(repr(e) for e in left["eps"])
+        if mechanism_for(mechanism).needs_delta:
+            delta = ",".join(repr(d) for d in left["delta"])
+    sampled = mechanism_for(mechanism).batch_rate(0.5) < 1
+    out.print(f"plan: T={rec.rounds}, b={rec.clients_per_round}"
+              + (f", q={rec.sample_rate:g}" if sampled else "") + f" ({the_plan.message})")
+    return (rec.rounds, rec.clients_per_round, rec.sample_rate, eps, delta,
+            the_plan.recommended_dict(mechanism=mechanism))
+
+
+def _config(*, source: "DataSource", rounds: int, clients_per_round: int, sample_rate: float,
+            selection: Selection, aggregation: Aggregation, lr: float, lr_decay: float,
+            lr_schedule: LrSchedule, mu: float | None, gamma: float | None,
+            weight_decay: float, mechanism: Mechanism, eps: str, delta: str,
+            clip: float | None, accountant: Accountant, repeats: int, seed: int,
+            eval_every: int | None) -> "SimConfig":
+    """The simulation's configuration; the presets fill what the options leave open."""
+    from fedqr.data.presets import default_clip, default_eval_every
+    from fedqr.sim.config import LearningRate, PrivacyConfig, SimConfig
+
+    return SimConfig(
+        num_clients=source.num_clients, clients_per_round=clients_per_round, rounds=rounds,
+        selection=selection, aggregation=aggregation,
+        lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay, mu=mu, gamma=gamma),
+        weight_decay=weight_decay,
+        privacy=PrivacyConfig(
+            mechanism=mechanism, eps=floats("eps", eps), delta=floats("delta", delta),
+            clip=clip if clip is not None else default_clip(source.dataset, mechanism),
+            sample_rate=sample_rate, accountant=accountant),
+        repeats=repeats, seed=seed,
+        eval_every=eval_every if eval_every is not None
+        else default_eval_every(source.dataset, rounds))
+
+
+def _simulate(client_data: "ClientData", config: "SimConfig", kernel: "Kernel",
+              dev: "torch.device", *, label: str) -> dict[str, Any]:
+    """Run the rounds with a progress bar; the result document with its wall time."""
+    from fedqr.privacy import PrivacyBudgetExceeded
     from fedqr.sim.loop import run_rounds
-    from fedqr.sim.provenance import provenance
 
     started = time.perf_counter()
     with progress("FedSGD-DPC") as bar:
-        task = bar.add_task(f"{mechanism.value} b={b_run} x{repeats}", total=t_run)
+        task = bar.add_task(label, total=config.rounds)
         try:
             result = run_rounds(client_data.dataset, client_data.partition, config, kernel,
                                 device=dev, on_round=lambda t: bar.update(task, completed=t))
@@ -207,28 +258,35 @@ def run(
             raise fail(str(e), code=1) from None
         except ValueError as e:
             raise fail(str(e)) from None
-    elapsed = time.perf_counter() - started
     doc = result.to_json()
-    doc["wall_time_s"] = elapsed
+    doc["wall_time_s"] = time.perf_counter() - started
+    return doc
+
+
+def _write(doc: dict[str, Any], *, source: "DataSource", kernel: "Kernel", dev: "torch.device",
+           plan_doc: dict[str, object] | None, out_dir: Path) -> None:
+    """Write result.json and the plot together (a failure leaves no partial output)."""
+    from fedqr.cli._common import write_json_atomic
+    from fedqr.data.source import OwnData
+    from fedqr.experiments.plots import plot_training
+    from fedqr.sim.provenance import provenance
+
     if plan_doc is not None:
-        achieved = doc["summary"]["final_test_loss_mean"]  # type: ignore[index]
-        doc["plan"] = {**plan_doc, "achieved_test_loss": achieved}
+        doc["plan"] = {**plan_doc,
+                       "achieved_test_loss": doc["summary"]["final_test_loss_mean"]}
     if isinstance(source, OwnData):
         doc["data"] = source.identity()
     doc["provenance"] = provenance(model=kernel.describe(), device=dev)
-    # write both files to a staging folder first: a failure leaves no partial output behind
-    from fedqr.cli._common import write_json_atomic
-
     warn_diverged(doc)
     with staged(out_dir) as stage:
         write_json_atomic(stage / "result.json", doc)
         plot_training(doc, stage / "training.png")
-    _summary(doc, elapsed, out_dir)
+    _summary(doc, doc["wall_time_s"], out_dir)
     if plan_doc is not None:
         pred = plan_doc["predicted_test_loss"]
-        assert isinstance(pred, dict)
-        out.print(f"planned test loss {pred['mean']:.4f} +- {pred['stderr']:.4f}, achieved "
-                  f"{doc['plan']['achieved_test_loss']:.4f}")  # type: ignore[index]
+        if isinstance(pred, dict):
+            out.print(f"planned test loss {pred['mean']:.4f} +- {pred['stderr']:.4f}, "
+                      f"achieved {doc['plan']['achieved_test_loss']:.4f}")
 
 
 def _summary(doc: dict[str, object], elapsed: float, out_dir: Path) -> None:

@@ -10,7 +10,6 @@ std 0.3081), the same affine map being applied to the test set.
 from __future__ import annotations
 
 import dataclasses
-import enum
 import math
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fedqr._enums import DatasetName as DatasetName
 from fedqr.data._files import check_data_dir
 from fedqr.data._validate import check_rng, check_writers, parse_enum
 from fedqr.data.digits import DIGITS_MAX_VALUE, DIGITS_NUM_CLASSES, load_digits_arrays
@@ -27,14 +27,6 @@ from fedqr.data.mnist import MNIST_NUM_CLASSES, load_mnist_arrays
 from fedqr.data.raw import RawData
 
 _STATS_CHUNK_ROWS = 8192
-
-
-class DatasetName(enum.StrEnum):
-    """Data sets :func:`load_dataset` knows."""
-
-    MNIST = "mnist"
-    DIGITS = "digits"
-    FEMNIST = "femnist"
 
 
 @dataclass(frozen=True, eq=False)

@@ -6,7 +6,6 @@ Every partitioner returns a :class:`Partition` in which each sample index
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,6 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fedqr._enums import PartitionKind as PartitionKind
 from fedqr.data._validate import (
     check_int,
     check_labels,
@@ -24,15 +24,6 @@ from fedqr.data._validate import (
 
 #: How many Dirichlet draws :func:`partition_dirichlet` makes before giving up.
 DIRICHLET_MAX_DRAWS = 100
-
-
-class PartitionKind(enum.StrEnum):
-    """Partitioners :func:`make_partition` knows."""
-
-    TWO_DIGITS = "two-digits"
-    IID = "iid"
-    DIRICHLET = "dirichlet"
-    BY_WRITER = "by-writer"
 
 
 @dataclass(frozen=True, eq=False)

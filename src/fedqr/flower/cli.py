@@ -6,8 +6,10 @@ This module imports no ``flwr`` at import time (the commands import it when they
 bad input exits with code 2 naming the parameter and writes nothing.
 """
 
-from __future__ import annotations
-
+# Fast --help (0.5 s, bench/cli_startup.py): only light modules at the top (the commands
+# import torch, dp-accounting and flwr when they run), and no
+# "from __future__ import annotations" (typer reads the options from the annotations at
+# every start; strings would cost ~1,000 compiles and evals, a tenth of the budget).
 import contextlib
 import importlib.util
 import shutil
@@ -23,17 +25,13 @@ import typer
 from rich.console import Console
 
 from fedqr._atomic import check_writable_dir
+from fedqr._enums import Accountant, Aggregation, DatasetName, Mechanism, PartitionKind
 from fedqr._validate import check_positive
-from fedqr.data import DataNotFoundError, DatasetName, PartitionKind
-from fedqr.data.presets import default_clip
 from fedqr.flower import cli_parties
-from fedqr.flower.cli_auto import auto_choice, check_plannable, parse_schedule, plan_remote
-from fedqr.flower.config import FlowerRunConfig, parse_floats
-from fedqr.privacy import Accountant, Mechanism, mechanism_for
-from fedqr.sim.config import Aggregation
 
 if TYPE_CHECKING:
     from fedqr.flower.auto import AutoChoice
+    from fedqr.flower.config import FlowerRunConfig
 
 flower_app = typer.Typer(add_completion=False, no_args_is_help=True,
                          pretty_exceptions_show_locals=False,
@@ -128,7 +126,12 @@ def _command(mode: str, summary: str) -> Callable[..., None]:
             help="deploy: a SuperNode silent this many s (5..3600) is gone and its reply lost "
                  "(default: Flower's, 20 s). run: set it on fedqr flower superlink.")] = None,
     ) -> None:
+        from fedqr.data import DataNotFoundError
+        from fedqr.data.presets import default_clip
+        from fedqr.flower.cli_auto import auto_choice, check_plannable, parse_schedule
+        from fedqr.flower.config import FlowerRunConfig, parse_floats
         from fedqr.flower.link_main import check_node_timeout
+        from fedqr.privacy import mechanism_for
 
         remote = None
         try:
@@ -189,9 +192,12 @@ def _remote(address: str, ca: Path | None, *, insecure: bool) -> tuple[str, Path
     return address, ca
 
 
-def _execute(cfg: FlowerRunConfig, *, mode: str, work_dir: Path | None, timeout: float,
+def _execute(cfg: "FlowerRunConfig", *, mode: str, work_dir: Path | None, timeout: float,
              out_dir: Path, remote: tuple[str, Path | None] | None = None,
-             node_timeout: float | None = None, choice: AutoChoice | None = None) -> None:
+             node_timeout: float | None = None, choice: "AutoChoice | None" = None) -> None:
+    from fedqr.data import DataNotFoundError
+    from fedqr.flower.cli_auto import plan_remote
+
     if importlib.util.find_spec("flwr") is None:
         raise _fail("fedqr flower needs Flower: pip install 'fedqr[flower]'", 1)
     try:

@@ -6,8 +6,10 @@ party's own process (a guard around :mod:`fedqr.flower.link_main`, Flower's Supe
 :mod:`fedqr.flower.node_main`, Flower's SuperNode).
 """
 
-from __future__ import annotations
-
+# Fast --help (0.5 s, bench/cli_startup.py): only light modules at the top (the commands
+# import torch, dp-accounting and flwr when they run), and no
+# "from __future__ import annotations" (typer reads the options from the annotations at
+# every start; strings would cost ~1,000 compiles and evals, a tenth of the budget).
 import math
 import os
 import sys
@@ -16,18 +18,6 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
-
-from fedqr.flower.certs import is_loopback, make_certs
-from fedqr.flower.parts import (
-    LinkTls,
-    check_file,
-    check_insecure,
-    check_port_free,
-    check_superlink,
-    split_address,
-    superlink_args,
-    supernode_args,
-)
 
 err = Console(stderr=True)
 out = Console()
@@ -46,6 +36,8 @@ def certs(
     nodes: Annotated[int, typer.Option(help="Number of SuperNode key pairs.")] = 3,
 ) -> None:
     """Make a CA, the SuperLink's TLS certificate and one key pair per SuperNode."""
+    from fedqr.flower.certs import make_certs
+
     try:
         written = make_certs(directory, hosts=host or ["localhost", "127.0.0.1"],
                              num_nodes=nodes)
@@ -74,6 +66,13 @@ def superlink(
 ) -> None:
     """Run the SuperLink (the server's side): TLS and node authentication unless --insecure."""
     from fedqr.flower.link_main import NODE_TIMEOUT_ENV, check_node_timeout
+    from fedqr.flower.parts import (
+        LinkTls,
+        check_file,
+        check_insecure,
+        check_port_free,
+        superlink_args,
+    )
 
     try:
         if not 0 < port < 65536:
@@ -125,6 +124,13 @@ def supernode(
 ) -> None:
     """Run one client: its own data, budget and ledger, on its own machine."""
     from fedqr.flower.own_data import load_data_file
+    from fedqr.flower.parts import (
+        check_file,
+        check_insecure,
+        check_superlink,
+        split_address,
+        supernode_args,
+    )
 
     try:
         host, port = split_address("--superlink", superlink_address)
@@ -178,7 +184,7 @@ def register(
 
     import tomli_w
 
-    from fedqr.flower.parts import cli_config
+    from fedqr.flower.parts import check_file, check_superlink, cli_config, split_address
 
     try:
         key = check_file("public key", public_key)
@@ -201,4 +207,4 @@ def register(
     out.print(f"registered {key.name}: {done.stdout.strip()}")
 
 
-__all__ = ["certs", "is_loopback", "register", "superlink", "supernode"]
+__all__ = ["certs", "register", "superlink", "supernode"]

@@ -19,11 +19,11 @@ model is a :class:`ModelName` member, a branch in :func:`build_model` and
 from __future__ import annotations
 
 from dataclasses import dataclass
-from enum import StrEnum
 
 import torch
 from torch import nn
 
+from fedqr._enums import ModelName
 from fedqr.data import Dataset, DatasetName
 from fedqr.data.presets import default_model_name
 from fedqr.models.cnn import PaperCNN
@@ -31,15 +31,6 @@ from fedqr.models.cnn import num_parameters as _count
 
 __all__ = ["ModelName", "ModelSpec", "build_model", "build_network", "default_model",
            "flat_parameters", "model_for", "num_params"]
-
-
-class ModelName(StrEnum):
-    """Models fedqr trains."""
-
-    LOGREG = "logreg"
-    """Softmax regression without bias, ``theta`` of shape ``(k, p)``."""
-    CNN = "cnn"
-    """The paper's CNN (conv-pool-conv-pool-linear) on square images."""
 
 
 

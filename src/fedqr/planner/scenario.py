@@ -10,8 +10,8 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from enum import StrEnum
 
+from fedqr._enums import DataUse, Method
 from fedqr.data import DataSpec
 from fedqr.data.source import DataSource
 from fedqr.models.factory import ModelName, default_model
@@ -21,22 +21,6 @@ from fedqr.privacy import Accountant, Mechanism, NoiseMechanism, mechanism_for
 from fedqr.sim.config import Aggregation, LearningRate, PrivacyConfig, SimConfig
 
 __all__ = ["DataUse", "Method", "Scenario"]
-
-
-class Method(StrEnum):
-    """How a plan is made."""
-
-    TWIN = "twin"  # simulate every schedule on a proxy with the deployment's exact noise
-    BOUND = "bound"  # minimise the paper's convergence bound U(T, b) (estimated constants)
-    PAPER = "paper"  # the bound with the authors' rounding (reproduces Table I)
-
-
-class DataUse(StrEnum):
-    """What data a plan reads, and what privacy that costs."""
-
-    PUBLIC_PROXY = "public-proxy"  # a data set the user names: no privacy cost
-    CLEAR_PROXY = "clear-proxy"  # a share of the clients' own data read WITHOUT privacy
-    PRIVATE_PILOT = "private-pilot"  # pilot runs charged on the clients' ledgers
 
 
 @dataclass(frozen=True, kw_only=True)

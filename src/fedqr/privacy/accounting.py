@@ -10,7 +10,8 @@ Which accountant
     ``q = 0.01, R = 100, eps = 1, delta = 1e-5`` takes ~0.6 s and gives ``z = 1.0802``;
     one evaluation takes ~30 ms (~0.3 ms without sampling). dp-accounting logs
     "_compute_log_a_frac failed to converge" for some (q, z) (e.g. q = 0.1, z <= 1.2) and
-    drops those fractional orders; the bound stays valid, only possibly looser.
+    drops those fractional orders; the bound stays valid, only possibly looser. fedqr logs
+    these notes at DEBUG (:mod:`fedqr.privacy._dp_log`), not on the console.
 ``Accountant.PLD``
     Privacy-loss-distribution accounting: tighter. For the same setting it gives
     ``z = 0.9020``: 16.5 % less noise std (30 % less variance) for the same guarantee.
@@ -32,10 +33,8 @@ client selection, no amplification by client sampling).
 from __future__ import annotations
 
 import functools
-import logging
 import math
 from collections.abc import Callable, Mapping, Sequence
-from enum import StrEnum
 
 import dp_accounting
 import numpy as np
@@ -43,6 +42,7 @@ from dp_accounting import NeighboringRelation
 from dp_accounting.pld import PLDAccountant
 from dp_accounting.rdp import RdpAccountant
 
+from fedqr._enums import Accountant
 from fedqr.privacy._checks import (
     check_int,
     check_positive,
@@ -50,6 +50,7 @@ from fedqr.privacy._checks import (
     check_unit_open,
     is_hashable,
 )
+from fedqr.privacy._dp_log import route_to_debug
 from fedqr.privacy.mechanisms import gaussian_event
 from fedqr.privacy.pure import PureDpAccountant
 
@@ -71,27 +72,9 @@ _Z_MIN = 1e-6  # calibration never goes below this noise multiplier
 _MAX_STEPS = 64  # doublings/halvings allowed while bracketing
 
 
-class _QuietUnderflow(logging.Filter):
-    """Drop dp-accounting's "Negative Renyi divergence ... Returning an epsilon of zero"
-    warnings (hundreds per calibration): fedqr refuses such budgets instead (see
-    :func:`calibrate_noise_multiplier`)."""
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return "Negative Renyi divergence" not in record.getMessage()
-
-
-logging.getLogger("absl").addFilter(_QuietUnderflow())
-
-
-class Accountant(StrEnum):
-    """Which privacy accountant to use."""
-
-    RDP = "rdp"
-    """dp-accounting ``RdpAccountant`` (default orders)."""
-    PLD = "pld"
-    """dp-accounting ``PLDAccountant`` with ``PLD_VALUE_DISCRETIZATION_INTERVAL``."""
-    PURE = "pure"
-    """fedqr ``PureDpAccountant`` (basic composition of Laplace releases, delta = 0)."""
+# dp-accounting's absl warnings (orders excluded for non-convergence, negative divergences at
+# budgets fedqr refuses) become DEBUG records: not on the console of fedqr run or fedqr plan
+route_to_debug()
 
 
 def _as_accountant(kind: object) -> Accountant:

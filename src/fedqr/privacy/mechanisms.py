@@ -33,6 +33,7 @@ from enum import StrEnum
 import dp_accounting
 import torch
 
+from fedqr._enums import Mechanism
 from fedqr.privacy._checks import check_int, check_positive, check_probability
 from fedqr.privacy.pure import laplace_scale_within
 
@@ -54,19 +55,6 @@ class Norm(StrEnum):
 
     L1 = "l1"  # Laplace mechanism (l1 sensitivity)
     L2 = "l2"  # Gaussian mechanism (l2 sensitivity)
-
-
-class Mechanism(StrEnum):
-    """Which noise a client adds to its reply."""
-
-    LAPLACE = "laplace"
-    """Laplace noise, l1 clipping, replace-one neighbours, pure eps-DP (delta = 0)."""
-    GAUSSIAN = "gaussian"
-    """Gaussian noise, l2 clipping, Poisson sampling, add/remove-one, (eps, delta)-DP."""
-    NONE = "none"
-    """No noise and no privacy guarantee (non-private baseline)."""
-    DISCRETE_LAPLACE = "discrete-laplace"
-    """Exact discrete Laplace on integer-quantised replies, l1 clipping, PLD-accounted."""
 
 
 def laplace_scale(*, replies: int, clip: float, num_samples: int, eps: float) -> float:

@@ -7,22 +7,11 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
 
+from fedqr._enums import Aggregation as Aggregation
+from fedqr._enums import LrSchedule as LrSchedule
+from fedqr._enums import Selection as Selection
 from fedqr._validate import check_in_range, check_int_range, check_positive, check_seed
 from fedqr.privacy import Accountant, Mechanism, NoiseMechanism, as_mechanism, mechanism_for
-
-
-class Selection(StrEnum):
-    """How the server picks the b clients of a round."""
-
-    ROUND_ROBIN = "round-robin"  # Algorithm 1: deterministic, exact reply counts
-    RANDOM = "random"  # uniformly at random without replacement (the analysis' assumption)
-
-
-class Aggregation(StrEnum):
-    """How the server combines the replies of the selected clients."""
-
-    PAPER = "paper"  # theta = (N/b) sum_i (d_i/d) theta^i  (Algorithm 1)
-    NORMALIZED = "normalized"  # theta = sum_i d_i theta^i / sum_j d_j (convex for any d_i)
 
 
 class NoiseSeeding(StrEnum):
@@ -32,14 +21,6 @@ class NoiseSeeding(StrEnum):
     # one generator per reply, seeded from (seed, repeat, round, client): a distributed client
     # (fedqr.flower) draws exactly the same batch and noise as the engine
     PER_REPLY = "per-reply"
-
-
-class LrSchedule(StrEnum):
-    """Learning-rate schedules."""
-
-    CONSTANT = "constant"  # eta_t = eta0
-    INVERSE_TIME = "inverse-time"  # eta_t = eta0 / (1 + decay t): the experiments' decaying rate
-    THEORY = "theory"  # eta_t = 2 / (mu (t + gamma)): Theorems 3 and 4
 
 
 _positive = check_positive

@@ -16,10 +16,10 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
-from enum import StrEnum
 
 import numpy as np
 
+from fedqr._enums import Rounding
 from fedqr.theory.bounds import laplace_bound, laplace_c1, laplace_c2, laplace_c3
 from fedqr.theory.constants import ProblemConstants
 
@@ -34,15 +34,6 @@ __all__ = [
     "t_star",
     "t_star_int",
 ]
-
-
-class Rounding(StrEnum):
-    """How real-valued optima become integers."""
-
-    BEST = "best"
-    """Evaluate ``U`` at the neighbouring integers and keep the better (errata 6)."""
-    PAPER = "paper"
-    """The authors' rule: ``floor`` of ``T*`` and ``ceil`` of ``b*``."""
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,5 @@
+"""``python -m fedqr.cli``: the ``fedqr`` command (e.g. ``python -X importtime -m fedqr.cli``)."""
+
+from fedqr.cli import app
+
+app(prog_name="fedqr")
