@@ -28,6 +28,7 @@ from fedqr.sim.config import (
     PrivacyConfig,
     Selection,
     SimConfig,
+    parse_train_eval,
 )
 
 DEFAULT_CLIP = {m: mechanism_for(m).default_clip for m in Mechanism}
@@ -105,7 +106,11 @@ def run(
     seed: Annotated[int, typer.Option(help="Seed for partition, schedule and noise.")] = 0,
     eval_every: Annotated[int | None, typer.Option(
         help="Evaluate every this many rounds. Default: every round; femnist about 20 "
-             "evaluations (each is a forward pass over the training and test sets).")] = None,
+             "evaluations (each is a forward pass over the test set).")] = None,
+    eval_train: Annotated[str, typer.Option(
+        help="When the training objective is evaluated: every (at every evaluation), end (the "
+             "final one only), none, or sample:N (at every evaluation, estimated from N "
+             "training rows, with its standard error).")] = "end",
     out_dir: Annotated[Path, typer.Option("--out", help="Output folder (result.json, PNG).")]
         = Path("runs/latest"),
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
@@ -123,6 +128,7 @@ def run(
     try:
         check_out_dir("out", out_dir)
         check_positive("alpha", alpha)
+        train_eval, train_eval_rows = parse_train_eval(eval_train)
         rounds_n = int_or_auto("rounds", rounds, low=0)
         b_n = int_or_auto("clients_per_round", clients_per_round, low=1)
         q_opt = rate_or_auto(sample_rate,
@@ -165,7 +171,8 @@ def run(
                 sample_rate=q_final, accountant=accountant),
             repeats=repeats, seed=seed,
             eval_every=eval_every if eval_every is not None
-            else default_eval_every(dataset, t_run))
+            else default_eval_every(dataset, t_run),
+            train_eval=train_eval, train_eval_rows=train_eval_rows)
         dev = _device(device)
     except PlanNotUseful as e:
         raise fail(f"{e}; nothing was run", code=1) from None
