@@ -16,6 +16,10 @@ Poisson batches and noise from one generator seeded by ``seed``; a sequential ke
 models) gives repeat r its own generator seeded from ``(seed, r)``, so a repeat does not depend
 on how many there are; ``noise_seeding="per-reply"`` draws each reply from its own generator
 (:func:`fedqr.sim.streams.reply_generator`), whatever the kernel.
+
+Evaluation: test metrics every ``eval_every`` rounds and after the last; the training
+objective as ``train_eval`` says (:mod:`fedqr.sim.train_eval`: its sampled rows come from a
+generator of their own, so no setting changes a reply).
 """
 
 from __future__ import annotations
