@@ -20,7 +20,7 @@ import torch
 
 from fedqr.data import load_dataset, make_partition
 from fedqr.privacy import Mechanism
-from fedqr.sim.config import PrivacyConfig, SimConfig
+from fedqr.sim.config import EvalTrain, PrivacyConfig, SimConfig
 from fedqr.sim.network import NetworkOptions, evaluate_model, paper_cnn_factory, simulate_network
 
 SETTINGS = {
@@ -37,7 +37,7 @@ def round_seconds(ds, part, privacy: PrivacyConfig, *, rounds: int, evaluate: bo
     round-0 evaluation excluded); with ``evaluate`` each includes one test evaluation."""
     stamps: list[float] = []
     cfg = SimConfig(num_clients=10, clients_per_round=10, rounds=rounds + 1, privacy=privacy,
-                    eval_every=1 if evaluate else 10**9)
+                    eval_every=1 if evaluate else 10**9, train_eval=EvalTrain.NONE)
     simulate_network(ds, part, cfg, options=opts, device=device,
                      on_round=lambda _: stamps.append(time.perf_counter()))
     return float(np.diff(stamps).min())
@@ -90,7 +90,7 @@ def main() -> None:
         for rows in (250, 1000, 4000):
             s = eval_seconds(ds, rows=rows, channels_last=cl, device=args.device)
             print(f"  test evaluation, chunks of {rows:4d}, channels_last={cl!s:5}: {s:.2f} s")
-    opts = NetworkOptions(chunk_rows=args.chunk, eval_rows=args.eval_rows, train_loss=False,
+    opts = NetworkOptions(chunk_rows=args.chunk, eval_rows=args.eval_rows,
                           channels_last=args.channels_last)
     for name, privacy in SETTINGS.items():
         if args.only and name != args.only:

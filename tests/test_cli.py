@@ -35,6 +35,23 @@ def test_run_writes_result_and_plot(tmp_path: Path) -> None:
     assert 0.0 <= first["test_accuracy"] <= 1.0
 
 
+@pytest.mark.parametrize(("args", "evaluated"), [
+    ([], [False, False, False, True]), (["--eval-train", "every"], [True] * 4),
+    (["--eval-train", "none"], [False] * 4), (["--eval-train", "sample:100"], [True] * 4)])
+def test_eval_train_sets_when_the_training_objective_is_evaluated(
+        tmp_path: Path, args: list[str], evaluated: list[bool]) -> None:
+    out = tmp_path / "e"
+    res = runner.invoke(app, [*BASE, "--mechanism", "laplace", "--eps", "5", "--clip", "20",
+                              "--eval-every", "2", *args, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "result.json").read_text())
+    for run in doc["runs"]:
+        assert [rd["train_loss"] is not None for rd in run["rounds"]] == evaluated
+        assert all(("train_loss_stderr" in rd) == ("sample:100" in args)
+                   for rd in run["rounds"])
+    assert doc["diverged"] is False
+
+
 def test_gaussian_per_client_budgets(tmp_path: Path) -> None:
     out = tmp_path / "g"
     res = runner.invoke(app, [*BASE, "--mechanism", "gaussian", "--eps", "1,2,3,4",
@@ -68,6 +85,9 @@ def test_gaussian_per_client_budgets(tmp_path: Path) -> None:
         (["--mechanism", "fancy"], "fancy"),
         (["--lr-schedule", "theory"], "the theory learning rate needs mu and gamma"),
         (["--lr-schedule", "theory", "--mu", "-1", "--gamma", "3"], "mu must be > 0"),
+        (["--eval-train", "often"], "eval_train must be 'every', 'end', 'none'"),
+        (["--eval-train", "sample:1"], "eval_train must be 'every', 'end', 'none'"),
+        (["--eval-train", "sample:99999"], "train_eval_rows must be <= the number of"),
     ],
 )
 def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, args: list[str],

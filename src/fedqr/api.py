@@ -30,6 +30,7 @@ from fedqr.sim.config import (
     PrivacyConfig,
     Selection,
     SimConfig,
+    parse_train_eval,
 )
 from fedqr.sim.loop import run_rounds
 from fedqr.sim.provenance import provenance
@@ -122,7 +123,7 @@ def simulate(
     lr: float = 0.05, lr_decay: float = 0.01, lr_schedule: LrSchedule = LrSchedule.INVERSE_TIME,
     weight_decay: float = 0.01, accountant: Accountant | str = Accountant.RDP,
     selection: Selection = Selection.ROUND_ROBIN, aggregation: Aggregation = Aggregation.PAPER,
-    repeats: int = 1, seed: int = 0, eval_every: int | None = None,
+    repeats: int = 1, seed: int = 0, eval_every: int | None = None, eval_train: str = "end",
     hidden: Sequence[int] = (64,), loss_fn: LossFn | None = None,
     device: str | torch.device = "cpu", on_round: Callable[[int], None] | None = None,
 ) -> SimulationResult:
@@ -143,6 +144,10 @@ def simulate(
         Training rule (the paper's defaults).
     repeats, seed, eval_every:
         Independent repeats, the seed of everything drawn, evaluation cadence.
+    eval_train:
+        When the training objective is evaluated: ``"every"`` evaluation, at the ``"end"``
+        only (default), ``"none"``, or ``"sample:N"`` (estimated from N rows, with its
+        standard error).
     hidden, loss_fn:
         Hidden widths of ``mlp``; per-sample loss of a torch model (default cross-entropy).
     device, on_round:
@@ -159,6 +164,7 @@ def simulate(
     client_data = source.build()
     kernel = _kernel(model, source, client_data, hidden=hidden, loss_fn=loss_fn)
     q = sample_rate if sample_rate is not None else mechanism_for(mech).default_sample_rate
+    train_eval, train_eval_rows = parse_train_eval(eval_train)
     config = SimConfig(
         num_clients=source.num_clients, clients_per_round=clients_per_round, rounds=rounds,
         selection=selection, aggregation=aggregation,
@@ -170,7 +176,8 @@ def simulate(
                               sample_rate=q, accountant=Accountant(accountant)),
         repeats=repeats, seed=seed,
         eval_every=eval_every if eval_every is not None
-        else default_eval_every(source.dataset, rounds))
+        else default_eval_every(source.dataset, rounds),
+        train_eval=train_eval, train_eval_rows=train_eval_rows)
     started = time.perf_counter()
     result = run_rounds(client_data.dataset, client_data.partition, config, kernel,
                         device=device, on_round=on_round)

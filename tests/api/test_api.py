@@ -47,7 +47,7 @@ def _digits_npz(tmp_path: Path) -> Path:
 def test_data_file_gives_the_builtin_numbers(tmp_path: Path, mechanism: str) -> None:
     """The built-in partition written to a file runs to the same numbers through --data."""
     common = ["--mechanism", mechanism, "--eps", "3", "--clip", "5", "--rounds", "4",
-              "--clients-per-round", "3", "--repeats", "2", "--seed", "3",
+              "--clients-per-round", "3", "--repeats", "2", "--seed", "3", "--eval-train", "every",
               *(["--sample-rate", "0.2"] if mechanism == "gaussian" else [])]
     runner = CliRunner()
     a = runner.invoke(app, ["run", "--dataset", "digits", "--num-clients", "6",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from dataclasses import asdict
 from pathlib import Path
@@ -15,6 +16,7 @@ from fedqr.experiments.sweep import (
     is_curve,
     spec_of,
 )
+from fedqr.sim.config import EvalTrain
 from fedqr.theory.paper import PAPER_TABLE_ONE_FEMNIST, PAPER_TABLE_ONE_MNIST
 
 
@@ -52,6 +54,18 @@ def test_same_configuration_same_run_across_experiments() -> None:
     fraction = {**grid, "experiment": "fraction", "data_fraction": 1.0}
     assert (spec_of(MNIST, grid, QUICK, base=1.0).key()
             == spec_of(MNIST, fraction, QUICK, base=1.0).key())
+
+
+def test_reproduce_runs_evaluate_the_training_objective_at_every_evaluation() -> None:
+    """The figures plot the training objective along the way: ``every``, and the stored key
+    (what runs stored before the setting existed are found by) leaves it out."""
+    spec = spec_of(MNIST, _entry("gaussian", 1.0, 10, 100), QUICK, base=1.0)
+    assert spec.config.train_eval is EvalTrain.EVERY
+    assert "train_eval" not in spec.identity()["config"]
+    end = dataclasses.replace(spec, config=dataclasses.replace(spec.config,
+                                                               train_eval=EvalTrain.END))
+    assert end.identity()["config"]["train_eval"] == "end"
+    assert end.key() != spec.key()
 
 
 def test_manifest_of_an_older_version_is_rekeyed(tmp_path: Path) -> None:

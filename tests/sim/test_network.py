@@ -16,6 +16,7 @@ from fedqr.models.cnn import PaperCNN
 from fedqr.privacy import Mechanism
 from fedqr.sim.config import (
     Aggregation,
+    EvalTrain,
     LearningRate,
     NoiseSeeding,
     PrivacyConfig,
@@ -45,7 +46,7 @@ def _model(ds: Dataset, seed: int) -> PaperCNN:
 def test_no_noise_all_clients_is_gradient_descent(digits: Dataset) -> None:
     """b = N, equal d_i, no noise, no clip: theta follows full-batch GD on F (float32 vs 64)."""
     cfg = SimConfig(num_clients=4, clients_per_round=4, rounds=4, weight_decay=0.01,
-                    lr=LearningRate(eta0=0.3, decay=0.1), eval_every=4,
+                    lr=LearningRate(eta0=0.3, decay=0.1), eval_every=4, train_eval=EvalTrain.EVERY,
                     privacy=PrivacyConfig(mechanism=Mechanism.NONE, clip=math.inf,
                                           sample_rate=1.0))
     res = simulate_network(digits, _iid(digits, 4), cfg, options=NetworkOptions(chunk_rows=50))
@@ -110,6 +111,7 @@ def test_clipped_random_selection_matches_a_plain_loop(digits: Dataset) -> None:
 def test_gaussian_ledgers_seeds_and_repeats(digits: Dataset) -> None:
     part = _iid(digits, 4)
     cfg = SimConfig(num_clients=4, clients_per_round=2, rounds=4, repeats=2, eval_every=2,
+                    train_eval=EvalTrain.EVERY,
                     privacy=PrivacyConfig(mechanism=Mechanism.GAUSSIAN, eps=4.0, delta=1e-5,
                                           clip=1.0, sample_rate=0.5))
     res = simulate_network(digits, part, cfg)
@@ -164,8 +166,9 @@ def test_real_femnist_gaussian_loss_decreases(femnist: Dataset) -> None:
                           num_clients=10, rng=np.random.default_rng(0))
     cfg = SimConfig(num_clients=10, clients_per_round=10, rounds=5, eval_every=5,
                     privacy=PrivacyConfig(mechanism=Mechanism.GAUSSIAN, eps=8.0, delta=1e-5,
-                                          clip=10.0, sample_rate=0.01))
-    res = simulate_network(femnist, part, cfg, options=NetworkOptions(train_loss=False))
+                                          clip=10.0, sample_rate=0.01),
+                    train_eval=EvalTrain.NONE)
+    res = simulate_network(femnist, part, cfg)
     first, last = res.runs[0]["rounds"][0], res.runs[0]["rounds"][-1]
     assert first["test_loss"] == pytest.approx(math.log(62), abs=0.05)
     assert last["test_loss"] < first["test_loss"] - 0.3, (first, last)

@@ -52,7 +52,7 @@ if TYPE_CHECKING:
     from fedqr.data.spec import ClientData
     from fedqr.models.kernel import Kernel
     from fedqr.planner import Scenario
-    from fedqr.sim.config import SimConfig
+    from fedqr.sim.config import EvalTrain, SimConfig
 
 
 def run(
@@ -119,7 +119,11 @@ def run(
     seed: Annotated[int, typer.Option(help="Seed for partition, schedule and noise.")] = 0,
     eval_every: Annotated[int | None, typer.Option(
         help="Evaluate every this many rounds. Default: every round; femnist about 20 "
-             "evaluations (each is a forward pass over the training and test sets).")] = None,
+             "evaluations (each is a forward pass over the test set).")] = None,
+    eval_train: Annotated[str, typer.Option(
+        help="When the training objective is evaluated: every (at every evaluation), end (the "
+             "final one only), none, or sample:N (at every evaluation, estimated from N "
+             "training rows, with its standard error).")] = "end",
     out_dir: Annotated[Path, typer.Option("--out", help="Output folder (result.json, PNG).")]
         = Path("runs/latest"),
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
@@ -143,6 +147,9 @@ def run(
     try:
         check_out_dir("out", out_dir)
         check_positive("alpha", alpha)
+        from fedqr.sim.config import parse_train_eval
+
+        train_eval = parse_train_eval(eval_train)
         rounds_n = int_or_auto("rounds", rounds, low=0)
         b_n = int_or_auto("clients_per_round", clients_per_round, low=1)
         q_opt = rate_or_auto(sample_rate,
@@ -172,7 +179,7 @@ def run(
             selection=selection, aggregation=aggregation, lr=lr, lr_decay=lr_decay,
             lr_schedule=lr_schedule, mu=mu, gamma=gamma, weight_decay=weight_decay,
             mechanism=mechanism, eps=eps, delta=delta, clip=clip, accountant=accountant,
-            repeats=repeats, seed=seed, eval_every=eval_every)
+            repeats=repeats, seed=seed, eval_every=eval_every, train_eval=train_eval)
         dev = _device(device)
     except PlanNotUseful as e:
         raise fail(f"{e}; nothing was run", code=1) from None
@@ -223,7 +230,7 @@ def _config(*, source: "DataSource", rounds: int, clients_per_round: int, sample
             lr_schedule: LrSchedule, mu: float | None, gamma: float | None,
             weight_decay: float, mechanism: Mechanism, eps: str, delta: str,
             clip: float | None, accountant: Accountant, repeats: int, seed: int,
-            eval_every: int | None) -> "SimConfig":
+            eval_every: int | None, train_eval: "tuple[EvalTrain, int | None]") -> "SimConfig":
     """The simulation's configuration; the presets fill what the options leave open."""
     from fedqr.data.presets import default_clip, default_eval_every
     from fedqr.sim.config import LearningRate, PrivacyConfig, SimConfig
@@ -239,7 +246,8 @@ def _config(*, source: "DataSource", rounds: int, clients_per_round: int, sample
             sample_rate=sample_rate, accountant=accountant),
         repeats=repeats, seed=seed,
         eval_every=eval_every if eval_every is not None
-        else default_eval_every(source.dataset, rounds))
+        else default_eval_every(source.dataset, rounds),
+        train_eval=train_eval[0], train_eval_rows=train_eval[1])
 
 
 def _simulate(client_data: "ClientData", config: "SimConfig", kernel: "Kernel",

@@ -26,7 +26,7 @@ from fedqr.data import (
     Partition,
     PartitionKind,
 )
-from fedqr.sim.config import SimConfig
+from fedqr.sim.config import EvalTrain, SimConfig
 from fedqr.sim.engine import simulate
 from fedqr.sim.result import SimResult, jsonable
 
@@ -69,10 +69,17 @@ class RunSpec:
             raise ValueError(f"fraction must be in (0, 1], got fraction={self.fraction}")
 
     def identity(self) -> dict[str, Any]:
-        """Everything the result depends on, as JSON-ready data."""
+        """Everything the result depends on, as JSON-ready data.
+
+        ``train_eval='every'`` is left out: runs stored before the setting existed evaluated
+        the training objective at every evaluation, so they keep their keys.
+        """
+        config = jsonable(self.config)
+        if self.config.train_eval is EvalTrain.EVERY:
+            del config["train_eval"], config["train_eval_rows"]
         return {"version": STORE_VERSION, "dataset": self.dataset.value,
                 "fraction": self.fraction, "partition": self.partition.value,
-                "data_seed": self.data_seed, "config": jsonable(self.config)}
+                "data_seed": self.data_seed, "config": config}
 
     def key(self) -> str:
         """Stable 20-hex-digit hash of :meth:`identity`."""

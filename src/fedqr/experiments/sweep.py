@@ -28,7 +28,7 @@ from fedqr._atomic import DamagedFileError, read_json, write_file_atomic, write_
 from fedqr.data import Dataset, DatasetName, Partition, PartitionKind
 from fedqr.experiments.runs import RunSpec, RunStore, execute, prepare_data
 from fedqr.privacy import Mechanism, PaperBound, mechanism_for
-from fedqr.sim.config import PrivacyConfig, SimConfig
+from fedqr.sim.config import EvalTrain, PrivacyConfig, SimConfig
 from fedqr.theory import ProblemConstants, plan_gaussian
 from fedqr.theory.bounds import laplace_bound
 from fedqr.theory.estimate import estimate_constants, regularised_optimum
@@ -144,6 +144,7 @@ def _sim(target: Target, mech: Mechanism, eps: float, b: int, T: int, s: Setting
     return SimConfig(
         num_clients=N, clients_per_round=b, rounds=T, repeats=s.repeats, seed=0,
         eval_every=max(1, T // s.curve_points) if curve else max(1, T),
+        train_eval=EvalTrain.EVERY,  # the paper's figures plot the training objective
         privacy=PrivacyConfig(mechanism=mech, eps=eps, delta=DELTA, clip=target.clip(mech),
                               sample_rate=mechanism_for(mech).default_sample_rate))
 

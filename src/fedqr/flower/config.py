@@ -21,6 +21,7 @@ from fedqr.data import Dataset, DatasetName, DataSpec, Partition, PartitionKind
 from fedqr.privacy import Accountant, Mechanism
 from fedqr.sim.config import (
     Aggregation,
+    EvalTrain,
     LearningRate,
     NoiseSeeding,
     PrivacyConfig,
@@ -144,7 +145,8 @@ class FlowerRunConfig:
             privacy=PrivacyConfig(mechanism=self.mechanism, eps=self.eps, delta=self.delta,
                                   clip=self.clip, sample_rate=self.sample_rate,
                                   accountant=self.accountant),
-            repeats=1, seed=self.seed, eval_every=1, noise_seeding=NoiseSeeding.PER_REPLY)
+            repeats=1, seed=self.seed, eval_every=1, noise_seeding=NoiseSeeding.PER_REPLY,
+            train_eval=EvalTrain.EVERY)  # the server evaluates it every round
 
     def to_run_config(self) -> dict[str, RunConfigValue]:
         """The ``[tool.flwr.app.config]`` table (kebab-case keys)."""

@@ -7,7 +7,8 @@ and selected clients ``sel`` of shape ``(R, b)``:
 - the sums of per-sample-clipped gradients in the mechanism's norm over every row of each
   selected client (:meth:`Attached.full_sums`) or over a Poisson sample of it
   (:meth:`Attached.sample_sums`),
-- the test metrics (summed loss and correct predictions) and the training objective.
+- the test metrics (summed loss and correct predictions), the training objective and the
+  per-row training losses of chosen rows (a sampled estimate of the objective).
 
 Two kernels implement it: :class:`fedqr.models.logreg_kernel.LogRegKernel` (softmax regression,
 the fused pass of :mod:`fedqr.models.logreg_pass`, repeats batched in the GEMM's columns) and
@@ -74,6 +75,11 @@ class Attached(Protocol):
                         weight_decay: float) -> list[float]:
         """Mean training loss plus ``weight_decay / 2 ||theta||^2`` of every repeat; ``fused``
         holds the loss sums a full pass of round ``sel`` computed (``None``: none)."""
+        ...
+
+    def train_losses(self, theta: Tensor, rows: Tensor) -> Tensor:
+        """Per-row training loss of every repeat at the client-sorted training rows ``rows``
+        (int64, ``(m,)``), shape ``(R, m)`` (no weight decay)."""
         ...
 
 

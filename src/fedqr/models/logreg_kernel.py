@@ -14,10 +14,12 @@ import torch
 from torch import Tensor
 
 from fedqr.models.kernel import GradSums, KernelData
+from fedqr.models.logreg import clipped_residual
 from fedqr.models.logreg_pass import (
     ClientLayout,
     client_layout,
     evaluate,
+    forward_weights,
     full_batch_sums,
     poisson_sums,
 )
@@ -99,3 +101,23 @@ class _Attached:
         reg = 0.5 * weight_decay * mat.pow(2).sum(dim=(1, 2))
         values: list[float] = (loss_sum / len(self.layout.y) + reg).tolist()
         return values
+
+    def train_losses(self, theta: Tensor, rows: Tensor) -> Tensor:
+        return _row_losses(self.layout.x.index_select(0, rows),
+                           self.layout.y.index_select(0, rows), self._matrix(theta),
+                           chunk_rows=self.data.chunk_rows)
+
+
+def _row_losses(x: Tensor, y: Tensor, theta: Tensor, *, chunk_rows: int) -> Tensor:
+    """Cross-entropy of every row of ``(x, y)`` for every repeat ``(R, k, p)``, ``(R, n)``."""
+    r, k, _ = theta.shape
+    theta_t = forward_weights(theta)
+    parts = [torch.zeros(0, r, dtype=theta.dtype, device=theta.device)]
+    for start in range(0, x.shape[0], chunk_rows):
+        xc = x[start:start + chunk_rows]
+        c = xc.shape[0]
+        out = clipped_residual((xc @ theta_t.T)[:, : r * k].view(c, r, k),
+                               y[start:start + chunk_rows, None].expand(c, r), residual=False)
+        assert out.loss is not None  # metrics=True by default
+        parts.append(out.loss)
+    return torch.cat(parts).T

@@ -10,7 +10,6 @@ for any other per-sample model), with the loss the kernel was given (default cro
 from __future__ import annotations
 
 import functools
-import math
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -48,17 +47,15 @@ class TorchOptions:
     channels_last:
         Keep 4-D parameters and evaluation inputs in channels-last memory format (on 2 CPU
         threads the CNN's forward pass is about 1.5x faster, per-sample clipping 1.2x).
-    train_loss:
-        Evaluate the training objective over all training rows at every evaluation (a forward
-        pass over the training set unless every client computed its full gradient that
-        round); ``False`` reports NaN (``null`` in JSON) and saves that time.
+
+    When the training objective is evaluated is the run's choice
+    (:attr:`fedqr.sim.config.SimConfig.train_eval`).
     """
 
     chunk_rows: int = DEFAULT_CHUNK_ROWS
     eval_rows: int = 256
     method: Method = Method.GHOST
     channels_last: bool = True
-    train_loss: bool = True
 
     def __post_init__(self) -> None:
         for name in ("chunk_rows", "eval_rows"):
@@ -213,8 +210,6 @@ class _Attached:
 
     def train_objective(self, theta: Tensor, fused: GradSums | None, *, sel: np.ndarray | None,
                         weight_decay: float) -> list[float]:
-        if not self.kernel.options.train_loss:
-            return [math.nan] * theta.shape[0]
         off, y = self.data.offsets, self.data.y
         values = []
         for r in range(theta.shape[0]):
@@ -229,6 +224,22 @@ class _Attached:
             reg = 0.5 * weight_decay * float(theta[r].double().pow(2).sum())
             values.append(total / int(off[-1]) + reg)
         return values
+
+    @torch.no_grad()
+    def train_losses(self, theta: Tensor, rows: Tensor) -> Tensor:
+        opts = self.kernel.options
+        out = torch.zeros(theta.shape[0], rows.shape[0], dtype=torch.float64,
+                          device=theta.device)
+        for r in range(theta.shape[0]):
+            load_flat(self.model, theta[r])
+            for start in range(0, rows.shape[0], opts.eval_rows):
+                idx = rows[start:start + opts.eval_rows]
+                xc = self.x.index_select(0, idx)
+                if opts.channels_last and xc.dim() == 4:
+                    xc = xc.contiguous(memory_format=torch.channels_last)
+                out[r, start:start + idx.shape[0]] = self.kernel.loss_fn(
+                    self.model(xc), self.data.y.index_select(0, idx)).double()
+        return out
 
 
 def _stack(parts: list[list[tuple[Tensor, Tensor, Tensor, Tensor]]], *,

@@ -16,6 +16,10 @@ Poisson batches and noise from one generator seeded by ``seed``; a sequential ke
 models) gives repeat r its own generator seeded from ``(seed, r)``, so a repeat does not depend
 on how many there are; ``noise_seeding="per-reply"`` draws each reply from its own generator
 (:func:`fedqr.sim.streams.reply_generator`), whatever the kernel.
+
+Evaluation: test metrics every ``eval_every`` rounds and after the last; the training
+objective as ``train_eval`` says (:mod:`fedqr.sim.train_eval`: its sampled rows come from a
+generator of their own, so no setting changes a reply).
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from fedqr.sim.reply import client_replies
 from fedqr.sim.result import RoundMetrics, SimResult
 from fedqr.sim.schedule import make_schedule
 from fedqr.sim.streams import Streams
+from fedqr.sim.train_eval import TrainEvaluator
 
 __all__ = ["RoundCallback", "aggregation_weights", "kernel_data", "run_rounds"]
 
@@ -103,12 +108,14 @@ def run_rounds(
     groups = privacy.group_of(r)
     history: list[RoundMetrics] = []
     stats = torch.zeros(3, r, config.num_clients, dtype=torch.float64, device=dev)
+    train_eval = TrainEvaluator(config=config, model=model, num_train=len(data.y), device=dev)
 
     def record(t: int, fused: GradSums | None, sel: np.ndarray | None) -> None:
         loss, acc = model.test_metrics(theta)
-        train = model.train_objective(theta, fused, sel=sel, weight_decay=config.weight_decay)
+        train, stderr = train_eval(theta, fused, sel=sel, final=t == config.rounds)
         history.append(RoundMetrics(round=t, test_loss=loss, test_accuracy=acc,
-                                    train_loss=train, epsilon_spent=privacy.ledgers.spent_eps()))
+                                    train_loss=train, epsilon_spent=privacy.ledgers.spent_eps(),
+                                    train_loss_stderr=stderr))
 
     for t in range(config.rounds):
         sel = np.ascontiguousarray(schedule[groups, t])  # (R, b)
@@ -118,7 +125,7 @@ def run_rounds(
                                      positions=streams.positions(sizes, sel, q=q, round=t))
         else:
             sums = model.full_sums(theta, sel, clip=config.privacy.clip,
-                                   with_train_loss=evaluate_now)
+                                   with_train_loss=train_eval.fused(evaluate_now=evaluate_now))
         if evaluate_now:
             record(t, sums, sel)
         theta = _round(theta, sums, sel, t, config=config, privacy=privacy, sizes=sizes,

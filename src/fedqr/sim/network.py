@@ -47,12 +47,13 @@ def simulate_network(
     partition:
         Which training rows each client owns.
     config:
-        N, b, T, privacy, learning rate, weight decay, repeats, seed, ``eval_every``.
+        N, b, T, privacy, learning rate, weight decay, repeats, seed, ``eval_every``,
+        ``train_eval``.
     model_factory:
         Builds an initialised model from a CPU ``torch.Generator``; default: the paper's CNN.
     device, on_round, options:
-        Torch device; progress callback; chunk sizes, per-sample method, memory format,
-        training-loss evaluation.
+        Torch device; progress callback; chunk sizes, per-sample method, memory format
+        (when the training objective is evaluated is ``config.train_eval``).
 
     Returns
     -------

@@ -29,14 +29,18 @@ class RoundMetrics:
     ``train_loss`` is the regularised training objective F(theta) (cross-entropy plus
     (w/2)||theta||^2, the function the paper's bounds are about); ``test_loss`` is the plain
     test cross-entropy. ``epsilon_spent[g][i]`` is client i's spent epsilon in schedule group g
-    (one group for round robin, one per repeat for random selection).
+    (one group for round robin, one per repeat for random selection). ``train_loss`` is
+    ``None`` when the objective was not evaluated this round (``SimConfig.train_eval``);
+    ``train_loss_stderr`` is the standard error of a sampled estimate (``None``: exact or
+    not evaluated).
     """
 
     round: int
     test_loss: list[float]
     test_accuracy: list[float]
-    train_loss: list[float]
+    train_loss: list[float] | None
     epsilon_spent: list[list[float | None]]
+    train_loss_stderr: list[float] | None = None
 
 
 def jsonable(obj: Any) -> Any:
@@ -111,13 +115,7 @@ class SimResult:
             runs.append({
                 "repeat": r,
                 "seed": config.seed,
-                "rounds": [{
-                    "round": h.round,
-                    "test_loss": h.test_loss[r],
-                    "test_accuracy": h.test_accuracy[r],
-                    "train_loss": h.train_loss[r],
-                    "epsilon_spent": h.epsilon_spent[g],
-                } for h in history],
+                "rounds": [_round_record(h, r, g) for h in history],
             })
         return cls(config=config, dataset=dataset.name, clients=clients, runs=runs,
                    final_theta=theta)
@@ -129,14 +127,16 @@ class SimResult:
     def to_json(self) -> dict[str, Any]:
         """The ``result.json`` document (schema: ``fedqr/sim/result.schema.json``).
 
-        Non-finite metrics (a diverged run) are ``null``; ``diverged_round`` is the first
-        evaluated round with a non-finite metric (``null``: the run stayed finite).
+        Non-finite metrics (a diverged run) are ``null``, as is a training objective that was
+        not evaluated; ``diverged_round`` is the first evaluated round with a non-finite
+        metric (``null``: the run stayed finite).
         """
         runs = finite_json(self.runs)
-        for run in runs:
+        for run, raw in zip(runs, self.runs, strict=True):
             run["diverged_round"] = next(
-                (rd["round"] for rd in run["rounds"]
-                 if None in (rd["test_loss"], rd["test_accuracy"], rd["train_loss"])), None)
+                (rd["round"] for rd in raw["rounds"]
+                 if any(_nonfinite(rd[k]) for k in ("test_loss", "test_accuracy"))
+                 or (rd["train_loss"] is not None and _nonfinite(rd["train_loss"]))), None)
         first = [r["diverged_round"] for r in runs if r["diverged_round"] is not None]
         return {
             "fedqr_result": 1,
@@ -156,6 +156,26 @@ class SimResult:
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write ``result.json`` atomically."""
         write_json_atomic(Path(path), self.to_json())
+
+
+def _round_record(h: RoundMetrics, r: int, g: int) -> dict[str, Any]:
+    """Repeat r's metrics after round ``h.round`` (schedule group g); ``train_loss_stderr``
+    only for a sampled training objective."""
+    record: dict[str, Any] = {
+        "round": h.round,
+        "test_loss": h.test_loss[r],
+        "test_accuracy": h.test_accuracy[r],
+        "train_loss": h.train_loss[r] if h.train_loss is not None else None,
+        "epsilon_spent": h.epsilon_spent[g],
+    }
+    if h.train_loss_stderr is not None:
+        record["train_loss_stderr"] = h.train_loss_stderr[r]
+    return record
+
+
+def _nonfinite(value: Any) -> bool:
+    """Whether a metric is missing (``None``), NaN or infinite."""
+    return value is None or (isinstance(value, float | int) and not math.isfinite(value))
 
 
 def _largest(values: list[Any]) -> Any:
