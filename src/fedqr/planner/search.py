@@ -19,6 +19,8 @@
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,10 +28,12 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
+from fedqr.planner.budget import CostModel
 from fedqr.planner.grids import b_grid, log_grid, q_grid, refine_b, refine_q
 from fedqr.planner.noise import NoiseBook
 from fedqr.planner.scenario import Scenario
 from fedqr.planner.twin import Proxy, TwinRun, simulate_columns
+from fedqr.planner.twin_kernel import KernelProxy, TwinWork, simulate_columns_kernel
 
 __all__ = ["Prediction", "SearchSettings", "Searcher"]
 
@@ -61,6 +65,11 @@ class SearchSettings:
         The fine T grid is simulated up to this T* and read off a fitted curve beyond.
     seed:
         Seed of the twin's draws.
+    time_budget_s:
+        Estimated seconds the twin of a model other than softmax regression may simulate
+        (``None``: :data:`fedqr.planner.budget.DEFAULT_BUDGET_S`); the work is estimated,
+        not clocked, so plans are reproducible (:mod:`fedqr.planner.budget`). The logistic
+        twin always runs its whole search.
     """
 
     repeats: int | None = None
@@ -73,6 +82,7 @@ class SearchSettings:
     race_margin: float = 0.02
     fine_simulate_up_to: int = 256
     seed: int = 0
+    time_budget_s: float | None = None
 
     def __post_init__(self) -> None:
         if self.repeats is not None and self.repeats < 2:
@@ -84,6 +94,10 @@ class SearchSettings:
             raise ValueError(f"coarse_ratio must be > 1, got {self.coarse_ratio}")
         if not 1 < self.fine_ratio <= 1.25:
             raise ValueError(f"fine_ratio must be in (1, 1.25], got {self.fine_ratio}")
+        if self.time_budget_s is not None and not (
+                self.time_budget_s > 0 and math.isfinite(self.time_budget_s)):
+            raise ValueError(f"time_budget_s must be > 0 and finite, got "
+                             f"time_budget_s={self.time_budget_s}")
 
 
 @dataclass(frozen=True)
@@ -113,13 +127,18 @@ class Searcher:
     ``memo`` (a re-plan with the same memo simulates nothing)."""
 
     scenario: Scenario
-    proxy: Proxy
+    proxy: Proxy | KernelProxy
     settings: SearchSettings
     device: torch.device
     memo: Memo = field(default_factory=dict)
     fitted: Memo = field(default_factory=dict)  # read off fitted curves, not simulated
     progress: Progress | None = None
+    cost: CostModel | None = None  # with budget_s: skip optional batches beyond the budget
+    budget_s: float | None = None
     simulated_rounds: int = 0
+    column_rounds: int = 0  # rounds summed over every simulated column (horizon x repeat)
+    columns: int = 0  # simulated columns (horizons x repeats)
+    sim_time_s: float = 0.0  # wall time spent simulating
 
     def __post_init__(self) -> None:
         self._noise = NoiseBook(scenario=self.scenario, sizes=self.proxy.real_sizes,
@@ -127,10 +146,32 @@ class Searcher:
         self._gen = torch.Generator(device=self.device).manual_seed(self.settings.seed)
         self.repeats = self.settings.repeats or auto_repeats(int(self.proxy.proxy_sizes.sum()))
         self._coarse_keys: set[tuple[int, float, int]] = set()  # what steps 1-2 asked for
+        self.estimated_s = 0.0  # estimated seconds of every batch asked for (memo or not)
+        self.skipped: list[str] = []  # batches left out for the budget
+        self._charged: set[tuple[int, float, int]] = set()
+        self._work = TwinWork()
+        self._init = (self.proxy.initial(repeats=self.repeats, seed=self.settings.seed)
+                      if isinstance(self.proxy, KernelProxy) else None)
+
+    @property
+    def row_gradients(self) -> int | None:
+        """Per-sample gradients the kernel twin computed (``None``: the logistic twin)."""
+        return self._work.row_gradients if isinstance(self.proxy, KernelProxy) else None
+
+    def untrained_loss(self) -> float:
+        """Test loss of the untrained model: ``log k`` for softmax regression from zero, the
+        mean over the twin's initial models for any other model."""
+        if isinstance(self.proxy, KernelProxy):
+            assert self._init is not None  # set with a kernel proxy
+            return float(self.proxy.engine.test_loss(self._init).mean())
+        return untrained_loss(self.proxy)
 
     # -- simulation ---------------------------------------------------------------------
-    def evaluate(self, b: int, q: float, rounds: list[int]) -> None:
-        """Simulate the horizons of ``rounds`` not yet in the memo (one batch)."""
+    def evaluate(self, b: int, q: float, rounds: list[int], *, optional: bool = False) -> None:
+        """Simulate the horizons of ``rounds`` not yet in the memo (one batch); an
+        ``optional`` batch is left out when it would take the estimate over the budget."""
+        if not self._within_budget(b, q, rounds, optional=optional):
+            return
         self._coarse_keys.update((b, q, int(t)) for t in rounds)
         todo = sorted({t for t in rounds if (b, q, t) not in self.memo})
         if not todo:
@@ -148,11 +189,36 @@ class Searcher:
             if self.progress is not None:
                 self.progress(label, done + t)
 
-        losses = simulate_columns(self.proxy, run, horizons=hs, std=std, generator=self._gen,
-                                  on_round=tick)
+        started = time.perf_counter()
+        if isinstance(self.proxy, KernelProxy):
+            assert self._init is not None  # set with a kernel proxy
+            losses = simulate_columns_kernel(self.proxy, run, horizons=hs, std=std,
+                                             generator=self._gen, init=self._init,
+                                             on_round=tick, work=self._work)
+        else:
+            losses = simulate_columns(self.proxy, run, horizons=hs, std=std,
+                                      generator=self._gen, on_round=tick)
+        self.sim_time_s += time.perf_counter() - started
         self.simulated_rounds += int(hs.max())
+        self.column_rounds += int(hs.sum()) * self.repeats
+        self.columns += len(hs) * self.repeats
         for t, row in zip(todo, losses, strict=True):
             self.memo[(b, q, t)] = tuple(float(v) for v in row)
+
+    def _within_budget(self, b: int, q: float, rounds: list[int], *, optional: bool) -> bool:
+        """Charge the estimate of the horizons not charged before (memoised or not, so a
+        re-plan from the cache takes the same path); ``False``: an optional batch that
+        does not fit."""
+        if self.cost is None or self.budget_s is None:
+            return True
+        new = sorted({int(t) for t in rounds if (b, q, int(t)) not in self._charged})
+        price = self.cost.batch_s(b=b, q=q, horizons=new, repeats=self.repeats)
+        if optional and new and self.estimated_s + price > self.budget_s:
+            self.skipped.append(f"b={b} q={q:g} T={','.join(map(str, new))}")
+            return False
+        self.estimated_s += price
+        self._charged.update((b, q, t) for t in new)
+        return True
 
     def predictions(self, keys: set[tuple[int, float, int]] | None = None) -> list[Prediction]:
         """Every simulated schedule (or those of ``keys``), best first."""
@@ -178,39 +244,32 @@ class Searcher:
     def run(self) -> list[Prediction]:
         """Search and return every prediction, best first."""
         s = self.scenario
-        n = s.num_clients
-        bs = [s.clients_per_round] if s.clients_per_round else [int(b) for b in b_grid(n)]
-        if not s.poisson:
-            qs = [1.0]
-        elif s.sample_rate is not None:
-            qs = [s.sample_rate]
-        else:
-            qs = [float(q) for q in q_grid(int(self.proxy.real_sizes.min()))]
+        bs, qs = first_arms(s, self.proxy.real_sizes)
         if s.rounds is not None:
             for b in bs:
                 for q in qs:
                     self.evaluate(b, q, [0, s.rounds])
             self._refine_b_q(bs, qs, fixed_t=s.rounds)
             return self.predictions()
-        self._race([(b, q) for b in bs for q in qs])
+        self._race([(b, q) for b in bs for q in qs], optional=False)
         self._refine_b_q(bs, qs, fixed_t=None)
         self._fine()
         return self.predictions()
 
-    def _race(self, arms: list[tuple[int, float]]) -> None:
+    def _race(self, arms: list[tuple[int, float]], *, optional: bool = True) -> None:
         """Coarse horizons up to ``t_first`` for every arm, then doublings for the arms that
         still improve and can still win (module docstring, step 1)."""
         st = self.settings
-        grid = [0, *[int(t) for t in log_grid(1, st.t_first, ratio=st.coarse_ratio)]]
+        grid = first_grid(self.scenario, st)
         for b, q in arms:
-            self.evaluate(b, q, grid)
+            self.evaluate(b, q, grid, optional=optional)
         hi = st.t_first
         alive = [arm for arm in arms if self._still_falling(*arm, hi)]
         while alive and hi < st.t_limit:
             alive = self._survivors(alive, hi)
             new_hi = min(st.t_limit, max(hi + 1, int(hi * st.coarse_ratio)))
             for b, q in alive:
-                self.evaluate(b, q, [new_hi])
+                self.evaluate(b, q, [new_hi], optional=True)
             hi = new_hi
             alive = [arm for arm in alive if self._still_falling(*arm, hi)]
 
@@ -244,7 +303,7 @@ class Searcher:
             new_bs = refine_b(best.clients_per_round, set(bs), s.num_clients)
             if fixed_t:
                 for b in new_bs:
-                    self.evaluate(b, best.sample_rate, [0, fixed_t])
+                    self.evaluate(b, best.sample_rate, [0, fixed_t], optional=True)
             else:
                 self._race([(b, best.sample_rate) for b in new_bs])
         if s.poisson and s.sample_rate is None:
@@ -252,7 +311,7 @@ class Searcher:
             new_qs = refine_q(best.sample_rate, np.asarray(qs))
             if fixed_t:
                 for q in new_qs:
-                    self.evaluate(best.clients_per_round, q, [0, fixed_t])
+                    self.evaluate(best.clients_per_round, q, [0, fixed_t], optional=True)
             else:
                 self._race([(best.clients_per_round, q) for q in new_qs])
 
@@ -271,7 +330,7 @@ class Searcher:
             lo, hi = max(1, t_best // 2), min(st.t_limit, 2 * t_best)
             fine = [int(t) for t in log_grid(lo, max(lo, hi), ratio=st.fine_ratio)]
             if t_best <= st.fine_simulate_up_to:
-                self.evaluate(b, q, fine)
+                self.evaluate(b, q, fine, optional=True)
             else:
                 self._fit(b, q, fine, coarse)
 
@@ -295,6 +354,28 @@ class Searcher:
             xt = np.log(float(t))
             values = coef[0] * xt ** 2 + coef[1] * xt + coef[2]
             self.fitted[(b, q, t)] = tuple(float(v) for v in values)
+
+
+def first_arms(scenario: Scenario, real_sizes: NDArray[np.int64]
+               ) -> tuple[list[int], list[float]]:
+    """The b and q the search starts from (the coarse race's arms are their pairs)."""
+    s = scenario
+    bs = [s.clients_per_round] if s.clients_per_round else [int(b) for b in b_grid(
+        s.num_clients)]
+    if not s.poisson:
+        qs = [1.0]
+    elif s.sample_rate is not None:
+        qs = [s.sample_rate]
+    else:
+        qs = [float(q) for q in q_grid(int(np.min(real_sizes)))]
+    return bs, qs
+
+
+def first_grid(scenario: Scenario, settings: SearchSettings) -> list[int]:
+    """The horizons of the first coarse pass (``[0, T]`` when the scenario fixes T)."""
+    if scenario.rounds is not None:
+        return [0, scenario.rounds]
+    return [0, *[int(t) for t in log_grid(1, settings.t_first, ratio=settings.coarse_ratio)]]
 
 
 AUTO_REPEAT_ROWS = 9000
