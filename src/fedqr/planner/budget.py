@@ -2,12 +2,12 @@
 
 A torch model costs the twin far more per row than softmax regression, so a plan with one
 is made within a stated budget (``SearchSettings.time_budget_s``, default
-:data:`DEFAULT_BUDGET_S`). The budget is spent on an *estimate* of the work, not on the
+:func:`default_budget_s`). The budget is spent on an *estimate* of the work, not on the
 clock, so a plan is reproducible (the same plan on every machine, and a re-plan from the
 cache takes the same path): :class:`CostModel` prices a batch of columns from the rows per
 round, the columns, the model's size, the test rows and a per-call overhead, with constants
-measured on 2 CPU threads (``bench/twin_models.py`` prints the estimate next to the wall
-time).
+fitted to CPU time on one thread (two threads are faster; ``bench/twin_models.py`` prints
+the estimate next to the wall and CPU time).
 
 :func:`size_twin` sizes the twin before the search: the coarse race of the first arms
 (b, q) is given at most :data:`COARSE_SHARE` of the budget, by evaluating fewer test rows
@@ -29,21 +29,28 @@ import numpy as np
 from fedqr.planner.twin import MIN_PROXY_ROWS as MIN_ROWS_PER_CLIENT
 
 __all__ = ["COARSE_SHARE", "DEFAULT_BUDGET_S", "TWIN_COST_VERSION", "CostModel", "TwinSize",
-           "size_twin"]
+           "default_budget_s", "size_twin"]
 
 TWIN_COST_VERSION = 1
 """Bumped when the constants change (the plans a budget buys change with them)."""
-DEFAULT_BUDGET_S = 60.0
-"""Estimated seconds of a kernel twin's plan when no budget is given."""
+DEFAULT_BUDGET_S = (15.0, 45.0)
+"""Estimated seconds of a kernel twin's plan when no budget is given: 12 s per 1,000 proxy
+rows within these bounds (:func:`default_budget_s`)."""
 COARSE_SHARE = 0.4
 """Share of the budget the coarse race of the first arms may take."""
 MIN_TEST_ROWS = 1000
 
-# Seconds per row x column x parameter (gradient sums; forward only for the test loss) and
-# per call of the engine, on 2 CPU threads (bench/twin_models.py).
-_GRAD_S = {"stacked": 0.5e-9, "loop": 2.0e-9}
-_EVAL_S = {"stacked": 0.15e-9, "loop": 0.5e-9}
-_CALL_S = {"stacked": 1.5e-3, "loop": 2.0e-3}
+# CPU seconds on one thread, fitted to 99 batches of the MNIST 784-64-10 and heart-disease
+# 10-32-2 MLPs (bench/twin_models.py --calibrate; the stacked engine's estimates within
+# 0.6-1.4x of the measurements): per row x column x parameter of the gradient sums, per
+# engine call, per column-round x parameter (the update of theta, the noise), per test row x
+# column x parameter, per evaluation, and per round (the twin's own bookkeeping).
+_GRAD_S = {"stacked": 6.7e-11, "loop": 2.6e-10}
+_CALL_S = {"stacked": 0.8e-3, "loop": 0.6e-3}
+_COLUMN_S = {"stacked": 2.3e-8, "loop": 3.0e-8}
+_EVAL_S = {"stacked": 1.3e-11, "loop": 6.0e-11}
+_EVAL_CALL_S = {"stacked": 3.0e-3, "loop": 7.0e-3}
+_ROUND_S = {"stacked": 1.35e-3, "loop": 5.0e-3}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,13 +76,20 @@ class CostModel:
             return 0.0
         t_max = max(hs)
         column_rounds = repeats * sum(hs)
-        grad = column_rounds * self.rows_per_round(b, q) * self.num_params * _GRAD_S[self.engine]
-        if self.engine == "loop":
-            calls = column_rounds * b
-        else:
-            calls = t_max * (repeats if q < 1 else 1)
-        evals = repeats * len(hs) * self.test_rows * self.num_params * _EVAL_S[self.engine]
-        return grad + calls * _CALL_S[self.engine] + evals + len(set(hs)) * _CALL_S[self.engine]
+        e = self.engine
+        rows = self.rows_per_round(b, q)
+        calls = column_rounds * b if e == "loop" else t_max * (repeats if q < 1 else 1)
+        work = column_rounds * self.num_params * (rows * _GRAD_S[e] + _COLUMN_S[e])
+        evals = repeats * len(hs) * self.test_rows * self.num_params * _EVAL_S[e]
+        return (work + calls * _CALL_S[e] + t_max * _ROUND_S[e] + evals
+                + len(set(hs)) * _EVAL_CALL_S[e])
+
+
+def default_budget_s(proxy_rows: int) -> float:
+    """The budget of a plan that names none: 12 s per 1,000 proxy rows, from 15 s to 45 s
+    (heart disease's 486 rows: 15 s; MNIST's automatic 4,000: 45 s)."""
+    lo, hi = DEFAULT_BUDGET_S
+    return float(min(hi, max(lo, 12.0 * proxy_rows / 1000)))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -172,6 +172,7 @@ class StackedColumns:
         self.x_test = data.x_test.view(-1, *kernel.input_shape)
         self.y_test = data.y_test
         self.chunk_rows = chunk_rows
+        self._rows: dict[tuple[tuple[int, ...], tuple[float, ...]], tuple[Tensor, Tensor]] = {}
 
     def _params(self, theta: Tensor) -> dict[str, Tensor]:
         out, pos = {}, 0
@@ -256,39 +257,53 @@ class StackedColumns:
     def _sums(self, theta: Tensor, x: Tensor, y: Tensor, w: Tensor, clip: float) -> Tensor:
         """``sum_j w_j clip(grad_j)`` over rows ``x`` shared by every column, ``(A, P)``."""
         params = self._params(theta)
-        out = torch.zeros_like(theta)
-        order = 1 if self.norm is Norm.L1 else 2
+        total: Tensor | None = None
         for start in range(0, x.shape[0], self.chunk_rows):
             sl = slice(start, start + self.chunk_rows)
-            gs, acts = self._grads(params, x[sl], y[sl])
-            total = torch.zeros(gs[0].shape[:2], dtype=theta.dtype, device=theta.device)
-            for (_, _, bias), g, a in zip(self.layers, gs, acts, strict=True):
-                if g.dim() != 3 or a.dim() not in (2, 3):
-                    raise ValueError("the stacked twin needs 2-D inputs to Linear layers")
-                gn = torch.linalg.vector_norm(g, ord=order, dim=-1) ** order
-                total += gn * torch.linalg.vector_norm(a, ord=order, dim=-1) ** order
-                if bias is not None:
-                    total += gn
-            norms = total if order == 1 else total.sqrt()
-            scale = (clip / norms).clamp(max=1.0) * w[sl]  # (A, m)
-            for (_, w_sl, bias), g, a in zip(self.layers, gs, acts, strict=True):
-                sg = g * scale[..., None]  # (A, m, out)
-                if a.dim() == 2:  # the shared input of the first layer: one GEMM
-                    gw = (sg.transpose(1, 2).reshape(-1, sg.shape[1]) @ a).view(
-                        theta.shape[0], -1)
-                else:
-                    gw = torch.bmm(sg.transpose(1, 2), a).flatten(1)
-                out[:, w_sl] += gw
-                if bias is not None:
-                    out[:, bias] += sg.sum(dim=1)
-        return out
+            part = self._chunk(params, x[sl], y[sl], w[sl], clip, theta.shape[0])
+            total = part if total is None else total.add_(part)
+        return total if total is not None else torch.zeros_like(theta)
+
+    def _chunk(self, params: dict[str, Tensor], x: Tensor, y: Tensor, w: Tensor, clip: float,
+               a_cols: int) -> Tensor:
+        """One chunk of :meth:`_sums`: per-sample norms ``||g|| ||a||`` per layer (and
+        ``||g||`` per bias), then one product per layer of the scaled ``g`` and ``a``."""
+        gs, acts = self._grads(params, x, y)
+
+        def power(t: Tensor) -> Tensor:  # ||t||^2 (l2) or ||t||_1 (l1) along the last axis
+            return t.abs().sum(dim=-1) if self.norm is Norm.L1 else t.square().sum(dim=-1)
+
+        total = torch.zeros(gs[0].shape[:2], dtype=x.dtype, device=x.device)
+        for (_, _, bias), g, a in zip(self.layers, gs, acts, strict=True):
+            if g.dim() != 3 or a.dim() not in (2, 3):
+                raise ValueError("the stacked twin needs 2-D inputs to Linear layers")
+            gn = power(g)
+            total += gn * (power(a) + 1.0) if bias is not None else gn * power(a)
+        norms = total if self.norm is Norm.L1 else total.sqrt()
+        scale = (clip / norms).clamp(max=1.0) * w  # (A, m)
+        parts: dict[int, Tensor] = {}
+        for (_, w_sl, bias), g, a in zip(self.layers, gs, acts, strict=True):
+            sg = g * scale[..., None]  # (A, m, out)
+            if a.dim() == 2:  # the shared input of the first layer: one GEMM
+                parts[w_sl.start] = (sg.transpose(1, 2).reshape(-1, sg.shape[1]) @ a).view(
+                    a_cols, -1)
+            else:
+                parts[w_sl.start] = torch.bmm(sg.transpose(1, 2), a).flatten(1)
+            if bias is not None:
+                parts[bias.start] = sg.sum(dim=1)
+        return torch.cat([parts[k] for k in sorted(parts)], dim=1)
 
     def _client_rows(self, sel: NDArray[np.int64], weight: Tensor) -> tuple[Tensor, Tensor]:
-        idx = [torch.arange(int(self.offsets[i]), int(self.offsets[i + 1]),
-                            device=self.x.device) for i in sel]
-        w = torch.cat([torch.full((len(r),), float(v), dtype=self.x.dtype, device=self.x.device)
-                       for r, v in zip(idx, weight.tolist(), strict=True)])
-        return torch.cat(idx), w
+        """The rows of the selected clients and each row's weight (cached: round robin
+        selects the same few client sets again and again)."""
+        key = (tuple(int(i) for i in sel), tuple(weight.tolist()))
+        if key not in self._rows:
+            idx = [torch.arange(int(self.offsets[i]), int(self.offsets[i + 1]),
+                                device=self.x.device) for i in sel]
+            w = torch.cat([torch.full((len(r),), v, dtype=self.x.dtype, device=self.x.device)
+                           for r, v in zip(idx, key[1], strict=True)])
+            self._rows[key] = (torch.cat(idx), w)
+        return self._rows[key]
 
     def full(self, theta: Tensor, sel: NDArray[np.int64], weight: Tensor, *,
              clip: float) -> Tensor:

@@ -169,6 +169,10 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
                f"{best.mean:.4f} is not {USEFUL_MARGIN:.0%} below the untrained model's "
                f"{base:.4f}; the budget is too small for even one useful reply at this clip "
                f"(raise eps, lower the clip, or use more data per client)")
+    for b, q, t in searcher.cut_short:
+        if (b, q) == (best.clients_per_round, best.sample_rate) and useful:
+            message += (f"; the twin's time budget ended the search of b={b} at T={t}, where "
+                        f"the loss still fell: a larger time budget may find a larger T")
     return Plan(recommended=best, predictions=predictions, untrained_loss=base, useful=useful,
                 message=message, data_used=twin.data_used,
                 privacy_cost=_privacy_cost(choice.use),
@@ -199,5 +203,8 @@ def _simulated(searcher: Searcher, twin: Twin) -> dict[str, Any]:
     if twin.size is not None:
         out.update({"time_budget_s": twin.size.budget_s, "estimated_s": searcher.estimated_s,
                     "coarse_estimated_s": twin.size.coarse_s,
-                    "skipped_for_budget": list(searcher.skipped)})
+                    "skipped_for_budget": [f"b={b} q={q:g} T={','.join(map(str, ts))}"
+                                           for b, q, ts in searcher.skipped],
+                    "still_falling_at": [f"b={b} q={q:g} T={t}"
+                                         for b, q, t in searcher.cut_short]})
     return out

@@ -12,7 +12,7 @@ import torch
 from fedqr.data import ClientData, Dataset
 from fedqr.data.source import DataSource
 from fedqr.models.kernel import Kernel
-from fedqr.planner.budget import DEFAULT_BUDGET_S, TwinSize, size_twin
+from fedqr.planner.budget import TwinSize, default_budget_s, size_twin
 from fedqr.planner.kernels import twin_kernel
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import SearchSettings, auto_repeats, first_arms, first_grid
@@ -111,7 +111,8 @@ def build_twin(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,
     proxy = make_kernel_proxy(kernel, train, rows=rows(share), test=train.dataset,
                               real_sizes=sizes, norm=norm, device=device)
     bs, qs = first_arms(scenario, np.asarray(sizes))
-    size = size_twin(budget_s=settings.time_budget_s or DEFAULT_BUDGET_S,
+    budget = settings.time_budget_s or default_budget_s(int(proxy.proxy_sizes.sum()))
+    size = size_twin(budget_s=budget,
                      arms=[(b, q) for b in bs for q in qs],
                      grid=first_grid(scenario, settings), engine=proxy.engine.name,
                      num_params=kernel.num_params, real_sizes=np.asarray(sizes), share=share,

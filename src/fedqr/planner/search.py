@@ -67,7 +67,7 @@ class SearchSettings:
         Seed of the twin's draws.
     time_budget_s:
         Estimated seconds the twin of a model other than softmax regression may simulate
-        (``None``: :data:`fedqr.planner.budget.DEFAULT_BUDGET_S`); the work is estimated,
+        (``None``: :func:`fedqr.planner.budget.default_budget_s`); the work is estimated,
         not clocked, so plans are reproducible (:mod:`fedqr.planner.budget`). The logistic
         twin always runs its whole search.
     """
@@ -147,7 +147,8 @@ class Searcher:
         self.repeats = self.settings.repeats or auto_repeats(int(self.proxy.proxy_sizes.sum()))
         self._coarse_keys: set[tuple[int, float, int]] = set()  # what steps 1-2 asked for
         self.estimated_s = 0.0  # estimated seconds of every batch asked for (memo or not)
-        self.skipped: list[str] = []  # batches left out for the budget
+        self.skipped: list[tuple[int, float, list[int]]] = []  # left out for the budget
+        self.cut_short: list[tuple[int, float, int]] = []  # arms the budget stopped falling
         self._charged: set[tuple[int, float, int]] = set()
         self._work = TwinWork()
         self._init = (self.proxy.initial(repeats=self.repeats, seed=self.settings.seed)
@@ -167,15 +168,16 @@ class Searcher:
         return untrained_loss(self.proxy)
 
     # -- simulation ---------------------------------------------------------------------
-    def evaluate(self, b: int, q: float, rounds: list[int], *, optional: bool = False) -> None:
+    def evaluate(self, b: int, q: float, rounds: list[int], *, optional: bool = False) -> bool:
         """Simulate the horizons of ``rounds`` not yet in the memo (one batch); an
-        ``optional`` batch is left out when it would take the estimate over the budget."""
+        ``optional`` batch is left out (``False``) when it would take the estimate over the
+        budget."""
         if not self._within_budget(b, q, rounds, optional=optional):
-            return
+            return False
         self._coarse_keys.update((b, q, int(t)) for t in rounds)
         todo = sorted({t for t in rounds if (b, q, t) not in self.memo})
         if not todo:
-            return
+            return True
         s = self.scenario
         run = TwinRun(mechanism=s.mechanism, clients_per_round=b, sample_rate=q, clip=s.clip,
                       lr=s.lr, weight_decay=s.weight_decay, aggregation=s.aggregation,
@@ -204,6 +206,7 @@ class Searcher:
         self.columns += len(hs) * self.repeats
         for t, row in zip(todo, losses, strict=True):
             self.memo[(b, q, t)] = tuple(float(v) for v in row)
+        return True
 
     def _within_budget(self, b: int, q: float, rounds: list[int], *, optional: bool) -> bool:
         """Charge the estimate of the horizons not charged before (memoised or not, so a
@@ -214,7 +217,7 @@ class Searcher:
         new = sorted({int(t) for t in rounds if (b, q, int(t)) not in self._charged})
         price = self.cost.batch_s(b=b, q=q, horizons=new, repeats=self.repeats)
         if optional and new and self.estimated_s + price > self.budget_s:
-            self.skipped.append(f"b={b} q={q:g} T={','.join(map(str, new))}")
+            self.skipped.append((b, q, new))
             return False
         self.estimated_s += price
         self._charged.update((b, q, t) for t in new)
@@ -269,7 +272,8 @@ class Searcher:
             alive = self._survivors(alive, hi)
             new_hi = min(st.t_limit, max(hi + 1, int(hi * st.coarse_ratio)))
             for b, q in alive:
-                self.evaluate(b, q, [new_hi], optional=True)
+                if not self.evaluate(b, q, [new_hi], optional=True):
+                    self.cut_short.append((b, q, hi))  # still falling at hi
             hi = new_hi
             alive = [arm for arm in alive if self._still_falling(*arm, hi)]
 
@@ -290,6 +294,8 @@ class Searcher:
         their communication."""
         curve = sorted((p.rounds, p.mean) for p in self.predictions(self._coarse_keys)
                        if p.clients_per_round == b and p.sample_rate == q)
+        if not curve:  # the arm was left out for the budget
+            return False
         best_t = min(curve, key=lambda tm: (tm[1], tm[0]))[0]
         if best_t < hi or len(curve) < 2:
             return False

@@ -136,7 +136,7 @@ def simulate_columns_kernel(proxy: KernelProxy, run: TwinRun, *, horizons: NDArr
     order = np.argsort(-np.asarray(horizons), kind="stable")  # running columns form a prefix
     hs = np.asarray(horizons)[order]
     std_sorted = torch.as_tensor(std[order], dtype=torch.float32, device=dev)  # (C, N)
-    n, p = len(proxy.real_sizes), proxy.num_params
+    n = len(proxy.real_sizes)
     q_twin = 1.0 if not run.sample_rate < 1 else min(
         1.0, run.sample_rate * float(proxy.real_sizes.sum()) / float(proxy.proxy_sizes.sum()))
     t_max = int(hs.max()) if len(hs) else 0
@@ -163,11 +163,11 @@ def simulate_columns_kernel(proxy: KernelProxy, run: TwinRun, *, horizons: NDArr
         th = theta[:a]
         c = torch.as_tensor(_weights(run, proxy.real_sizes, sel), dtype=torch.float32,
                             device=dev)
-        g_sum = _gradient_term(proxy, run, th, sel, c, q_twin=q_twin, generator=generator,
-                               work=work)
+        step = _gradient_term(proxy, run, th, sel, c, q_twin=q_twin, generator=generator,
+                              work=work)
         w = c[None, :] * std_sorted[:c_act][:, sel]  # (C, b): each reply's weighted std
-        noise = _noise(noise_kind, w, k_rep=k_rep, num_params=p, generator=generator)
-        theta = torch.cat([float(c.sum()) * th - run.lr.at(t) * (g_sum + noise), theta[a:]])
+        _add_noise(step, noise_kind, w, k_rep=k_rep, generator=generator)
+        th.mul_(float(c.sum())).sub_(step, alpha=run.lr.at(t))  # the running columns, in place
         stop = int((hs > t + 1).sum())
         if stop < c_act:
             record(slice(stop, c_act))
@@ -176,17 +176,20 @@ def simulate_columns_kernel(proxy: KernelProxy, run: TwinRun, *, horizons: NDArr
     return losses[np.argsort(order, kind="stable")]
 
 
-def _noise(kind: Mechanism, w: Tensor, *, k_rep: int, num_params: int,
-           generator: torch.Generator) -> Tensor:
-    """``sum_i w_i z_i`` of every running column, ``(C K, P)``; the unit draws of a repeat are
-    shared by its columns (the logistic twin's draws, in its order)."""
+def _add_noise(step: Tensor, kind: Mechanism, w: Tensor, *, k_rep: int,
+               generator: torch.Generator) -> None:
+    """Add ``sum_i w_i z_i`` to every running column of ``step`` (``(C K, P)``); the unit draws
+    of a repeat are shared by its columns (the logistic twin's draws, in its order)."""
     c_act, b = w.shape
+    p = step.shape[1]
     dev = w.device
+    out = step.view(c_act, k_rep, p)
     if kind is Mechanism.GAUSSIAN:  # sum_i w_i z_i is N(0, sum_i w_i^2): one draw per repeat
-        unit = draw_noise(kind, torch.ones(k_rep, device=dev), num_params, generator)
-        return (w.square().sum(dim=1).sqrt()[:, None, None] * unit).reshape(-1, num_params)
-    unit = draw_noise(kind, torch.ones(k_rep, b, device=dev), num_params, generator)
-    return torch.einsum("cb,kbp->ckp", w, unit).reshape(c_act * k_rep, num_params)
+        unit = draw_noise(kind, torch.ones(k_rep, device=dev), p, generator)
+        out.addcmul_(w.square().sum(dim=1).sqrt()[:, None, None], unit[None])
+    else:
+        unit = draw_noise(kind, torch.ones(k_rep, b, device=dev), p, generator)
+        out.add_(torch.einsum("cb,kbp->ckp", w, unit))
 
 
 def _gradient_term(proxy: KernelProxy, run: TwinRun, theta: Tensor, sel: NDArray[np.int64],
@@ -206,4 +209,4 @@ def _gradient_term(proxy: KernelProxy, run: TwinRun, theta: Tensor, sel: NDArray
         rows = int(positions[1].sum()) * (theta.shape[0] // run.repeats)
     if work is not None:
         work.row_gradients += rows
-    return g + float(c.sum()) * run.weight_decay * theta
+    return g.add_(theta, alpha=float(c.sum()) * run.weight_decay)
