@@ -1,0 +1,89 @@
+"""Cost control of the kernel twin: sized before the search, spent deterministically."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from fedqr.data import DatasetName, DataSpec, PartitionKind
+from fedqr.models.logreg import Norm
+from fedqr.models.zoo import make_kernel
+from fedqr.planner import Scenario, SearchSettings
+from fedqr.planner.budget import COARSE_SHARE, CostModel, default_budget_s, size_twin
+from fedqr.planner.search import Searcher, auto_repeats
+from fedqr.planner.twin_kernel import make_kernel_proxy
+from fedqr.privacy import Mechanism
+from fedqr.sim.config import LearningRate
+
+SPEC = DataSpec(dataset=DatasetName.DIGITS, partition=PartitionKind.TWO_DIGITS, num_clients=4)
+SIZES = np.array([15000, 15000, 15000, 15000])
+
+
+def _size(budget: float, **kw: object) -> object:
+    args: dict[str, object] = dict(
+        budget_s=budget, arms=[(1, 1.0), (2, 1.0), (4, 1.0)], grid=[0, 1, 2, 4, 8, 16, 32, 64],
+        engine="stacked", num_params=50890, real_sizes=SIZES, share=0.1, test_rows=10000,
+        repeats=None, auto_repeats=auto_repeats)
+    args.update(kw)
+    return size_twin(**args)  # type: ignore[arg-type]
+
+
+def test_the_twin_is_sized_to_its_budget() -> None:
+    roomy = _size(1e4)
+    assert (roomy.share, roomy.test_rows, roomy.repeats) == (0.1, 10000, 3)  # type: ignore[attr-defined]
+    tight = _size(20.0)
+    assert tight.coarse_s <= COARSE_SHARE * 20.0  # type: ignore[attr-defined]
+    assert tight.test_rows < 10000 or tight.share < 0.1  # type: ignore[attr-defined]
+    tiny = _size(1e-3)  # nothing fits: the smallest twin, still planned
+    assert tiny.repeats == 2 and tiny.test_rows == 1000  # type: ignore[attr-defined]
+    assert tiny.share == pytest.approx(16 * 4 / SIZES.sum())  # type: ignore[attr-defined]
+    assert _size(1e-3, repeats=5).repeats == 5  # type: ignore[attr-defined]
+    with pytest.raises(ValueError, match="time_budget_s must be > 0"):
+        _size(0.0)
+    assert default_budget_s(486) == 15.0 and default_budget_s(4000) == 45.0
+
+
+def test_the_cost_model_grows_with_the_work() -> None:
+    cost = CostModel(engine="stacked", num_params=1000, num_clients=4, proxy_rows=400,
+                     real_rows=4000, test_rows=100)
+    base = cost.batch_s(b=2, q=1.0, horizons=[0, 4, 8], repeats=3)
+    assert cost.batch_s(b=4, q=1.0, horizons=[0, 4, 8], repeats=3) > base
+    assert cost.batch_s(b=2, q=1.0, horizons=[0, 4, 16], repeats=3) > base
+    assert cost.batch_s(b=2, q=1.0, horizons=[0, 4, 8], repeats=6) > base
+    # Poisson batches: fewer rows, but one call per repeat and round (a tiny model pays more)
+    assert cost.batch_s(b=2, q=0.01, horizons=[0, 4, 8], repeats=3) > base
+    big = dataclasses.replace(cost, num_params=50890)
+    assert big.batch_s(b=2, q=0.01, horizons=[0, 4, 8], repeats=3) < big.batch_s(
+        b=2, q=1.0, horizons=[0, 4, 8], repeats=3)
+    assert cost.rows_per_round(2, 0.01) == pytest.approx(2 / 4 * 400 * 0.1)  # q sum(d)/sum(m)
+    assert cost.batch_s(b=2, q=1.0, horizons=[], repeats=3) == 0.0
+
+
+def test_an_exhausted_budget_skips_every_optional_batch_the_same_way_twice() -> None:
+    data = SPEC.build()
+    kernel = make_kernel("mlp", input_shape=(64,), num_classes=10, hidden=(8,))
+    rows = tuple(np.asarray(i)[:40] for i in data.partition.indices)
+    proxy = make_kernel_proxy(kernel, data, rows=rows, test=data.dataset,
+                              real_sizes=data.partition.sizes, norm=Norm.L1,
+                              device=torch.device("cpu"))
+    sc = Scenario(data=SPEC, mechanism=Mechanism.LAPLACE, eps=(4.0,), clip=20.0,
+                  sample_rate=1.0, lr=LearningRate(eta0=0.3))
+    cost = CostModel(engine=proxy.engine.name, num_params=proxy.num_params, num_clients=4,
+                     proxy_rows=160, real_rows=int(data.partition.sizes.sum()), test_rows=359)
+    st = SearchSettings(repeats=2, t_first=8, t_limit=64)
+
+    def searcher(memo: dict[tuple[int, float, int], tuple[float, ...]]) -> Searcher:
+        return Searcher(scenario=sc, proxy=proxy, settings=st, device=torch.device("cpu"),
+                        memo=memo, cost=cost, budget_s=1e-6)
+
+    first = searcher({})
+    predictions = first.run()
+    assert first.skipped and first.estimated_s > 1e-6  # the first race always runs
+    assert {p.rounds for p in predictions} <= {0, 1, 2, 4, 8}  # nothing beyond it
+    assert not first.evaluate(1, 1.0, [16], optional=True)
+    again = searcher(dict(first.memo))
+    assert again.run() == predictions and again.simulated_rounds == 0
+    assert again.skipped == first.skipped[:-1]  # the same path (without the call above)
