@@ -43,6 +43,7 @@ from fedqr.models.logreg import Norm
 from fedqr.models.logreg_pass import poisson_positions
 from fedqr.models.zoo import make_kernel
 from fedqr.planner import Scenario, SearchSettings, make_plan
+from fedqr.planner.budget import CONSTANTS, TERMS, CostModel
 from fedqr.planner.columns import LoopColumns, StackedColumns
 from fedqr.planner.twin import TwinRun, proxy_rows
 from fedqr.planner.twin_kernel import KernelProxy, make_kernel_proxy, simulate_columns_kernel
@@ -163,11 +164,16 @@ def plans(tmp: Path, budget: float | None) -> None:
                   f"{len(sim['skipped_for_budget'])} batches; {plan.message}", flush=True)
 
 
-def _batches(tmp: Path) -> Iterator[dict[str, Any]]:
+def _batches(tmp: Path) -> Iterator[tuple[str, dict[str, float], float]]:
+    """(engine, cost-model counts, CPU seconds) of timed batches of both MLPs."""
     for name, _, data, kernel in workloads(tmp):
         n = data.partition.num_clients
         for engine in ("stacked", "loop"):
             proxy = _proxy(data, kernel, engine)
+            cost = CostModel(engine=engine, num_params=proxy.num_params, num_clients=n,
+                             proxy_rows=int(proxy.proxy_sizes.sum()),
+                             real_rows=int(data.partition.sizes.sum()),
+                             test_rows=proxy.num_test, features=data.dataset.num_features)
             for q in (0.01, 1.0):
                 for b in sorted({1, n // 2, n}):
                     for hs, k in (([0, 1, 2, 4, 8, 16], 3), ([32], 3), ([0, 2, 8], 8),
@@ -183,35 +189,26 @@ def _batches(tmp: Path) -> Iterator[dict[str, Any]]:
                         simulate_columns_kernel(proxy, run, horizons=np.array(hs),
                                                 std=np.full((len(hs), n), 0.01),
                                                 generator=torch.Generator(), init=init)
-                        yield {"engine": engine, "P": proxy.num_params, "N": n, "b": b, "q": q,
-                               "proxy": int(proxy.proxy_sizes.sum()), "hs": hs, "K": k,
-                               "real": int(data.partition.sizes.sum()), "test": proxy.num_test,
-                               "cpu": time.process_time() - c}
+                        yield engine, cost.counts(b=b, q=q, horizons=hs, repeats=k), (
+                            time.process_time() - c)
 
 
 def calibrate(tmp: Path) -> None:
-    """Fit the cost model's constants to measured batches (module docstring)."""
+    """Fit :data:`fedqr.planner.budget.CONSTANTS` to measured batches (module docstring)."""
     from scipy.optimize import nnls
 
     recs = list(_batches(tmp))
-    names = ("grad", "call", "column", "eval", "eval_call", "round")
     for engine in ("stacked", "loop"):
-        x, y = [], []
-        for r in (r for r in recs if r["engine"] == engine):
-            q_twin = 1.0 if r["q"] >= 1 else min(1.0, r["q"] * r["real"] / r["proxy"])
-            rows = r["b"] / r["N"] * r["proxy"] * q_twin
-            cr, t_max = r["K"] * sum(r["hs"]), max(r["hs"])
-            calls = cr * r["b"] if engine == "loop" else t_max * (r["K"] if r["q"] < 1 else 1)
-            x.append([cr * rows * r["P"], calls, cr * r["P"],
-                      r["K"] * len(r["hs"]) * r["test"] * r["P"], len(set(r["hs"])), t_max])
-            y.append(r["cpu"])
-        xa, ya = np.asarray(x, dtype=float), np.asarray(y)
+        xa = np.asarray([[c[t] for t in TERMS] for e, c, _ in recs if e == engine], dtype=float)
+        ya = np.asarray([s for e, _, s in recs if e == engine])
         w = 1 / np.maximum(ya, 1e-3)
         coef, _ = nnls(xa * w[:, None], ya * w)
-        ratio = xa @ coef / ya
-        print(f"{engine}: " + ", ".join(f"{n} {v:.3g}" for n, v in zip(names, coef, strict=True))
-              + f"; estimate / measured {ratio.min():.2f}..{ratio.max():.2f} "
-                f"(median {np.median(ratio):.2f}, {len(ya)} batches)")
+        now = np.asarray([CONSTANTS[engine][t] for t in TERMS])
+        for label, c in (("fitted", coef), ("in use", now)):
+            ratio = xa @ c / ya
+            print(f"{engine} {label}: " + ", ".join(f"{t} {v:.3g}" for t, v in zip(
+                TERMS, c, strict=True)) + f"; estimate / measured {ratio.min():.2f}.."
+                f"{ratio.max():.2f} (median {np.median(ratio):.2f}, {len(ya)} batches)")
 
 
 def main() -> None:

@@ -25,7 +25,8 @@ SIZES = np.array([15000, 15000, 15000, 15000])
 def _size(budget: float, **kw: object) -> object:
     args: dict[str, object] = dict(
         budget_s=budget, arms=[(1, 1.0), (2, 1.0), (4, 1.0)], grid=[0, 1, 2, 4, 8, 16, 32, 64],
-        engine="stacked", num_params=50890, real_sizes=SIZES, share=0.1, test_rows=10000,
+        engine="stacked", num_params=50890, features=784, real_sizes=SIZES, share=0.1,
+        test_rows=10000,
         repeats=None, auto_repeats=auto_repeats)
     args.update(kw)
     return size_twin(**args)  # type: ignore[arg-type]
@@ -38,8 +39,10 @@ def test_the_twin_is_sized_to_its_budget() -> None:
     assert tight.coarse_s <= COARSE_SHARE * 20.0  # type: ignore[attr-defined]
     assert tight.test_rows < 10000 or tight.share < 0.1  # type: ignore[attr-defined]
     tiny = _size(1e-3)  # nothing fits: the smallest twin, still planned
-    assert tiny.repeats == 2 and tiny.test_rows == 1000  # type: ignore[attr-defined]
-    assert tiny.share == pytest.approx(16 * 4 / SIZES.sum())  # type: ignore[attr-defined]
+    assert tiny.repeats == 2 and tiny.coarse_s < tight.coarse_s  # type: ignore[attr-defined]
+    assert tiny.share < 0.1 and tiny.share <= tight.share  # type: ignore[attr-defined]
+    # rows are halved only while that saves: MNIST's rows cost, a tiny model's do not
+    assert _size(1e-3, num_params=50).share == 0.1  # type: ignore[attr-defined]
     assert _size(1e-3, repeats=5).repeats == 5  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="time_budget_s must be > 0"):
         _size(0.0)
@@ -48,16 +51,17 @@ def test_the_twin_is_sized_to_its_budget() -> None:
 
 def test_the_cost_model_grows_with_the_work() -> None:
     cost = CostModel(engine="stacked", num_params=1000, num_clients=4, proxy_rows=400,
-                     real_rows=4000, test_rows=100)
+                     real_rows=4000, test_rows=100, features=784)
     base = cost.batch_s(b=2, q=1.0, horizons=[0, 4, 8], repeats=3)
     assert cost.batch_s(b=4, q=1.0, horizons=[0, 4, 8], repeats=3) > base
     assert cost.batch_s(b=2, q=1.0, horizons=[0, 4, 16], repeats=3) > base
     assert cost.batch_s(b=2, q=1.0, horizons=[0, 4, 8], repeats=6) > base
-    # Poisson batches: fewer rows, but one call per repeat and round (a tiny model pays more)
-    assert cost.batch_s(b=2, q=0.01, horizons=[0, 4, 8], repeats=3) > base
-    big = dataclasses.replace(cost, num_params=50890)
-    assert big.batch_s(b=2, q=0.01, horizons=[0, 4, 8], repeats=3) < big.batch_s(
-        b=2, q=1.0, horizons=[0, 4, 8], repeats=3)
+    # Poisson batches: fewer rows; small inputs in one pass for all repeats, else one per repeat
+    small = cost.counts(b=2, q=0.01, horizons=[0, 4, 8], repeats=3)
+    assert small["grad"] < cost.counts(b=2, q=1.0, horizons=[0, 4, 8], repeats=3)["grad"]
+    assert small["call"] == 8
+    wide = dataclasses.replace(cost, features=10**6)
+    assert wide.counts(b=2, q=0.01, horizons=[0, 4, 8], repeats=3)["call"] == 8 * 3
     assert cost.rows_per_round(2, 0.01) == pytest.approx(2 / 4 * 400 * 0.1)  # q sum(d)/sum(m)
     assert cost.batch_s(b=2, q=1.0, horizons=[], repeats=3) == 0.0
 
@@ -72,7 +76,8 @@ def test_an_exhausted_budget_skips_every_optional_batch_the_same_way_twice() -> 
     sc = Scenario(data=SPEC, mechanism=Mechanism.LAPLACE, eps=(4.0,), clip=20.0,
                   sample_rate=1.0, lr=LearningRate(eta0=0.3))
     cost = CostModel(engine=proxy.engine.name, num_params=proxy.num_params, num_clients=4,
-                     proxy_rows=160, real_rows=int(data.partition.sizes.sum()), test_rows=359)
+                     proxy_rows=160, real_rows=int(data.partition.sizes.sum()), test_rows=359,
+                     features=64)
     st = SearchSettings(repeats=2, t_first=8, t_limit=64)
 
     def searcher(memo: dict[tuple[int, float, int], tuple[float, ...]]) -> Searcher:

@@ -6,16 +6,17 @@ is made within a stated budget (``SearchSettings.time_budget_s``, default
 clock, so a plan is reproducible (the same plan on every machine, and a re-plan from the
 cache takes the same path): :class:`CostModel` prices a batch of columns from the rows per
 round, the columns, the model's size, the test rows and a per-call overhead, with constants
-fitted to CPU time on one thread (two threads are faster; ``bench/twin_models.py`` prints
-the estimate next to the wall and CPU time).
+fitted to CPU time on one thread (``bench/twin_models.py`` prints the estimate next to the
+wall and CPU time).
 
 :func:`size_twin` sizes the twin before the search: the coarse race of the first arms
 (b, q) is given at most :data:`COARSE_SHARE` of the budget, by evaluating fewer test rows
 (down to :data:`MIN_TEST_ROWS`), fewer proxy rows (down to :data:`MIN_ROWS_PER_CLIENT` a
-client) and fewer repeats (down to 2) when it would not fit. The search then spends the rest
-on refinements, longer horizons and the fine grid while the estimate stays within the budget
-(:class:`fedqr.planner.search.Searcher`), and the plan reports what it simulated, what it
-skipped, the estimate and the wall time.
+client) and fewer repeats (down to 2), in this order of preference and each only where it
+saves at least 10% (fewer rows save little where the rounds' overhead dominates). The
+search then spends the rest on refinements, longer horizons and the fine grid while the
+estimate stays within the budget (:class:`fedqr.planner.search.Searcher`), and the plan
+reports what it simulated, what it skipped, the estimate and the wall time.
 """
 
 from __future__ import annotations
@@ -26,10 +27,11 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from fedqr.planner.stacked import stacks_repeats
 from fedqr.planner.twin import MIN_PROXY_ROWS as MIN_ROWS_PER_CLIENT
 
-__all__ = ["COARSE_SHARE", "DEFAULT_BUDGET_S", "TWIN_COST_VERSION", "CostModel", "TwinSize",
-           "default_budget_s", "size_twin"]
+__all__ = ["COARSE_SHARE", "CONSTANTS", "DEFAULT_BUDGET_S", "TERMS", "TWIN_COST_VERSION",
+           "CostModel", "TwinSize", "default_budget_s", "size_twin"]
 
 TWIN_COST_VERSION = 1
 """Bumped when the constants change (the plans a budget buys change with them)."""
@@ -40,17 +42,20 @@ COARSE_SHARE = 0.4
 """Share of the budget the coarse race of the first arms may take."""
 MIN_TEST_ROWS = 1000
 
-# CPU seconds on one thread, fitted to 99 batches of the MNIST 784-64-10 and heart-disease
-# 10-32-2 MLPs (bench/twin_models.py --calibrate; the stacked engine's estimates within
-# 0.6-1.4x of the measurements): per row x column x parameter of the gradient sums, per
-# engine call, per column-round x parameter (the update of theta, the noise), per test row x
-# column x parameter, per evaluation, and per round (the twin's own bookkeeping).
-_GRAD_S = {"stacked": 6.7e-11, "loop": 2.6e-10}
-_CALL_S = {"stacked": 0.8e-3, "loop": 0.6e-3}
-_COLUMN_S = {"stacked": 2.3e-8, "loop": 3.0e-8}
-_EVAL_S = {"stacked": 1.3e-11, "loop": 6.0e-11}
-_EVAL_CALL_S = {"stacked": 3.0e-3, "loop": 7.0e-3}
-_ROUND_S = {"stacked": 1.35e-3, "loop": 5.0e-3}
+TERMS = ("grad", "call", "column", "eval", "eval_call", "round")
+"""What a batch costs (:meth:`CostModel.counts`): per row x column x parameter of the gradient
+sums, per engine call, per column-round x parameter (the update of theta, the noise), per
+test row x column x parameter, per evaluation, and per round (the twin's own bookkeeping)."""
+
+CONSTANTS = {
+    "stacked": {"grad": 8.0e-11, "call": 0.4e-3, "column": 1.5e-8, "eval": 3.5e-11,
+                "eval_call": 2.1e-3, "round": 1.3e-3},
+    "loop": {"grad": 1.6e-10, "call": 0.5e-3, "column": 2.6e-8, "eval": 4.7e-11,
+             "eval_call": 4.1e-3, "round": 2.1e-3},
+}
+"""CPU seconds of each term on one thread, fitted to batches of the MNIST 784-64-10 and the
+heart-disease 10-32-2 MLPs (``bench/twin_models.py --part calibrate``: estimates within
+0.45-1.5x of the measured batches, median 0.95)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -63,26 +68,39 @@ class CostModel:
     proxy_rows: int  # sum of m_i
     real_rows: int  # sum of d_i
     test_rows: int
+    features: int  # inputs per row
 
     def rows_per_round(self, b: int, q: float) -> float:
         """Expected rows of a round with b replies at the real Poisson rate q (1: all)."""
         q_twin = 1.0 if q >= 1 else min(1.0, q * self.real_rows / self.proxy_rows)
         return b / self.num_clients * self.proxy_rows * q_twin
 
-    def batch_s(self, *, b: int, q: float, horizons: Sequence[int], repeats: int) -> float:
-        """Seconds of one batch: the horizons ``horizons`` of arm (b, q) with ``repeats``."""
+    def counts(self, *, b: int, q: float, horizons: Sequence[int], repeats: int
+               ) -> dict[str, float]:
+        """How much of each of :data:`TERMS` the batch of horizons ``horizons`` of arm
+        (b, q) with ``repeats`` repeats holds."""
         hs = [int(t) for t in horizons]
         if not hs:
-            return 0.0
-        t_max = max(hs)
-        column_rounds = repeats * sum(hs)
-        e = self.engine
+            return dict.fromkeys(TERMS, 0.0)
+        t_max, column_rounds = max(hs), repeats * sum(hs)
         rows = self.rows_per_round(b, q)
-        calls = column_rounds * b if e == "loop" else t_max * (repeats if q < 1 else 1)
-        work = column_rounds * self.num_params * (rows * _GRAD_S[e] + _COLUMN_S[e])
-        evals = repeats * len(hs) * self.test_rows * self.num_params * _EVAL_S[e]
-        return (work + calls * _CALL_S[e] + t_max * _ROUND_S[e] + evals
-                + len(set(hs)) * _EVAL_CALL_S[e])
+        if self.engine == "loop":
+            calls = column_rounds * b
+        elif q < 1 and not stacks_repeats(columns=repeats * len(hs), rows=1.3 * rows + b,
+                                          features=self.features):
+            calls = t_max * repeats  # one pass per repeat
+        else:
+            calls = t_max
+        p = self.num_params
+        return {"grad": column_rounds * rows * p, "call": calls, "column": column_rounds * p,
+                "eval": repeats * len(hs) * self.test_rows * p, "eval_call": len(set(hs)),
+                "round": t_max}
+
+    def batch_s(self, *, b: int, q: float, horizons: Sequence[int], repeats: int) -> float:
+        """Estimated seconds of one batch (:meth:`counts` priced by :data:`CONSTANTS`)."""
+        prices = CONSTANTS[self.engine]
+        counts = self.counts(b=b, q=q, horizons=horizons, repeats=repeats)
+        return float(sum(n * prices[term] for term, n in counts.items()))
 
 
 def default_budget_s(proxy_rows: int) -> float:
@@ -104,8 +122,8 @@ class TwinSize:
 
 
 def size_twin(*, budget_s: float, arms: Sequence[tuple[int, float]], grid: Sequence[int],
-              engine: str, num_params: int, real_sizes: np.ndarray, share: float,
-              test_rows: int, repeats: int | None,
+              engine: str, num_params: int, features: int, real_sizes: np.ndarray,
+              share: float, test_rows: int, repeats: int | None,
               auto_repeats: Callable[[int], int]) -> TwinSize:
     """The largest twin (proxy share, test rows, repeats) whose coarse race over ``arms`` on
     the horizons ``grid`` is estimated to fit ``COARSE_SHARE * budget_s``.
@@ -127,20 +145,21 @@ def size_twin(*, budget_s: float, arms: Sequence[tuple[int, float]], grid: Seque
 
     def coarse(sh: float, tr: int, k: int) -> float:
         cost = CostModel(engine=engine, num_params=num_params, num_clients=n,
-                         proxy_rows=rows(sh), real_rows=int(real.sum()), test_rows=tr)
+                         proxy_rows=rows(sh), real_rows=int(real.sum()), test_rows=tr,
+                         features=features)
         return sum(cost.batch_s(b=b, q=q, horizons=grid, repeats=k) for b, q in arms)
 
     target = COARSE_SHARE * budget_s
     sh, tr = share, test_rows
     k = repeats if repeats is not None else auto_repeats(rows(sh))
-    while coarse(sh, tr, k) > target:
-        if tr > floor_test:
-            tr = max(floor_test, tr // 2)
-        elif sh > floor_share:
-            sh = max(floor_share, sh / 2)
-        elif repeats is None and k > 2:
-            k -= 1
-        else:
+    while (now := coarse(sh, tr, k)) > target:
+        # the first step that saves at least 10% (halving rows that cost little is no help)
+        steps = [(sh, max(floor_test, tr // 2), k) if tr > floor_test else None,
+                 (max(floor_share, sh / 2), tr, k) if sh > floor_share else None,
+                 (sh, tr, k - 1) if repeats is None and k > 2 else None]
+        useful = [s for s in steps if s is not None and coarse(*s) <= 0.9 * now]
+        if not useful:
             break  # the smallest twin: the race is run anyway, the rest of the search waits
+        sh, tr, k = useful[0]
     return TwinSize(share=sh, test_rows=tr, repeats=k, budget_s=budget_s,
                     coarse_s=coarse(sh, tr, k))

@@ -190,7 +190,8 @@ def _budget(twin: Twin) -> dict[str, Any]:
     p = twin.proxy
     cost = CostModel(engine=p.engine.name, num_params=p.num_params,
                      num_clients=len(p.real_sizes), proxy_rows=int(p.proxy_sizes.sum()),
-                     real_rows=int(p.real_sizes.sum()), test_rows=p.num_test)
+                     real_rows=int(p.real_sizes.sum()), test_rows=p.num_test,
+                     features=int(p.data.x.shape[1]))
     return {"cost": cost, "budget_s": twin.size.budget_s}
 
 

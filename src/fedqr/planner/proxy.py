@@ -115,7 +115,8 @@ def build_twin(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,
     size = size_twin(budget_s=budget,
                      arms=[(b, q) for b in bs for q in qs],
                      grid=first_grid(scenario, settings), engine=proxy.engine.name,
-                     num_params=kernel.num_params, real_sizes=np.asarray(sizes), share=share,
+                     num_params=kernel.num_params, features=train.dataset.num_features,
+                     real_sizes=np.asarray(sizes), share=share,
                      test_rows=n_test, repeats=settings.repeats, auto_repeats=auto_repeats)
     if size.share != share or size.test_rows != n_test:
         test_rows = np.sort(np.random.default_rng([scenario.data.seed, 4]).choice(
