@@ -177,8 +177,10 @@ def _batches(tmp: Path) -> Iterator[tuple[str, dict[str, float], float]]:
             for q in (0.01, 1.0):
                 for b in sorted({1, n // 2, n}):
                     for hs, k in (([0, 1, 2, 4, 8, 16], 3), ([32], 3), ([0, 2, 8], 8),
-                                  ([200], 3), ([0, 1, 2, 4, 8, 16, 32, 64], 6)):
-                        if name == "mnist" and (engine == "loop" or q == 1.0) and max(hs) > 100:
+                                  ([200], 3), ([0, 1, 2, 4, 8, 16, 32, 64], 6),
+                                  ([0, 1, 2, 4, 8, 16, 32, 64], 12)):
+                        if name == "mnist" and (engine == "loop" or q == 1.0) and (
+                                max(hs) > 100 or k > 8):
                             continue  # minutes each
                         run = TwinRun(mechanism=Mechanism.GAUSSIAN, clients_per_round=b,
                                       sample_rate=q, clip=1.0, lr=LearningRate(eta0=0.1),

@@ -41,8 +41,9 @@ def test_the_twin_is_sized_to_its_budget() -> None:
     tiny = _size(1e-3)  # nothing fits: the smallest twin, still planned
     assert tiny.repeats == 2 and tiny.coarse_s < tight.coarse_s  # type: ignore[attr-defined]
     assert tiny.share < 0.1 and tiny.share <= tight.share  # type: ignore[attr-defined]
-    # rows are halved only while that saves: MNIST's rows cost, a tiny model's do not
-    assert _size(1e-3, num_params=50).share == 0.1  # type: ignore[attr-defined]
+    # test rows are halved only while that saves: MNIST's cost, a tiny model's do not
+    assert tiny.test_rows < 10000  # type: ignore[attr-defined]
+    assert _size(1e-3, num_params=50).test_rows == 10000  # type: ignore[attr-defined]
     assert _size(1e-3, repeats=5).repeats == 5  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="time_budget_s must be > 0"):
         _size(0.0)

@@ -42,20 +42,20 @@ COARSE_SHARE = 0.4
 """Share of the budget the coarse race of the first arms may take."""
 MIN_TEST_ROWS = 1000
 
-TERMS = ("grad", "call", "column", "eval", "eval_call", "round")
+TERMS = ("grad", "row", "call", "column", "eval", "eval_call", "round")
 """What a batch costs (:meth:`CostModel.counts`): per row x column x parameter of the gradient
-sums, per engine call, per column-round x parameter (the update of theta, the noise), per
+sums, per row x column (the activations, whatever the model's size), per engine call, per column-round x parameter (the update of theta, the noise), per
 test row x column x parameter, per evaluation, and per round (the twin's own bookkeeping)."""
 
 CONSTANTS = {
-    "stacked": {"grad": 8.0e-11, "call": 0.4e-3, "column": 1.5e-8, "eval": 3.5e-11,
-                "eval_call": 2.1e-3, "round": 1.3e-3},
-    "loop": {"grad": 1.6e-10, "call": 0.5e-3, "column": 2.6e-8, "eval": 4.7e-11,
-             "eval_call": 4.1e-3, "round": 2.1e-3},
+    "stacked": {"grad": 7.9e-11, "row": 4.7e-7, "call": 1.1e-3, "column": 1.3e-8,
+                "eval": 1.5e-11, "eval_call": 1.9e-3, "round": 0.5e-3},
+    "loop": {"grad": 1.2e-10, "row": 2.7e-6, "call": 0.6e-3, "column": 2.2e-8, "eval": 4.9e-11,
+             "eval_call": 8.0e-3, "round": 2.2e-3},
 }
 """CPU seconds of each term on one thread, fitted to batches of the MNIST 784-64-10 and the
-heart-disease 10-32-2 MLPs (``bench/twin_models.py --part calibrate``: estimates within
-0.45-1.5x of the measured batches, median 0.95)."""
+heart-disease 10-32-2 MLPs (``bench/twin_models.py --part calibrate``: the stacked engine's
+estimates within 0.55-1.3x of 66 measured batches, median 1.0; the loop's 0.55-1.4x)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -92,7 +92,8 @@ class CostModel:
         else:
             calls = t_max
         p = self.num_params
-        return {"grad": column_rounds * rows * p, "call": calls, "column": column_rounds * p,
+        return {"grad": column_rounds * rows * p, "row": column_rounds * rows, "call": calls,
+                "column": column_rounds * p,
                 "eval": repeats * len(hs) * self.test_rows * p, "eval_call": len(set(hs)),
                 "round": t_max}
 
