@@ -10,9 +10,9 @@ client) and, at a column's horizon, its test loss. Two engines compute them:
     for a torch model), then weighted per client.
 :class:`~fedqr.planner.stacked.StackedColumns`
     A torch model whose parameters all sit in ``Linear`` layers (an MLP): every column in one
-    forward and one backward (:mod:`fedqr.planner.stacked`). On one CPU thread it is 3.5-4x
-    faster than the loop for MNIST's 784-64-10 MLP and 7-14x for heart disease's 10-32-2
-    (``bench/twin_models.py --part engines``).
+    forward and one backward (:mod:`fedqr.planner.stacked`). On 2 CPU threads a round of 24
+    columns is 6-8x faster than the loop for MNIST's 784-64-10 MLP and 14-35x for heart
+    disease's 10-32-2 (``bench/twin_models.py --part engines``).
 
 :func:`column_engine` picks the stacked engine when the model allows it and it reproduces
 the loop engine on a small check (else the loop).
