@@ -45,6 +45,7 @@ from fedqr.models.zoo import make_kernel
 from fedqr.planner import Scenario, SearchSettings, make_plan
 from fedqr.planner.budget import CONSTANTS, TERMS, CostModel
 from fedqr.planner.columns import LoopColumns, StackedColumns
+from fedqr.planner.kernels import forward_flops
 from fedqr.planner.twin import TwinRun, proxy_rows
 from fedqr.planner.twin_kernel import KernelProxy, make_kernel_proxy, simulate_columns_kernel
 from fedqr.privacy import Mechanism
@@ -164,35 +165,51 @@ def plans(tmp: Path, budget: float | None) -> None:
                   f"{len(sim['skipped_for_budget'])} batches; {plan.message}", flush=True)
 
 
-def _batches(tmp: Path) -> Iterator[tuple[str, dict[str, float], float]]:
-    """(engine, cost-model counts, CPU seconds) of timed batches of both MLPs."""
+_SHAPES = (([0, 1, 2, 4, 8, 16], 3), ([32], 3), ([0, 2, 8], 8), ([200], 3),
+           ([0, 1, 2, 4, 8, 16, 32, 64], 6), ([0, 1, 2, 4, 8, 16, 32, 64], 12))
+"""(horizons, repeats) of the calibration batches."""
+
+
+def _calibration_sets(tmp: Path) -> Iterator[tuple[str, ClientData, Kernel, str, list[Any]]]:
+    """(name, data, kernel, engine, batch shapes): both MLPs on both engines, and the paper's
+    CNN on a 5% FEMNIST (column by column: its only engine)."""
     for name, _, data, kernel in workloads(tmp):
-        n = data.partition.num_clients
         for engine in ("stacked", "loop"):
-            proxy = _proxy(data, kernel, engine)
-            cost = CostModel(engine=engine, num_params=proxy.num_params, num_clients=n,
-                             proxy_rows=int(proxy.proxy_sizes.sum()),
-                             real_rows=int(data.partition.sizes.sum()),
-                             test_rows=proxy.num_test, features=data.dataset.num_features)
-            for q in (0.01, 1.0):
-                for b in sorted({1, n // 2, n}):
-                    for hs, k in (([0, 1, 2, 4, 8, 16], 3), ([32], 3), ([0, 2, 8], 8),
-                                  ([200], 3), ([0, 1, 2, 4, 8, 16, 32, 64], 6),
-                                  ([0, 1, 2, 4, 8, 16, 32, 64], 12)):
-                        if name == "mnist" and (engine == "loop" or q == 1.0) and (
-                                max(hs) > 100 or k > 8):
-                            continue  # minutes each
-                        run = TwinRun(mechanism=Mechanism.GAUSSIAN, clients_per_round=b,
-                                      sample_rate=q, clip=1.0, lr=LearningRate(eta0=0.1),
-                                      weight_decay=0.01, aggregation=Aggregation.PAPER,
-                                      repeats=k)
-                        init = proxy.initial(repeats=k, seed=0)
-                        c = time.process_time()
-                        simulate_columns_kernel(proxy, run, horizons=np.array(hs),
-                                                std=np.full((len(hs), n), 0.01),
-                                                generator=torch.Generator(), init=init)
-                        yield engine, cost.counts(b=b, q=q, horizons=hs, repeats=k), (
-                            time.process_time() - c)
+            shapes = [(hs, k) for hs, k in _SHAPES if name == "heart" or (
+                engine == "stacked" and k <= 8)]
+            yield name, data, kernel, engine, shapes
+    femnist = DataSpec(dataset=DatasetName.FEMNIST, fraction=0.05, num_clients=10,
+                       data_dir=_data_dir() / "femnist").build()
+    ds = femnist.dataset
+    cnn = make_kernel("cnn", input_shape=ds.image_shape or (ds.num_features,),
+                      num_classes=ds.num_classes)
+    yield "femnist", femnist, cnn, "loop", [([0, 1, 2, 4], 3), ([8], 2), ([0, 2], 6)]
+
+
+def _batches(tmp: Path) -> Iterator[tuple[str, dict[str, float], float]]:
+    """(engine, cost-model counts, CPU seconds) of timed batches."""
+    for name, data, kernel, engine, shapes in _calibration_sets(tmp):
+        n = data.partition.num_clients
+        proxy = _proxy(data, kernel, engine)
+        cost = CostModel(engine=engine, num_params=proxy.num_params, num_clients=n,
+                         proxy_rows=int(proxy.proxy_sizes.sum()),
+                         real_rows=int(data.partition.sizes.sum()), test_rows=proxy.num_test,
+                         features=data.dataset.num_features, flops=forward_flops(kernel))
+        for q in (0.01, 1.0):
+            for b in sorted({1, n // 2, n}):
+                for hs, k in shapes:
+                    if name != "heart" and q == 1.0 and (max(hs) > 100 or b == n):
+                        continue  # minutes each
+                    run = TwinRun(mechanism=Mechanism.GAUSSIAN, clients_per_round=b,
+                                  sample_rate=q, clip=1.0, lr=LearningRate(eta0=0.1),
+                                  weight_decay=0.01, aggregation=Aggregation.PAPER, repeats=k)
+                    init = proxy.initial(repeats=k, seed=0)
+                    c = time.process_time()
+                    simulate_columns_kernel(proxy, run, horizons=np.array(hs),
+                                            std=np.full((len(hs), n), 0.01),
+                                            generator=torch.Generator(), init=init)
+                    yield engine, cost.counts(b=b, q=q, horizons=hs, repeats=k), (
+                        time.process_time() - c)
 
 
 def calibrate(tmp: Path) -> None:

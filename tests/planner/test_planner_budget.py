@@ -25,7 +25,8 @@ SIZES = np.array([15000, 15000, 15000, 15000])
 def _size(budget: float, **kw: object) -> object:
     args: dict[str, object] = dict(
         budget_s=budget, arms=[(1, 1.0), (2, 1.0), (4, 1.0)], grid=[0, 1, 2, 4, 8, 16, 32, 64],
-        engine="stacked", num_params=50890, features=784, real_sizes=SIZES, share=0.1,
+        engine="stacked", num_params=50890, features=784, flops=101632, real_sizes=SIZES,
+        share=0.1,
         test_rows=10000,
         repeats=None, auto_repeats=auto_repeats)
     args.update(kw)
@@ -43,7 +44,7 @@ def test_the_twin_is_sized_to_its_budget() -> None:
     assert tiny.share < 0.1 and tiny.share <= tight.share  # type: ignore[attr-defined]
     # test rows are halved only while that saves: MNIST's cost, a tiny model's do not
     assert tiny.test_rows < 10000  # type: ignore[attr-defined]
-    assert _size(1e-3, num_params=50).test_rows == 10000  # type: ignore[attr-defined]
+    assert _size(1e-3, num_params=50, flops=100).test_rows == 10000  # type: ignore[attr-defined]
     assert _size(1e-3, repeats=5).repeats == 5  # type: ignore[attr-defined]
     with pytest.raises(ValueError, match="time_budget_s must be > 0"):
         _size(0.0)
@@ -52,7 +53,7 @@ def test_the_twin_is_sized_to_its_budget() -> None:
 
 def test_the_cost_model_grows_with_the_work() -> None:
     cost = CostModel(engine="stacked", num_params=1000, num_clients=4, proxy_rows=400,
-                     real_rows=4000, test_rows=100, features=784)
+                     real_rows=4000, test_rows=100, features=784, flops=2000)
     base = cost.batch_s(b=2, q=1.0, horizons=[0, 4, 8], repeats=3)
     assert cost.batch_s(b=4, q=1.0, horizons=[0, 4, 8], repeats=3) > base
     assert cost.batch_s(b=2, q=1.0, horizons=[0, 4, 16], repeats=3) > base
@@ -78,7 +79,7 @@ def test_an_exhausted_budget_skips_every_optional_batch_the_same_way_twice() -> 
                   sample_rate=1.0, lr=LearningRate(eta0=0.3))
     cost = CostModel(engine=proxy.engine.name, num_params=proxy.num_params, num_clients=4,
                      proxy_rows=160, real_rows=int(data.partition.sizes.sum()), test_rows=359,
-                     features=64)
+                     features=64, flops=2 * proxy.num_params)
     st = SearchSettings(repeats=2, t_first=8, t_limit=64)
 
     def searcher(memo: dict[tuple[int, float, int], tuple[float, ...]]) -> Searcher:

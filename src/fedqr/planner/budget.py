@@ -5,7 +5,8 @@ is made within a stated budget (``SearchSettings.time_budget_s``, default
 :func:`default_budget_s`). The budget is spent on an *estimate* of the work, not on the
 clock, so a plan is reproducible (the same plan on every machine, and a re-plan from the
 cache takes the same path): :class:`CostModel` prices a batch of columns from the rows per
-round, the columns, the model's size, the test rows and a per-call overhead, with constants
+round, the columns, the model's size and forward FLOPs, the test rows and a per-call
+overhead, with constants
 fitted to CPU time on one thread (``bench/twin_models.py`` prints the estimate next to the
 wall and CPU time).
 
@@ -43,19 +44,21 @@ COARSE_SHARE = 0.4
 MIN_TEST_ROWS = 1000
 
 TERMS = ("grad", "row", "call", "column", "eval", "eval_call", "round")
-"""What a batch costs (:meth:`CostModel.counts`): per row x column x parameter of the gradient
-sums, per row x column (the activations, whatever the model's size), per engine call, per column-round x parameter (the update of theta, the noise), per
-test row x column x parameter, per evaluation, and per round (the twin's own bookkeeping)."""
+"""What a batch costs (:meth:`CostModel.counts`): per row x column x forward FLOP of the
+gradient sums, per row x column (the activations, whatever the model's size), per engine
+call, per column-round x parameter (the update of theta, the noise), per test row x column x
+forward FLOP, per evaluation, and per round (the twin's own bookkeeping)."""
 
 CONSTANTS = {
-    "stacked": {"grad": 7.9e-11, "row": 4.7e-7, "call": 1.1e-3, "column": 1.3e-8,
-                "eval": 1.5e-11, "eval_call": 1.9e-3, "round": 0.5e-3},
-    "loop": {"grad": 1.2e-10, "row": 2.7e-6, "call": 0.6e-3, "column": 2.2e-8, "eval": 4.9e-11,
-             "eval_call": 8.0e-3, "round": 2.2e-3},
+    "stacked": {"grad": 4.3e-11, "row": 3.8e-7, "call": 1.0e-3, "column": 1.6e-8,
+                "eval": 1.0e-11, "eval_call": 2.4e-3, "round": 0.5e-3},
+    "loop": {"grad": 1.35e-10, "row": 3.9e-6, "call": 0.5e-3, "column": 3.0e-8,
+             "eval": 3.7e-11, "eval_call": 6.0e-3, "round": 2.4e-3},
 }
 """CPU seconds of each term on one thread, fitted to batches of the MNIST 784-64-10 and the
-heart-disease 10-32-2 MLPs (``bench/twin_models.py --part calibrate``: the stacked engine's
-estimates within 0.55-1.3x of 66 measured batches, median 1.0; the loop's 0.55-1.4x)."""
+heart-disease 10-32-2 MLPs and (column by column) the paper's FEMNIST CNN
+(``bench/twin_models.py --part calibrate``: the stacked engine's estimates within 0.75-1.4x
+of 59 measured batches, the loop's within 0.55-1.35x of 51, medians 1.0)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -69,6 +72,7 @@ class CostModel:
     real_rows: int  # sum of d_i
     test_rows: int
     features: int  # inputs per row
+    flops: int  # FLOPs of one row's forward pass (:func:`fedqr.planner.kernels.forward_flops`)
 
     def rows_per_round(self, b: int, q: float) -> float:
         """Expected rows of a round with b replies at the real Poisson rate q (1: all)."""
@@ -91,10 +95,10 @@ class CostModel:
             calls = t_max * repeats  # one pass per repeat
         else:
             calls = t_max
-        p = self.num_params
-        return {"grad": column_rounds * rows * p, "row": column_rounds * rows, "call": calls,
+        p, f = self.num_params, self.flops
+        return {"grad": column_rounds * rows * f, "row": column_rounds * rows, "call": calls,
                 "column": column_rounds * p,
-                "eval": repeats * len(hs) * self.test_rows * p, "eval_call": len(set(hs)),
+                "eval": repeats * len(hs) * self.test_rows * f, "eval_call": len(set(hs)),
                 "round": t_max}
 
     def batch_s(self, *, b: int, q: float, horizons: Sequence[int], repeats: int) -> float:
@@ -123,7 +127,7 @@ class TwinSize:
 
 
 def size_twin(*, budget_s: float, arms: Sequence[tuple[int, float]], grid: Sequence[int],
-              engine: str, num_params: int, features: int, real_sizes: np.ndarray,
+              engine: str, num_params: int, features: int, flops: int, real_sizes: np.ndarray,
               share: float, test_rows: int, repeats: int | None,
               auto_repeats: Callable[[int], int]) -> TwinSize:
     """The largest twin (proxy share, test rows, repeats) whose coarse race over ``arms`` on
@@ -147,7 +151,7 @@ def size_twin(*, budget_s: float, arms: Sequence[tuple[int, float]], grid: Seque
     def coarse(sh: float, tr: int, k: int) -> float:
         cost = CostModel(engine=engine, num_params=num_params, num_clients=n,
                          proxy_rows=rows(sh), real_rows=int(real.sum()), test_rows=tr,
-                         features=features)
+                         features=features, flops=flops)
         return sum(cost.batch_s(b=b, q=q, horizons=grid, repeats=k) for b, q in arms)
 
     target = COARSE_SHARE * budget_s

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from fedqr.models.kernel import Kernel
+from fedqr.planner.budget import TWIN_COST_VERSION
 from fedqr.planner.kernels import kernel_identity
 from fedqr.planner.scenario import Scenario
 from fedqr.planner.search import Memo, SearchSettings
@@ -34,8 +35,9 @@ def cache_key(scenario: Scenario, proxy: dict[str, Any], settings: SearchSetting
               sizes: np.ndarray | None = None, kernel: Kernel | None = None) -> str:
     """The cache key of a plan: the planner's version, the data source, the reported sizes,
     the scenario, the proxy, the search settings and the model: ``kernel``, the one the
-    kernel twin simulates (:func:`fedqr.planner.kernels.kernel_identity`), else the
-    scenario's own kernel's description (``None``: none given)."""
+    kernel twin simulates (:func:`fedqr.planner.kernels.kernel_identity`, with the version of
+    the cost model its budget is spent on), else the scenario's own kernel's description
+    (``None``: none given)."""
     from fedqr.sim.result import jsonable
 
     doc: dict[str, Any] = {
@@ -43,7 +45,8 @@ def cache_key(scenario: Scenario, proxy: dict[str, Any], settings: SearchSetting
         "sizes": None if sizes is None else [int(v) for v in sizes],
         "scenario": jsonable({k: v for k, v in vars(scenario).items()
                               if k not in ("data", "kernel")}),
-        "kernel": kernel_identity(kernel) if kernel is not None else (
+        "kernel": {**kernel_identity(kernel), "cost_version": TWIN_COST_VERSION}
+        if kernel is not None else (
             None if scenario.kernel is None else scenario.kernel.describe()),
         "proxy": proxy, "settings": {k: v for k, v in asdict(settings).items()
                                      if v is not None or k == "repeats"}}

@@ -23,7 +23,7 @@ from fedqr.models.logreg_kernel import LogRegKernel
 from fedqr.models.torch_kernel import TorchKernel
 from fedqr.planner.scenario import Scenario
 
-__all__ = ["kernel_identity", "twin_kernel"]
+__all__ = ["forward_flops", "kernel_identity", "twin_kernel"]
 
 
 def _input_shape(dataset: Dataset) -> tuple[int, ...]:
@@ -92,3 +92,17 @@ def kernel_identity(kernel: Kernel) -> dict[str, Any]:
         out["init_sha256"] = hashlib.sha256(theta.numpy().tobytes()).hexdigest()[:16]
         out["input_shape"] = list(kernel.input_shape)
     return out
+
+
+def forward_flops(kernel: Kernel) -> int:
+    """FLOPs of one row's forward pass (``torch.utils.flop_counter`` on a model built from
+    seed 0; ``2 P`` for a kernel that is not a torch module): what the twin's cost model
+    prices (a convolution reuses each weight at every position, a Linear layer once)."""
+    if not isinstance(kernel, TorchKernel):
+        return 2 * kernel.num_params
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = kernel.build(torch.Generator().manual_seed(0))
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(torch.zeros(1, *kernel.input_shape))
+    return max(int(counter.get_total_flops()), 2 * kernel.num_params)

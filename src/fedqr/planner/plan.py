@@ -19,6 +19,7 @@ from fedqr.planner.cache import (
     load_memo,
     save_memo,
 )
+from fedqr.planner.kernels import forward_flops
 from fedqr.planner.proxy import AUTO_PROXY_ROWS, ProxyChoice, Twin, build_twin
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import Prediction, Searcher, SearchSettings
@@ -191,7 +192,7 @@ def _budget(twin: Twin) -> dict[str, Any]:
     cost = CostModel(engine=p.engine.name, num_params=p.num_params,
                      num_clients=len(p.real_sizes), proxy_rows=int(p.proxy_sizes.sum()),
                      real_rows=int(p.real_sizes.sum()), test_rows=p.num_test,
-                     features=int(p.data.x.shape[1]))
+                     features=int(p.data.x.shape[1]), flops=forward_flops(p.kernel))
     return {"cost": cost, "budget_s": twin.size.budget_s}
 
 

@@ -13,7 +13,7 @@ from fedqr.data import ClientData, Dataset
 from fedqr.data.source import DataSource
 from fedqr.models.kernel import Kernel
 from fedqr.planner.budget import TwinSize, default_budget_s, size_twin
-from fedqr.planner.kernels import twin_kernel
+from fedqr.planner.kernels import forward_flops, twin_kernel
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import SearchSettings, auto_repeats, first_arms, first_grid
 from fedqr.planner.twin import Proxy, make_proxy, proxy_rows
@@ -116,6 +116,7 @@ def build_twin(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,
                      arms=[(b, q) for b in bs for q in qs],
                      grid=first_grid(scenario, settings), engine=proxy.engine.name,
                      num_params=kernel.num_params, features=train.dataset.num_features,
+                     flops=forward_flops(kernel),
                      real_sizes=np.asarray(sizes), share=share,
                      test_rows=n_test, repeats=settings.repeats, auto_repeats=auto_repeats)
     if size.share != share or size.test_rows != n_test:
