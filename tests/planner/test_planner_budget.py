@@ -12,7 +12,14 @@ from fedqr.data import DatasetName, DataSpec, PartitionKind
 from fedqr.models.logreg import Norm
 from fedqr.models.zoo import make_kernel
 from fedqr.planner import Scenario, SearchSettings
-from fedqr.planner.budget import COARSE_SHARE, CostModel, default_budget_s, size_twin
+from fedqr.planner.budget import (
+    COARSE_SHARE,
+    MIN_T_FIRST,
+    CostModel,
+    TwinSize,
+    default_budget_s,
+    size_twin,
+)
 from fedqr.planner.search import Searcher, auto_repeats
 from fedqr.planner.twin_kernel import make_kernel_proxy
 from fedqr.privacy import Mechanism
@@ -22,30 +29,34 @@ SPEC = DataSpec(dataset=DatasetName.DIGITS, partition=PartitionKind.TWO_DIGITS, 
 SIZES = np.array([15000, 15000, 15000, 15000])
 
 
-def _size(budget: float, **kw: object) -> object:
-    args: dict[str, object] = dict(
-        budget_s=budget, arms=[(1, 1.0), (2, 1.0), (4, 1.0)], grid=[0, 1, 2, 4, 8, 16, 32, 64],
-        engine="stacked", num_params=50890, features=784, flops=101632, real_sizes=SIZES,
-        share=0.1,
-        test_rows=10000,
-        repeats=None, auto_repeats=auto_repeats)
-    args.update(kw)
-    return size_twin(**args)  # type: ignore[arg-type]
+GRID = {None: [0, 64], 64: [0, 1, 2, 4, 8, 16, 32, 64], 32: [0, 1, 2, 4, 8, 16, 32],
+        16: [0, 1, 2, 4, 8, 16], 8: [0, 1, 2, 4, 8]}
+
+
+def _size(budget: float, *, t_first: int | None = 64, num_params: int = 50890,
+          flops: int = 101632, repeats: int | None = None) -> TwinSize:
+    cost = CostModel(engine="stacked", num_params=num_params, num_clients=4,
+                     proxy_rows=6000, real_rows=60000, test_rows=10000, features=784,
+                     flops=flops)
+    return size_twin(budget_s=budget, arms=[(1, 1.0), (2, 1.0), (4, 1.0)],
+                     grid_of=GRID.__getitem__, t_first=t_first, cost=cost, real_sizes=SIZES,
+                     share=0.1, repeats=repeats, auto_repeats=auto_repeats)
 
 
 def test_the_twin_is_sized_to_its_budget() -> None:
     roomy = _size(1e4)
-    assert (roomy.share, roomy.test_rows, roomy.repeats) == (0.1, 10000, 3)  # type: ignore[attr-defined]
+    assert (roomy.share, roomy.test_rows, roomy.repeats, roomy.t_first) == (0.1, 10000, 3, 64)
     tight = _size(20.0)
-    assert tight.coarse_s <= COARSE_SHARE * 20.0  # type: ignore[attr-defined]
-    assert tight.test_rows < 10000 or tight.share < 0.1  # type: ignore[attr-defined]
+    assert tight.coarse_s <= COARSE_SHARE * 20.0 < roomy.coarse_s
+    assert tight.test_rows < 10000 or tight.share < 0.1
     tiny = _size(1e-3)  # nothing fits: the smallest twin, still planned
-    assert tiny.repeats == 2 and tiny.coarse_s < tight.coarse_s  # type: ignore[attr-defined]
-    assert tiny.share < 0.1 and tiny.share <= tight.share  # type: ignore[attr-defined]
+    assert tiny.repeats == 2 and tiny.t_first == MIN_T_FIRST
+    assert tiny.coarse_s < tight.coarse_s and tiny.share < 0.1
     # test rows are halved only while that saves: MNIST's cost, a tiny model's do not
-    assert tiny.test_rows < 10000  # type: ignore[attr-defined]
-    assert _size(1e-3, num_params=50, flops=100).test_rows == 10000  # type: ignore[attr-defined]
-    assert _size(1e-3, repeats=5).repeats == 5  # type: ignore[attr-defined]
+    assert tiny.test_rows < 10000
+    assert _size(1e-3, num_params=50, flops=100).test_rows == 10000
+    assert _size(1e-3, repeats=5).repeats == 5
+    assert _size(1e-3, t_first=None).t_first is None  # a fixed T keeps its grid
     with pytest.raises(ValueError, match="time_budget_s must be > 0"):
         _size(0.0)
     assert default_budget_s(486) == 15.0 and default_budget_s(4000) == 45.0

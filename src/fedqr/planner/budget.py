@@ -13,8 +13,10 @@ wall and CPU time).
 :func:`size_twin` sizes the twin before the search: the coarse race of the first arms
 (b, q) is given at most :data:`COARSE_SHARE` of the budget, by evaluating fewer test rows
 (down to :data:`MIN_TEST_ROWS`), fewer proxy rows (down to :data:`MIN_ROWS_PER_CLIENT` a
-client) and fewer repeats (down to 2), in this order of preference and each only where it
-saves at least 10% (fewer rows save little where the rounds' overhead dominates). The
+client), fewer repeats (down to 2) and shorter first horizons (down to
+:data:`MIN_T_FIRST`; the race still doubles T while the loss falls), in this order of
+preference and each only where it saves at least 10% (fewer rows save little where the
+rounds' overhead dominates). The
 search then spends the rest on refinements, longer horizons and the fine grid while the
 estimate stays within the budget (:class:`fedqr.planner.search.Searcher`), and the plan
 reports what it simulated, what it skipped, the estimate and the wall time.
@@ -24,15 +26,15 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 from fedqr.planner.stacked import stacks_repeats
 from fedqr.planner.twin import MIN_PROXY_ROWS as MIN_ROWS_PER_CLIENT
 
-__all__ = ["COARSE_SHARE", "CONSTANTS", "DEFAULT_BUDGET_S", "TERMS", "TWIN_COST_VERSION",
-           "CostModel", "TwinSize", "default_budget_s", "size_twin"]
+__all__ = ["COARSE_SHARE", "CONSTANTS", "DEFAULT_BUDGET_S", "MIN_T_FIRST", "TERMS",
+           "TWIN_COST_VERSION", "CostModel", "TwinSize", "default_budget_s", "size_twin"]
 
 TWIN_COST_VERSION = 1
 """Bumped when the constants change (the plans a budget buys change with them)."""
@@ -122,49 +124,54 @@ class TwinSize:
     share: float  # of each client's rows in the proxy
     test_rows: int  # rows of the test set evaluated
     repeats: int
+    t_first: int | None  # largest T of the first race (None: the scenario fixes T)
     budget_s: float
     coarse_s: float  # the estimate of the first coarse race
 
 
-def size_twin(*, budget_s: float, arms: Sequence[tuple[int, float]], grid: Sequence[int],
-              engine: str, num_params: int, features: int, flops: int, real_sizes: np.ndarray,
-              share: float, test_rows: int, repeats: int | None,
-              auto_repeats: Callable[[int], int]) -> TwinSize:
-    """The largest twin (proxy share, test rows, repeats) whose coarse race over ``arms`` on
-    the horizons ``grid`` is estimated to fit ``COARSE_SHARE * budget_s``.
+MIN_T_FIRST = 8
+"""The first race is shortened to no fewer horizons than 0, 1, 2, 4, 8."""
 
-    ``repeats`` fixes the repeats (else ``auto_repeats(rows)`` of the unreduced proxy, kept
-    while the proxy shrinks); ``share`` and ``test_rows`` are the most the twin would use
-    without a budget.
+
+def size_twin(*, budget_s: float, arms: Sequence[tuple[int, float]],
+              grid_of: Callable[[int | None], Sequence[int]], t_first: int | None,
+              cost: CostModel, real_sizes: np.ndarray, share: float, repeats: int | None,
+              auto_repeats: Callable[[int], int]) -> TwinSize:
+    """The largest twin (proxy share, test rows, repeats, first race) whose first race over
+    ``arms`` on the horizons ``grid_of(t_first)`` is estimated to fit ``COARSE_SHARE *
+    budget_s``.
+
+    ``cost`` prices the unreduced twin (its proxy and test rows are the most the twin would
+    use without a budget); ``repeats`` fixes the repeats (else ``auto_repeats(rows)`` of the
+    unreduced proxy, kept while the proxy shrinks); ``t_first=None`` keeps the grid.
     """
     if not (budget_s > 0 and math.isfinite(budget_s)):
         raise ValueError(f"time_budget_s must be > 0 and finite, got time_budget_s={budget_s}")
     real = np.asarray(real_sizes, dtype=np.int64)
-    n = len(real)
-    floor_share = min(1.0, MIN_ROWS_PER_CLIENT * n / float(real.sum()))
-    floor_test = min(test_rows, MIN_TEST_ROWS)
+    floor_share = min(1.0, MIN_ROWS_PER_CLIENT * len(real) / float(real.sum()))
+    floor_test = min(cost.test_rows, MIN_TEST_ROWS)
 
     def rows(sh: float) -> int:
         return int(sum(min(int(d), max(MIN_ROWS_PER_CLIENT, math.ceil(sh * int(d))))
                        for d in real))
 
-    def coarse(sh: float, tr: int, k: int) -> float:
-        cost = CostModel(engine=engine, num_params=num_params, num_clients=n,
-                         proxy_rows=rows(sh), real_rows=int(real.sum()), test_rows=tr,
-                         features=features, flops=flops)
-        return sum(cost.batch_s(b=b, q=q, horizons=grid, repeats=k) for b, q in arms)
+    def coarse(sh: float, tr: int, k: int, tf: int | None) -> float:
+        c = replace(cost, proxy_rows=rows(sh), test_rows=tr)
+        return sum(c.batch_s(b=b, q=q, horizons=grid_of(tf), repeats=k) for b, q in arms)
 
     target = COARSE_SHARE * budget_s
-    sh, tr = share, test_rows
+    sh, tr, tf = share, cost.test_rows, t_first
     k = repeats if repeats is not None else auto_repeats(rows(sh))
-    while (now := coarse(sh, tr, k)) > target:
+    while (now := coarse(sh, tr, k, tf)) > target:
         # the first step that saves at least 10% (halving rows that cost little is no help)
-        steps = [(sh, max(floor_test, tr // 2), k) if tr > floor_test else None,
-                 (max(floor_share, sh / 2), tr, k) if sh > floor_share else None,
-                 (sh, tr, k - 1) if repeats is None and k > 2 else None]
+        steps = [(sh, max(floor_test, tr // 2), k, tf) if tr > floor_test else None,
+                 (max(floor_share, sh / 2), tr, k, tf) if sh > floor_share else None,
+                 (sh, tr, k - 1, tf) if repeats is None and k > 2 else None,
+                 (sh, tr, k, max(MIN_T_FIRST, tf // 2))
+                 if tf is not None and tf > MIN_T_FIRST else None]
         useful = [s for s in steps if s is not None and coarse(*s) <= 0.9 * now]
         if not useful:
             break  # the smallest twin: the race is run anyway, the rest of the search waits
-        sh, tr, k = useful[0]
-    return TwinSize(share=sh, test_rows=tr, repeats=k, budget_s=budget_s,
-                    coarse_s=coarse(sh, tr, k))
+        sh, tr, k, tf = useful[0]
+    return TwinSize(share=sh, test_rows=tr, repeats=k, t_first=tf, budget_s=budget_s,
+                    coarse_s=coarse(sh, tr, k, tf))

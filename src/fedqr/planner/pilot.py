@@ -59,7 +59,8 @@ def plan_with_pilot(scenario: Scenario, *, proxy: ProxyChoice, settings: SearchS
     twin = build_twin(pilot_sc, proxy, real, real.partition.sizes, device, settings)
     searcher = Searcher(scenario=pilot_sc, proxy=twin.proxy, device=device,
                         settings=settings if twin.size is None else dataclasses.replace(
-                            settings, repeats=twin.size.repeats))
+                            settings, repeats=twin.size.repeats,
+                            t_first=twin.size.t_first or settings.t_first))
     searcher.evaluate(r.clients_per_round, r.sample_rate, [t_pilot])
     predicted = searcher.predictions()[0]
     config = pilot_sc.sim_config(rounds=t_pilot, clients_per_round=r.clients_per_round,

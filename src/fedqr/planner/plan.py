@@ -11,7 +11,6 @@ import torch
 
 from fedqr.data import ClientData
 from fedqr.models.logreg import Norm
-from fedqr.planner.budget import CostModel
 from fedqr.planner.cache import (
     PLANNER_VERSION,
     cache_dir,
@@ -19,8 +18,7 @@ from fedqr.planner.cache import (
     load_memo,
     save_memo,
 )
-from fedqr.planner.kernels import forward_flops
-from fedqr.planner.proxy import AUTO_PROXY_ROWS, ProxyChoice, Twin, build_twin
+from fedqr.planner.proxy import AUTO_PROXY_ROWS, ProxyChoice, Twin, build_twin, cost_model
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import Prediction, Searcher, SearchSettings
 from fedqr.planner.twin import Proxy
@@ -155,7 +153,8 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     path = cache_dir() / f"{key}.json"
     memo = (load_memo(path) if use_cache and path.is_file() else None)
     cached = memo is not None
-    run_settings = st if twin.size is None else replace(st, repeats=twin.size.repeats)
+    run_settings = st if twin.size is None else replace(
+        st, repeats=twin.size.repeats, t_first=twin.size.t_first or st.t_first)
     searcher = Searcher(scenario=scenario, proxy=twin.proxy, settings=run_settings, device=dev,
                         memo=memo or {}, progress=progress, **_budget(twin))
     predictions = searcher.run()
@@ -181,6 +180,7 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
                 wall_time_s=time.perf_counter() - started, from_cache=cached and
                 searcher.simulated_rounds == 0,
                 settings={**asdict(st), "repeats": searcher.repeats,
+                          "t_first": run_settings.t_first,
                           "simulated": _simulated(searcher, twin)})
 
 
@@ -188,12 +188,7 @@ def _budget(twin: Twin) -> dict[str, Any]:
     """The Searcher's cost model and budget of a kernel twin (none for the logistic twin)."""
     if twin.size is None or not isinstance(twin.proxy, KernelProxy):
         return {}
-    p = twin.proxy
-    cost = CostModel(engine=p.engine.name, num_params=p.num_params,
-                     num_clients=len(p.real_sizes), proxy_rows=int(p.proxy_sizes.sum()),
-                     real_rows=int(p.real_sizes.sum()), test_rows=p.num_test,
-                     features=int(p.data.x.shape[1]), flops=forward_flops(p.kernel))
-    return {"cost": cost, "budget_s": twin.size.budget_s}
+    return {"cost": cost_model(twin.proxy), "budget_s": twin.size.budget_s}
 
 
 def _simulated(searcher: Searcher, twin: Twin) -> dict[str, Any]:

@@ -3,7 +3,7 @@ for the scenario's model (:func:`build_twin`)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -12,14 +12,14 @@ import torch
 from fedqr.data import ClientData, Dataset
 from fedqr.data.source import DataSource
 from fedqr.models.kernel import Kernel
-from fedqr.planner.budget import TwinSize, default_budget_s, size_twin
+from fedqr.planner.budget import CostModel, TwinSize, default_budget_s, size_twin
 from fedqr.planner.kernels import forward_flops, twin_kernel
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import SearchSettings, auto_repeats, first_arms, first_grid
 from fedqr.planner.twin import Proxy, make_proxy, proxy_rows
 from fedqr.planner.twin_kernel import KernelProxy, make_kernel_proxy
 
-__all__ = ["AUTO_PROXY_ROWS", "ProxyChoice", "Twin", "build_twin"]
+__all__ = ["AUTO_PROXY_ROWS", "ProxyChoice", "Twin", "build_twin", "cost_model"]
 
 AUTO_PROXY_ROWS = 4000
 """With ``share=None`` a clear proxy holds about this many rows in all (all rows if fewer)."""
@@ -107,24 +107,42 @@ def build_twin(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,
         if choice.use is DataUse.PUBLIC_PROXY:
             del used["share"]
         return Twin(proxy, None, None, _ordered(info, used))
-    n_test = len(train.dataset.y_test)
-    proxy = make_kernel_proxy(kernel, train, rows=rows(share), test=train.dataset,
-                              real_sizes=sizes, norm=norm, device=device)
+    return _kernel_twin(scenario, kernel, train, info, sizes, device, settings, share)
+
+
+def cost_model(proxy: KernelProxy) -> CostModel:
+    """The cost model of the kernel twin on ``proxy``."""
+    return CostModel(engine=proxy.engine.name, num_params=proxy.num_params,
+                     num_clients=len(proxy.real_sizes), proxy_rows=int(proxy.proxy_sizes.sum()),
+                     real_rows=int(proxy.real_sizes.sum()), test_rows=proxy.num_test,
+                     features=int(proxy.data.x[0].numel()), flops=forward_flops(proxy.kernel))
+
+
+def _kernel_twin(scenario: Scenario, kernel: Kernel, train: ClientData, info: dict[str, Any],
+                 sizes: np.ndarray, device: torch.device, settings: SearchSettings,
+                 share: float) -> Twin:
+    """The kernel twin at the size its budget buys (:func:`fedqr.planner.budget.size_twin`)."""
+    seed, norm = scenario.data.seed, scenario.spec.norm
+
+    def build(sh: float, test_rows: np.ndarray | None) -> KernelProxy:
+        rows = proxy_rows(train.partition, share=sh, rng=np.random.default_rng([seed, 3]))
+        return make_kernel_proxy(kernel, train, rows=rows, test=train.dataset,
+                                 real_sizes=sizes, norm=norm, device=device,
+                                 test_rows=test_rows)
+
+    proxy = build(share, None)
     bs, qs = first_arms(scenario, np.asarray(sizes))
-    budget = settings.time_budget_s or default_budget_s(int(proxy.proxy_sizes.sum()))
-    size = size_twin(budget_s=budget,
-                     arms=[(b, q) for b in bs for q in qs],
-                     grid=first_grid(scenario, settings), engine=proxy.engine.name,
-                     num_params=kernel.num_params, features=train.dataset.num_features,
-                     flops=forward_flops(kernel),
-                     real_sizes=np.asarray(sizes), share=share,
-                     test_rows=n_test, repeats=settings.repeats, auto_repeats=auto_repeats)
-    if size.share != share or size.test_rows != n_test:
-        test_rows = np.sort(np.random.default_rng([scenario.data.seed, 4]).choice(
-            n_test, size=size.test_rows, replace=False))
-        proxy = make_kernel_proxy(kernel, train, rows=rows(size.share), test=train.dataset,
-                                  real_sizes=sizes, norm=norm, device=device,
-                                  test_rows=test_rows)
+    size = size_twin(
+        budget_s=settings.time_budget_s or default_budget_s(int(proxy.proxy_sizes.sum())),
+        arms=[(b, q) for b in bs for q in qs],
+        grid_of=lambda tf: first_grid(scenario, settings if tf is None else replace(
+            settings, t_first=tf)),
+        t_first=None if scenario.rounds is not None else settings.t_first,
+        cost=cost_model(proxy), real_sizes=np.asarray(sizes), share=share,
+        repeats=settings.repeats, auto_repeats=auto_repeats)
+    if size.share != share or size.test_rows != proxy.num_test:
+        proxy = build(size.share, np.sort(np.random.default_rng([seed, 4]).choice(
+            proxy.num_test, size=size.test_rows, replace=False)))
     used = {"share": size.share, "rows": int(proxy.proxy_sizes.sum()),
             "test_rows": proxy.num_test, "model": kernel.name, "twin_engine": proxy.engine.name}
     return Twin(proxy, kernel, size, _ordered(info, used))
