@@ -17,10 +17,12 @@ from typing import Any
 import numpy as np
 import torch
 
+from fedqr.models.logreg_kernel import LogRegKernel
 from fedqr.planner.plan import Plan, ProxyChoice, make_plan
+from fedqr.planner.proxy import build_twin
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import Searcher, SearchSettings
-from fedqr.sim.engine import simulate
+from fedqr.sim.loop import run_rounds
 
 __all__ = ["plan_with_pilot", "split_budget"]
 
@@ -52,20 +54,22 @@ def plan_with_pilot(scenario: Scenario, *, proxy: ProxyChoice, settings: SearchS
                      use_cache=use_cache, progress=progress)
     r = plan.recommended
     t_pilot = max(1, round(pilot_share * r.rounds))
-    # the twin's prediction for the pilot schedule at the pilot budget
-    from fedqr.planner.plan import _proxy  # the same proxy as the plan's
-
+    # the twin's prediction for the pilot schedule at the pilot budget, on the plan's proxy
     real = scenario.data.build()
-    norm = scenario.spec.norm
-    twin, _ = _proxy(pilot_sc, proxy, real, real.partition.sizes, norm, device)
-    searcher = Searcher(scenario=pilot_sc, proxy=twin, settings=settings, device=device)
+    twin = build_twin(pilot_sc, proxy, real, real.partition.sizes, device, settings)
+    searcher = Searcher(scenario=pilot_sc, proxy=twin.proxy, device=device,
+                        settings=settings if twin.size is None else dataclasses.replace(
+                            settings, repeats=twin.size.repeats,
+                            t_first=twin.size.t_first or settings.t_first))
     searcher.evaluate(r.clients_per_round, r.sample_rate, [t_pilot])
     predicted = searcher.predictions()[0]
     config = pilot_sc.sim_config(rounds=t_pilot, clients_per_round=r.clients_per_round,
                                  sample_rate=r.sample_rate, repeats=1,
                                  seed=scenario.data.seed + PILOT_SEED_OFFSET,
                                  eval_every=max(1, t_pilot))
-    result = simulate(real.dataset, real.partition, config, device=device)
+    kernel = twin.kernel or LogRegKernel(num_features=real.dataset.num_features,
+                                         num_classes=real.dataset.num_classes)
+    result = run_rounds(real.dataset, real.partition, config, kernel, device=device)
     achieved = float(result.runs[0]["rounds"][-1]["test_loss"])
     spent = [c["epsilon_spent"] for c in result.clients]
     tolerance = 3 * predicted.stderr + 0.1 * predicted.mean

@@ -2,67 +2,34 @@
 
 from __future__ import annotations
 
-import hashlib
-import json
-import math
-import os
 import time
-from dataclasses import asdict, dataclass, field
-from pathlib import Path
+from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 import numpy as np
 import torch
 
-from fedqr.data import ClientData, Dataset
-from fedqr.data.source import DataSource
-from fedqr.models.factory import ModelName
+from fedqr.data import ClientData
 from fedqr.models.logreg import Norm
+from fedqr.planner.cache import (
+    PLANNER_VERSION,
+    cache_dir,
+    cache_key,
+    load_memo,
+    save_memo,
+)
+from fedqr.planner.proxy import AUTO_PROXY_ROWS, ProxyChoice, Twin, build_twin, cost_model
 from fedqr.planner.scenario import DataUse, Scenario
-from fedqr.planner.search import Memo, Prediction, Searcher, SearchSettings, untrained_loss
-from fedqr.planner.twin import Proxy, make_proxy, proxy_rows
+from fedqr.planner.search import Prediction, Searcher, SearchSettings
+from fedqr.planner.twin import Proxy
+from fedqr.planner.twin_kernel import KernelProxy
 from fedqr.privacy import Mechanism, mechanism_for
 
-__all__ = ["PLANNER_VERSION", "Plan", "PlanNotUseful", "ProxyChoice", "make_plan"]
+__all__ = ["AUTO_PROXY_ROWS", "PLANNER_VERSION", "Plan", "PlanNotUseful", "ProxyChoice", "Twin",
+           "build_twin", "cache_dir", "make_plan"]
 
-PLANNER_VERSION = 4  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit
-"""Bumped when the twin or the search change: cached simulations are then not reused."""
-AUTO_PROXY_ROWS = 4000
-"""With ``share=None`` a clear proxy holds about this many rows in all (all rows if fewer)."""
 USEFUL_MARGIN = 0.02
 """A plan helps only if its predicted loss is this share below the untrained model's."""
-
-
-@dataclass(frozen=True, kw_only=True)
-class ProxyChoice:
-    """Which data the twin trains on.
-
-    Attributes
-    ----------
-    use:
-        ``clear-proxy`` (a share of the clients' own data, read without privacy) or
-        ``public-proxy`` (``public``: a data set that is not the clients').
-    share:
-        ``clear-proxy``: the share of each client's rows (``None``: about
-        :data:`AUTO_PROXY_ROWS` rows in all).
-    public:
-        ``public-proxy``: the recipe of the public data set, split into N clients the way
-        the deployment is (its test split is the twin's evaluation set).
-    public_label:
-        How the public data set is named in the plan's ``data_used``.
-    """
-
-    use: DataUse = DataUse.CLEAR_PROXY
-    share: float | None = None
-    public: DataSource | None = None
-    public_label: str = ""
-
-    def __post_init__(self) -> None:
-        if self.share is not None and not 0 < self.share <= 1:
-            raise ValueError(f"proxy_share must be in (0, 1], got proxy_share={self.share}")
-        if (self.use is DataUse.PUBLIC_PROXY) != (self.public is not None):
-            raise ValueError("a public proxy data set is needed for data use public-proxy "
-                             "(and only then)")
 
 
 class PlanNotUseful(RuntimeError):
@@ -109,44 +76,14 @@ class Plan:
                 "runner_ups": [p.as_dict() for p in self.runner_ups()]}
 
 
-def _auto_share(sizes: np.ndarray) -> float:
-    return min(1.0, AUTO_PROXY_ROWS / float(sizes.sum()))
-
-
 def _proxy(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,
            sizes: np.ndarray, norm: Norm, device: torch.device
            ) -> tuple[Proxy, dict[str, Any]]:
-    rng = np.random.default_rng([scenario.data.seed, 3])
-    if choice.use is DataUse.CLEAR_PROXY:
-        assert real is not None  # make_plan builds the clients' data for a clear proxy
-        share = _auto_share(sizes) if choice.share is None else choice.share
-        rows = proxy_rows(real.partition, share=share, rng=rng)
-        proxy = make_proxy(real, rows=rows, test=real.dataset, real_sizes=sizes, norm=norm,
-                           device=device)
-        return proxy, {"kind": DataUse.CLEAR_PROXY.value, "share": share,
-                       "rows": int(proxy.proxy_sizes.sum()), "reads_private_data": True,
-                       "warning": "the twin trains on a share of the clients' own data, read "
-                                  "WITHOUT differential privacy (simulation only)"}
-    assert choice.public is not None  # checked by ProxyChoice
-    pub = choice.public.build()
-    if real is not None:
-        _check_compatible(pub.dataset, real.dataset)
-    share = _auto_share(pub.partition.sizes) if choice.share is None else choice.share
-    rows = proxy_rows(pub.partition, share=share, rng=rng)
-    proxy = make_proxy(pub, rows=rows, test=pub.dataset, real_sizes=sizes, norm=norm,
-                       device=device)
-    return proxy, {"kind": DataUse.PUBLIC_PROXY.value, "proxy": choice.public_label
-                   or str(choice.public.dataset), "rows": int(proxy.proxy_sizes.sum()),
-                   "reads_private_data": False,
-                   "reads_client_sizes": True}
-
-
-def _check_compatible(proxy: Dataset, real: Dataset) -> None:
-    if proxy.x_train.shape[1] != real.x_train.shape[1] or proxy.num_classes != real.num_classes:
-        raise ValueError(
-            f"proxy must have the deployment's features and classes ({real.x_train.shape[1]} "
-            f"features, {real.num_classes} classes), got {proxy.x_train.shape[1]} features, "
-            f"{proxy.num_classes} classes")
+    """The logistic twin's proxy and what it reads (``norm`` is the scenario's; kept for
+    ``bench/planner_fit.py``)."""
+    twin = build_twin(scenario, choice, real, sizes, device, SearchSettings())
+    assert isinstance(twin.proxy, Proxy)  # a scenario of softmax regression
+    return twin.proxy, twin.data_used
 
 
 def _privacy_cost(use: DataUse) -> dict[str, Any]:
@@ -157,49 +94,6 @@ def _privacy_cost(use: DataUse) -> dict[str, Any]:
             "note": "no guarantee for the plan itself: it is computed from the clients' data "
                     "read without differential privacy (simulation only); the run it "
                     "recommends still spends exactly each client's budget"}
-
-
-def cache_dir() -> Path:
-    """``$FEDQR_CACHE/plans`` (default ``~/.cache/fedqr/plans``)."""
-    root = os.environ.get("FEDQR_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "fedqr") / "plans"
-
-
-def _cache_key(scenario: Scenario, choice: ProxyChoice, settings: SearchSettings,
-               sizes: np.ndarray | None = None) -> str:
-    from fedqr.sim.result import jsonable
-
-    doc = {"version": PLANNER_VERSION, "data": scenario.data.identity(),
-           "sizes": None if sizes is None else [int(v) for v in sizes],
-           "scenario": jsonable({k: v for k, v in vars(scenario).items()
-                                 if k not in ("data", "kernel")}),
-           "kernel": None if scenario.kernel is None else scenario.kernel.describe(),
-           "proxy": {"use": choice.use.value, "share": choice.share,
-                     "public": None if choice.public is None else choice.public.identity()},
-           "settings": asdict(settings)}
-    text = json.dumps(doc, sort_keys=True, default=str)
-    return hashlib.sha256(text.encode()).hexdigest()[:20]
-
-
-_INF_JSON = 1e308  # a diverged twin run's loss in the cache file (strict JSON has no inf)
-
-
-def _load_memo(path: Path) -> Memo | None:
-    try:
-        rows = json.loads(path.read_text())["memo"]
-        return {(int(b), float(q), int(t)): tuple(math.inf if float(v) >= _INF_JSON else float(v)
-                                                  for v in losses)
-                for b, q, t, losses in rows}
-    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
-        return None
-
-
-def _save_memo(path: Path, memo: Memo) -> None:
-    from fedqr.sim.result import write_json_atomic
-
-    rows = [[b, q, t, [v if math.isfinite(v) else _INF_JSON for v in losses]]
-            for (b, q, t), losses in sorted(memo.items())]
-    write_json_atomic(path, {"version": PLANNER_VERSION, "memo": rows})
 
 
 def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
@@ -229,7 +123,9 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     Returns
     -------
     Plan
-        The recommended schedule, every prediction, and what the plan read and cost. The
+        The recommended schedule, every prediction, what the plan read, simulated
+        (``settings["simulated"]``: rounds, columns, row gradients, seconds, and for a
+        budgeted kernel twin the estimate and what it left out) and cost. The
         plan itself spends no privacy budget: each predicted schedule's noise is calibrated
         to spend each client's whole budget, and ``fedqr run`` charges it.
     """
@@ -237,12 +133,6 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     choice = proxy or ProxyChoice()
     st = settings or SearchSettings(seed=scenario.data.seed)
     dev = torch.device(device)
-    model = scenario.model_name  # the model factory owns the default
-    if model is not ModelName.LOGREG:
-        name = scenario.kernel.name if scenario.kernel is not None else model.value
-        raise ValueError(f"the twin planner simulates logistic regression, got "
-                         f"model={name}; "
-                         "plan with --model logreg, or use --method bound")
     if sizes is None:
         real: ClientData | None = scenario.data.build()
         assert real is not None
@@ -256,19 +146,22 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
             raise ValueError(f"sizes must be {scenario.num_clients} positive client sizes, "
                              f"got {real_sizes.tolist()}")
         real = None
-    norm = scenario.spec.norm
-    twin, data_used = _proxy(scenario, choice, real, real_sizes, norm, dev)
-    key = _cache_key(scenario, choice, st, sizes)
+    twin = build_twin(scenario, choice, real, real_sizes, dev, st)
+    proxy_doc = {"use": choice.use.value, "share": choice.share,
+                 "public": None if choice.public is None else choice.public.identity()}
+    key = cache_key(scenario, proxy_doc, st, sizes=sizes, kernel=twin.kernel)
     path = cache_dir() / f"{key}.json"
-    memo = (_load_memo(path) if use_cache and path.is_file() else None)
+    memo = (load_memo(path) if use_cache and path.is_file() else None)
     cached = memo is not None
-    searcher = Searcher(scenario=scenario, proxy=twin, settings=st, device=dev,
-                        memo=memo or {}, progress=progress)
+    run_settings = st if twin.size is None else replace(
+        st, repeats=twin.size.repeats, t_first=twin.size.t_first or st.t_first)
+    searcher = Searcher(scenario=scenario, proxy=twin.proxy, settings=run_settings, device=dev,
+                        memo=memo or {}, progress=progress, **_budget(twin))
     predictions = searcher.run()
     if use_cache and searcher.simulated_rounds:
-        _save_memo(path, searcher.memo)
+        save_memo(path, searcher.memo)
     best = predictions[0]
-    base = untrained_loss(twin)
+    base = searcher.untrained_loss()
     useful = best.rounds > 0 and best.mean < (1 - USEFUL_MARGIN) * base
     message = (f"predicted test loss {best.mean:.4f} +- {best.stderr:.4f} at T={best.rounds}, "
                f"b={best.clients_per_round}" if useful else
@@ -276,10 +169,39 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
                f"{best.mean:.4f} is not {USEFUL_MARGIN:.0%} below the untrained model's "
                f"{base:.4f}; the budget is too small for even one useful reply at this clip "
                f"(raise eps, lower the clip, or use more data per client)")
+    for b, q, t in searcher.cut_short:
+        if (b, q) == (best.clients_per_round, best.sample_rate) and useful:
+            message += (f"; the twin's time budget ended the search of b={b} at T={t}, where "
+                        f"the loss still fell: a larger time budget may find a larger T")
     return Plan(recommended=best, predictions=predictions, untrained_loss=base, useful=useful,
-                message=message, data_used=data_used,
+                message=message, data_used=twin.data_used,
                 privacy_cost=_privacy_cost(choice.use),
                 simulated_rounds=searcher.simulated_rounds,
                 wall_time_s=time.perf_counter() - started, from_cache=cached and
                 searcher.simulated_rounds == 0,
-                settings={**asdict(st), "repeats": searcher.repeats})
+                settings={**asdict(st), "repeats": searcher.repeats,
+                          "t_first": run_settings.t_first,
+                          "simulated": _simulated(searcher, twin)})
+
+
+def _budget(twin: Twin) -> dict[str, Any]:
+    """The Searcher's cost model and budget of a kernel twin (none for the logistic twin)."""
+    if twin.size is None or not isinstance(twin.proxy, KernelProxy):
+        return {}
+    return {"cost": cost_model(twin.proxy), "budget_s": twin.size.budget_s}
+
+
+def _simulated(searcher: Searcher, twin: Twin) -> dict[str, Any]:
+    """How much the twin simulated (this call; 0 when every loss came from the cache)."""
+    out: dict[str, Any] = {
+        "rounds": searcher.simulated_rounds, "column_rounds": searcher.column_rounds,
+        "columns": searcher.columns, "row_gradients": searcher.row_gradients,
+        "proxy_rows": int(twin.proxy.proxy_sizes.sum()), "sim_time_s": searcher.sim_time_s}
+    if twin.size is not None:
+        out.update({"time_budget_s": twin.size.budget_s, "estimated_s": searcher.estimated_s,
+                    "coarse_estimated_s": twin.size.coarse_s,
+                    "skipped_for_budget": [f"b={b} q={q:g} T={','.join(map(str, ts))}"
+                                           for b, q, ts in searcher.skipped],
+                    "still_falling_at": [f"b={b} q={q:g} T={t}"
+                                         for b, q, t in searcher.cut_short]})
+    return out

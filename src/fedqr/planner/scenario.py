@@ -44,6 +44,8 @@ class Scenario:
         The model trained (``None``: the data set's paper model, by the model factory).
     kernel:
         The model as a kernel (:func:`fedqr.models.zoo.make_kernel`); overrides ``model``.
+        Not part of the scenario's equality (a kernel holds a factory function); plans key
+        their cache on its description (:func:`fedqr.planner.kernels.kernel_identity`).
     """
 
     data: DataSource = field(default_factory=DataSpec)

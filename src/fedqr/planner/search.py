@@ -19,6 +19,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -26,85 +27,26 @@ import numpy as np
 import torch
 from numpy.typing import NDArray
 
-from fedqr.planner.grids import b_grid, log_grid, q_grid, refine_b, refine_q
+from fedqr.planner.budget import CostModel
+from fedqr.planner.grids import log_grid, refine_b, refine_q
 from fedqr.planner.noise import NoiseBook
 from fedqr.planner.scenario import Scenario
+from fedqr.planner.settings import (
+    AUTO_REPEAT_ROWS,
+    Memo,
+    Prediction,
+    SearchSettings,
+    auto_repeats,
+    first_arms,
+    first_grid,
+)
 from fedqr.planner.twin import Proxy, TwinRun, simulate_columns
+from fedqr.planner.twin_kernel import KernelProxy, TwinWork, simulate_columns_kernel
 
-__all__ = ["Prediction", "SearchSettings", "Searcher"]
+__all__ = ["AUTO_REPEAT_ROWS", "Memo", "Prediction", "SearchSettings", "Searcher", "auto_repeats",
+           "first_arms", "first_grid"]
 
 Progress = Callable[[str, int], None]
-
-
-@dataclass(frozen=True, kw_only=True)
-class SearchSettings:
-    """How hard the twin searches.
-
-    Attributes
-    ----------
-    repeats:
-        Twin repeats per schedule (the prediction is their mean, its uncertainty the
-        standard error); ``None``: :func:`auto_repeats` of the proxy's size.
-    t_first, t_limit:
-        Largest T of the first coarse pass; largest T ever simulated.
-    coarse_ratio, fine_ratio:
-        Ratios between neighbouring T of the coarse and the fine grid (<= 1.25).
-    finalists:
-        How many of the best (b, q) get the fine T grid.
-    min_gain:
-        The coarse grid is extended to larger T only while its largest T beats the one below
-        by more than this share of the loss.
-    race_margin:
-        An arm is extended only while its loss at the current horizon is within this share
-        of the best arm's there (and among the best half).
-    fine_simulate_up_to:
-        The fine T grid is simulated up to this T* and read off a fitted curve beyond.
-    seed:
-        Seed of the twin's draws.
-    """
-
-    repeats: int | None = None
-    t_first: int = 64
-    t_limit: int = 4096
-    coarse_ratio: float = 2.0
-    fine_ratio: float = 1.25
-    finalists: int = 3
-    min_gain: float = 0.01
-    race_margin: float = 0.02
-    fine_simulate_up_to: int = 256
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        if self.repeats is not None and self.repeats < 2:
-            raise ValueError(f"repeats must be >= 2 (for an uncertainty), got {self.repeats}")
-        if not 1 <= self.t_first <= self.t_limit:
-            raise ValueError(f"need 1 <= t_first <= t_limit, got t_first={self.t_first}, "
-                             f"t_limit={self.t_limit}")
-        if not 1 < self.coarse_ratio:
-            raise ValueError(f"coarse_ratio must be > 1, got {self.coarse_ratio}")
-        if not 1 < self.fine_ratio <= 1.25:
-            raise ValueError(f"fine_ratio must be in (1, 1.25], got {self.fine_ratio}")
-
-
-@dataclass(frozen=True)
-class Prediction:
-    """Predicted final test loss of one schedule."""
-
-    rounds: int
-    clients_per_round: int
-    sample_rate: float
-    mean: float
-    stderr: float
-    fitted: bool = False  # read off the fitted coarse curve rather than simulated
-
-    def as_dict(self) -> dict[str, float | int | bool]:
-        """JSON-ready."""
-        return {"rounds": self.rounds, "clients_per_round": self.clients_per_round,
-                "sample_rate": self.sample_rate, "predicted_test_loss": self.mean,
-                "stderr": self.stderr, "fitted": self.fitted}
-
-
-Memo = dict[tuple[int, float, int], tuple[float, ...]]
 
 
 @dataclass
@@ -113,13 +55,18 @@ class Searcher:
     ``memo`` (a re-plan with the same memo simulates nothing)."""
 
     scenario: Scenario
-    proxy: Proxy
+    proxy: Proxy | KernelProxy
     settings: SearchSettings
     device: torch.device
     memo: Memo = field(default_factory=dict)
     fitted: Memo = field(default_factory=dict)  # read off fitted curves, not simulated
     progress: Progress | None = None
+    cost: CostModel | None = None  # with budget_s: skip optional batches beyond the budget
+    budget_s: float | None = None
     simulated_rounds: int = 0
+    column_rounds: int = 0  # rounds summed over every simulated column (horizon x repeat)
+    columns: int = 0  # simulated columns (horizons x repeats)
+    sim_time_s: float = 0.0  # wall time spent simulating
 
     def __post_init__(self) -> None:
         self._noise = NoiseBook(scenario=self.scenario, sizes=self.proxy.real_sizes,
@@ -127,14 +74,38 @@ class Searcher:
         self._gen = torch.Generator(device=self.device).manual_seed(self.settings.seed)
         self.repeats = self.settings.repeats or auto_repeats(int(self.proxy.proxy_sizes.sum()))
         self._coarse_keys: set[tuple[int, float, int]] = set()  # what steps 1-2 asked for
+        self.estimated_s = 0.0  # estimated seconds of every batch asked for (memo or not)
+        self.skipped: list[tuple[int, float, list[int]]] = []  # left out for the budget
+        self.cut_short: list[tuple[int, float, int]] = []  # arms the budget stopped falling
+        self._charged: set[tuple[int, float, int]] = set()
+        self._work = TwinWork()
+        self._init = (self.proxy.initial(repeats=self.repeats, seed=self.settings.seed)
+                      if isinstance(self.proxy, KernelProxy) else None)
+
+    @property
+    def row_gradients(self) -> int | None:
+        """Per-sample gradients the kernel twin computed (``None``: the logistic twin)."""
+        return self._work.row_gradients if isinstance(self.proxy, KernelProxy) else None
+
+    def untrained_loss(self) -> float:
+        """Test loss of the untrained model: ``log k`` for softmax regression from zero, the
+        mean over the twin's initial models for any other model."""
+        if isinstance(self.proxy, KernelProxy):
+            assert self._init is not None  # set with a kernel proxy
+            return float(self.proxy.engine.test_loss(self._init).mean())
+        return untrained_loss(self.proxy)
 
     # -- simulation ---------------------------------------------------------------------
-    def evaluate(self, b: int, q: float, rounds: list[int]) -> None:
-        """Simulate the horizons of ``rounds`` not yet in the memo (one batch)."""
+    def evaluate(self, b: int, q: float, rounds: list[int], *, optional: bool = False) -> bool:
+        """Simulate the horizons of ``rounds`` not yet in the memo (one batch); an
+        ``optional`` batch is left out (``False``) when it would take the estimate over the
+        budget."""
+        if not self._within_budget(b, q, rounds, optional=optional):
+            return False
         self._coarse_keys.update((b, q, int(t)) for t in rounds)
         todo = sorted({t for t in rounds if (b, q, t) not in self.memo})
         if not todo:
-            return
+            return True
         s = self.scenario
         run = TwinRun(mechanism=s.mechanism, clients_per_round=b, sample_rate=q, clip=s.clip,
                       lr=s.lr, weight_decay=s.weight_decay, aggregation=s.aggregation,
@@ -148,11 +119,37 @@ class Searcher:
             if self.progress is not None:
                 self.progress(label, done + t)
 
-        losses = simulate_columns(self.proxy, run, horizons=hs, std=std, generator=self._gen,
-                                  on_round=tick)
+        started = time.perf_counter()
+        if isinstance(self.proxy, KernelProxy):
+            assert self._init is not None  # set with a kernel proxy
+            losses = simulate_columns_kernel(self.proxy, run, horizons=hs, std=std,
+                                             generator=self._gen, init=self._init,
+                                             on_round=tick, work=self._work)
+        else:
+            losses = simulate_columns(self.proxy, run, horizons=hs, std=std,
+                                      generator=self._gen, on_round=tick)
+        self.sim_time_s += time.perf_counter() - started
         self.simulated_rounds += int(hs.max())
+        self.column_rounds += int(hs.sum()) * self.repeats
+        self.columns += len(hs) * self.repeats
         for t, row in zip(todo, losses, strict=True):
             self.memo[(b, q, t)] = tuple(float(v) for v in row)
+        return True
+
+    def _within_budget(self, b: int, q: float, rounds: list[int], *, optional: bool) -> bool:
+        """Charge the estimate of the horizons not charged before (memoised or not, so a
+        re-plan from the cache takes the same path); ``False``: an optional batch that
+        does not fit."""
+        if self.cost is None or self.budget_s is None:
+            return True
+        new = sorted({int(t) for t in rounds if (b, q, int(t)) not in self._charged})
+        price = self.cost.batch_s(b=b, q=q, horizons=new, repeats=self.repeats)
+        if optional and new and self.estimated_s + price > self.budget_s:
+            self.skipped.append((b, q, new))
+            return False
+        self.estimated_s += price
+        self._charged.update((b, q, t) for t in new)
+        return True
 
     def predictions(self, keys: set[tuple[int, float, int]] | None = None) -> list[Prediction]:
         """Every simulated schedule (or those of ``keys``), best first."""
@@ -178,39 +175,33 @@ class Searcher:
     def run(self) -> list[Prediction]:
         """Search and return every prediction, best first."""
         s = self.scenario
-        n = s.num_clients
-        bs = [s.clients_per_round] if s.clients_per_round else [int(b) for b in b_grid(n)]
-        if not s.poisson:
-            qs = [1.0]
-        elif s.sample_rate is not None:
-            qs = [s.sample_rate]
-        else:
-            qs = [float(q) for q in q_grid(int(self.proxy.real_sizes.min()))]
+        bs, qs = first_arms(s, self.proxy.real_sizes)
         if s.rounds is not None:
             for b in bs:
                 for q in qs:
                     self.evaluate(b, q, [0, s.rounds])
             self._refine_b_q(bs, qs, fixed_t=s.rounds)
             return self.predictions()
-        self._race([(b, q) for b in bs for q in qs])
+        self._race([(b, q) for b in bs for q in qs], optional=False)
         self._refine_b_q(bs, qs, fixed_t=None)
         self._fine()
         return self.predictions()
 
-    def _race(self, arms: list[tuple[int, float]]) -> None:
+    def _race(self, arms: list[tuple[int, float]], *, optional: bool = True) -> None:
         """Coarse horizons up to ``t_first`` for every arm, then doublings for the arms that
         still improve and can still win (module docstring, step 1)."""
         st = self.settings
-        grid = [0, *[int(t) for t in log_grid(1, st.t_first, ratio=st.coarse_ratio)]]
+        grid = first_grid(self.scenario, st)
         for b, q in arms:
-            self.evaluate(b, q, grid)
+            self.evaluate(b, q, grid, optional=optional)
         hi = st.t_first
         alive = [arm for arm in arms if self._still_falling(*arm, hi)]
         while alive and hi < st.t_limit:
             alive = self._survivors(alive, hi)
             new_hi = min(st.t_limit, max(hi + 1, int(hi * st.coarse_ratio)))
             for b, q in alive:
-                self.evaluate(b, q, [new_hi])
+                if not self.evaluate(b, q, [new_hi], optional=True):
+                    self.cut_short.append((b, q, hi))  # still falling at hi
             hi = new_hi
             alive = [arm for arm in alive if self._still_falling(*arm, hi)]
 
@@ -231,6 +222,8 @@ class Searcher:
         their communication."""
         curve = sorted((p.rounds, p.mean) for p in self.predictions(self._coarse_keys)
                        if p.clients_per_round == b and p.sample_rate == q)
+        if not curve:  # the arm was left out for the budget
+            return False
         best_t = min(curve, key=lambda tm: (tm[1], tm[0]))[0]
         if best_t < hi or len(curve) < 2:
             return False
@@ -244,7 +237,7 @@ class Searcher:
             new_bs = refine_b(best.clients_per_round, set(bs), s.num_clients)
             if fixed_t:
                 for b in new_bs:
-                    self.evaluate(b, best.sample_rate, [0, fixed_t])
+                    self.evaluate(b, best.sample_rate, [0, fixed_t], optional=True)
             else:
                 self._race([(b, best.sample_rate) for b in new_bs])
         if s.poisson and s.sample_rate is None:
@@ -252,7 +245,7 @@ class Searcher:
             new_qs = refine_q(best.sample_rate, np.asarray(qs))
             if fixed_t:
                 for q in new_qs:
-                    self.evaluate(best.clients_per_round, q, [0, fixed_t])
+                    self.evaluate(best.clients_per_round, q, [0, fixed_t], optional=True)
             else:
                 self._race([(best.clients_per_round, q) for q in new_qs])
 
@@ -271,7 +264,7 @@ class Searcher:
             lo, hi = max(1, t_best // 2), min(st.t_limit, 2 * t_best)
             fine = [int(t) for t in log_grid(lo, max(lo, hi), ratio=st.fine_ratio)]
             if t_best <= st.fine_simulate_up_to:
-                self.evaluate(b, q, fine)
+                self.evaluate(b, q, fine, optional=True)
             else:
                 self._fit(b, q, fine, coarse)
 
@@ -295,16 +288,6 @@ class Searcher:
             xt = np.log(float(t))
             values = coef[0] * xt ** 2 + coef[1] * xt + coef[2]
             self.fitted[(b, q, t)] = tuple(float(v) for v in values)
-
-
-AUTO_REPEAT_ROWS = 9000
-"""Automatic twin repeats: 3 on proxies of 3,000 rows or more, up to 12 on smaller ones
-(a repeat costs in proportion to the rows, and small clients are the noisiest)."""
-
-
-def auto_repeats(rows: int) -> int:
-    """Twin repeats for a proxy of ``rows`` rows: ``clip(ceil(9000 / rows), 3, 12)``."""
-    return int(min(12, max(3, -(-AUTO_REPEAT_ROWS // max(rows, 1)))))
 
 
 def untrained_loss(proxy: Proxy) -> float:

@@ -1,0 +1,74 @@
+"""The planner's cache: simulated losses of a plan, keyed by everything they depend on."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from fedqr.models.kernel import Kernel
+from fedqr.planner.budget import TWIN_COST_VERSION
+from fedqr.planner.kernels import kernel_identity
+from fedqr.planner.scenario import Scenario
+from fedqr.planner.search import Memo, SearchSettings
+
+__all__ = ["PLANNER_VERSION", "cache_dir", "cache_key", "load_memo", "save_memo"]
+
+PLANNER_VERSION = 4  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit
+"""Bumped when the twin or the search change: cached simulations are then not reused."""
+_INF_JSON = 1e308  # a diverged twin run's loss in the cache file (strict JSON has no inf)
+
+
+def cache_dir() -> Path:
+    """``$FEDQR_CACHE/plans`` (default ``~/.cache/fedqr/plans``)."""
+    root = os.environ.get("FEDQR_CACHE")
+    return (Path(root) if root else Path.home() / ".cache" / "fedqr") / "plans"
+
+
+def cache_key(scenario: Scenario, proxy: dict[str, Any], settings: SearchSettings, *,
+              sizes: np.ndarray | None = None, kernel: Kernel | None = None) -> str:
+    """The cache key of a plan: the planner's version, the data source, the reported sizes,
+    the scenario, the proxy, the search settings and the model: ``kernel``, the one the
+    kernel twin simulates (:func:`fedqr.planner.kernels.kernel_identity`, with the version of
+    the cost model its budget is spent on), else the scenario's own kernel's description
+    (``None``: none given)."""
+    from fedqr.sim.result import jsonable
+
+    doc: dict[str, Any] = {
+        "version": PLANNER_VERSION, "data": scenario.data.identity(),
+        "sizes": None if sizes is None else [int(v) for v in sizes],
+        "scenario": jsonable({k: v for k, v in vars(scenario).items()
+                              if k not in ("data", "kernel")}),
+        "kernel": {**kernel_identity(kernel), "cost_version": TWIN_COST_VERSION}
+        if kernel is not None else (
+            None if scenario.kernel is None else scenario.kernel.describe()),
+        "proxy": proxy, "settings": {k: v for k, v in asdict(settings).items()
+                                     if v is not None or k == "repeats"}}
+    text = json.dumps(doc, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:20]
+
+
+def load_memo(path: Path) -> Memo | None:
+    """The memo stored at ``path`` (``None``: missing or unreadable)."""
+    try:
+        rows = json.loads(path.read_text())["memo"]
+        return {(int(b), float(q), int(t)): tuple(math.inf if float(v) >= _INF_JSON else float(v)
+                                                  for v in losses)
+                for b, q, t, losses in rows}
+    except (OSError, ValueError, KeyError, TypeError, UnicodeDecodeError):
+        return None
+
+
+def save_memo(path: Path, memo: Memo) -> None:
+    """Write ``memo`` atomically."""
+    from fedqr.sim.result import write_json_atomic
+
+    rows = [[b, q, t, [v if math.isfinite(v) else _INF_JSON for v in losses]]
+            for (b, q, t), losses in sorted(memo.items())]
+    write_json_atomic(path, {"version": PLANNER_VERSION, "memo": rows})

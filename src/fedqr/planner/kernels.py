@@ -1,0 +1,108 @@
+"""Which model the twin simulates for a scenario, whether it can, and how plans name it.
+
+:func:`twin_kernel` resolves a scenario's model into the kernel the twin runs: ``None`` for
+softmax regression (the fused logistic twin of :mod:`fedqr.planner.twin`, unchanged), else a
+:class:`~fedqr.models.kernel.Kernel` simulated by :mod:`fedqr.planner.twin_kernel`. A torch
+model is checked first (:func:`fedqr.models.zoo.check_model`: a module giving ``(n, k)``
+logits, no batch normalisation, per-sample gradients); a model the twin cannot run is refused
+with a ``ValueError`` naming it, never planned by another method behind the user's back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from typing import Any
+
+import torch
+
+from fedqr.data import Dataset
+from fedqr.models.factory import ModelName
+from fedqr.models.kernel import Kernel
+from fedqr.models.logreg_kernel import LogRegKernel
+from fedqr.models.torch_kernel import TorchKernel
+from fedqr.planner.scenario import Scenario
+
+__all__ = ["forward_flops", "kernel_identity", "twin_kernel"]
+
+
+def _input_shape(dataset: Dataset) -> tuple[int, ...]:
+    return tuple(dataset.image_shape) if dataset.image_shape else (dataset.num_features,)
+
+
+def twin_kernel(scenario: Scenario, dataset: Dataset) -> Kernel | None:
+    """The kernel the twin simulates for ``scenario`` on ``dataset`` (``None``: the fused
+    logistic twin).
+
+    Raises
+    ------
+    ValueError
+        Naming the model, when it does not fit the data (features, classes) or the twin
+        cannot simulate it (no per-sample gradients, batch normalisation, ...).
+    """
+    kernel = scenario.kernel
+    if kernel is None:
+        name = scenario.model_name
+        if name is ModelName.LOGREG:
+            return None
+        from fedqr.models.zoo import make_kernel
+
+        try:
+            kernel = make_kernel(name.value, input_shape=_input_shape(dataset),
+                                 num_classes=dataset.num_classes)
+        except ValueError as e:
+            raise ValueError(f"the twin planner cannot simulate model={name.value} on "
+                             f"dataset {dataset.name}: {e}") from e
+    if isinstance(kernel, LogRegKernel):
+        if (kernel.num_features, kernel.num_classes) != (dataset.num_features,
+                                                         dataset.num_classes):
+            raise ValueError(f"model logreg has {kernel.num_features} features and "
+                             f"{kernel.num_classes} classes, the data {dataset.num_features} "
+                             f"and {dataset.num_classes}")
+        return None
+    if isinstance(kernel, TorchKernel):
+        _check_torch(kernel, dataset)
+    return kernel
+
+
+def _check_torch(kernel: TorchKernel, dataset: Dataset) -> None:
+    from fedqr.models.zoo import check_model
+
+    if math.prod(kernel.input_shape) != dataset.num_features or \
+            kernel.num_classes != dataset.num_classes:
+        raise ValueError(f"model {kernel.name!r} takes inputs of shape {kernel.input_shape} "
+                         f"and {kernel.num_classes} classes, but dataset {dataset.name} has "
+                         f"{dataset.num_features} features and {dataset.num_classes} classes")
+    try:
+        check_model(kernel.build, input_shape=kernel.input_shape,
+                    num_classes=kernel.num_classes, label=kernel.name, loss_fn=kernel.loss_fn)
+    except ValueError as e:
+        raise ValueError(f"the twin planner cannot simulate model {kernel.name!r}: {e}") from e
+
+
+def kernel_identity(kernel: Kernel) -> dict[str, Any]:
+    """What a plan's cache key says about a model: :meth:`Kernel.describe`, and for a torch
+    model its module structure, loss and a digest of its first initial parameters (two
+    models of one name and size but different layers or initialisation differ)."""
+    out: dict[str, Any] = {"describe": kernel.describe()}
+    if isinstance(kernel, TorchKernel):
+        theta = kernel.init(repeats=1, generator=torch.Generator().manual_seed(0))
+        out["module"] = repr(kernel.build(torch.Generator().manual_seed(0)))
+        out["loss"] = getattr(kernel.loss_fn, "__qualname__", repr(kernel.loss_fn))
+        out["init_sha256"] = hashlib.sha256(theta.numpy().tobytes()).hexdigest()[:16]
+        out["input_shape"] = list(kernel.input_shape)
+    return out
+
+
+def forward_flops(kernel: Kernel) -> int:
+    """FLOPs of one row's forward pass (``torch.utils.flop_counter`` on a model built from
+    seed 0; ``2 P`` for a kernel that is not a torch module): what the twin's cost model
+    prices (a convolution reuses each weight at every position, a Linear layer once)."""
+    if not isinstance(kernel, TorchKernel):
+        return 2 * kernel.num_params
+    from torch.utils.flop_counter import FlopCounterMode
+
+    model = kernel.build(torch.Generator().manual_seed(0))
+    with torch.no_grad(), FlopCounterMode(display=False) as counter:
+        model(torch.zeros(1, *kernel.input_shape))
+    return max(int(counter.get_total_flops()), 2 * kernel.num_params)

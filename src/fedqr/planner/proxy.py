@@ -1,0 +1,162 @@
+"""The twin a plan simulates: which data it trains on (:class:`ProxyChoice`), and its proxy
+for the scenario's model (:func:`build_twin`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedqr.data import ClientData, Dataset
+from fedqr.data.source import DataSource
+from fedqr.models.kernel import Kernel
+from fedqr.planner.budget import CostModel, TwinSize, default_budget_s, size_twin
+from fedqr.planner.kernels import forward_flops, twin_kernel
+from fedqr.planner.scenario import DataUse, Scenario
+from fedqr.planner.search import SearchSettings, auto_repeats, first_arms, first_grid
+from fedqr.planner.twin import Proxy, make_proxy, proxy_rows
+from fedqr.planner.twin_kernel import KernelProxy, make_kernel_proxy
+
+__all__ = ["AUTO_PROXY_ROWS", "ProxyChoice", "Twin", "build_twin", "cost_model"]
+
+AUTO_PROXY_ROWS = 4000
+"""With ``share=None`` a clear proxy holds about this many rows in all (all rows if fewer)."""
+
+@dataclass(frozen=True, kw_only=True)
+class ProxyChoice:
+    """Which data the twin trains on.
+
+    Attributes
+    ----------
+    use:
+        ``clear-proxy`` (a share of the clients' own data, read without privacy) or
+        ``public-proxy`` (``public``: a data set that is not the clients').
+    share:
+        ``clear-proxy``: the share of each client's rows (``None``: about
+        :data:`AUTO_PROXY_ROWS` rows in all).
+    public:
+        ``public-proxy``: the recipe of the public data set, split into N clients the way
+        the deployment is (its test split is the twin's evaluation set).
+    public_label:
+        How the public data set is named in the plan's ``data_used``.
+    """
+
+    use: DataUse = DataUse.CLEAR_PROXY
+    share: float | None = None
+    public: DataSource | None = None
+    public_label: str = ""
+
+    def __post_init__(self) -> None:
+        if self.share is not None and not 0 < self.share <= 1:
+            raise ValueError(f"proxy_share must be in (0, 1], got proxy_share={self.share}")
+        if (self.use is DataUse.PUBLIC_PROXY) != (self.public is not None):
+            raise ValueError("a public proxy data set is needed for data use public-proxy "
+                             "(and only then)")
+
+
+def _auto_share(sizes: np.ndarray) -> float:
+    return min(1.0, AUTO_PROXY_ROWS / float(sizes.sum()))
+
+
+@dataclass(frozen=True)
+class Twin:
+    """The twin a plan simulates: its proxy, the model kernel (``None``: the logistic twin),
+    how it was sized for its budget, and what it reads."""
+
+    proxy: Proxy | KernelProxy
+    kernel: Kernel | None
+    size: TwinSize | None
+    data_used: dict[str, Any]
+
+
+def _train_data(choice: ProxyChoice, real: ClientData | None
+                ) -> tuple[ClientData, dict[str, Any]]:
+    if choice.use is DataUse.CLEAR_PROXY:
+        assert real is not None  # make_plan builds the clients' data for a clear proxy
+        return real, {"kind": DataUse.CLEAR_PROXY.value, "reads_private_data": True,
+                      "warning": "the twin trains on a share of the clients' own data, read "
+                                 "WITHOUT differential privacy (simulation only)"}
+    assert choice.public is not None  # checked by ProxyChoice
+    pub = choice.public.build()
+    if real is not None:
+        _check_compatible(pub.dataset, real.dataset)
+    return pub, {"kind": DataUse.PUBLIC_PROXY.value,
+                 "proxy": choice.public_label or str(choice.public.dataset),
+                 "reads_private_data": False, "reads_client_sizes": True}
+
+
+def build_twin(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,
+               sizes: np.ndarray, device: torch.device, settings: SearchSettings) -> Twin:
+    """The proxy of the scenario's model: the logistic twin's as always, any other model's
+    sized to the time budget (:func:`fedqr.planner.budget.size_twin`)."""
+    train, info = _train_data(choice, real)
+    kernel = twin_kernel(scenario, train.dataset)
+    share = _auto_share(train.partition.sizes) if choice.share is None else choice.share
+    norm = scenario.spec.norm
+
+    def rows(sh: float) -> tuple[np.ndarray, ...]:
+        return proxy_rows(train.partition, share=sh, rng=np.random.default_rng(
+            [scenario.data.seed, 3]))
+
+    if kernel is None:
+        proxy: Proxy | KernelProxy = make_proxy(train, rows=rows(share), test=train.dataset,
+                                                real_sizes=sizes, norm=norm, device=device)
+        used: dict[str, Any] = {"share": share, "rows": int(proxy.proxy_sizes.sum())}
+        if choice.use is DataUse.PUBLIC_PROXY:
+            del used["share"]
+        return Twin(proxy, None, None, _ordered(info, used))
+    return _kernel_twin(scenario, kernel, train, info, sizes, device, settings, share)
+
+
+def cost_model(proxy: KernelProxy) -> CostModel:
+    """The cost model of the kernel twin on ``proxy``."""
+    return CostModel(engine=proxy.engine.name, num_params=proxy.num_params,
+                     num_clients=len(proxy.real_sizes), proxy_rows=int(proxy.proxy_sizes.sum()),
+                     real_rows=int(proxy.real_sizes.sum()), test_rows=proxy.num_test,
+                     features=int(proxy.data.x[0].numel()), flops=forward_flops(proxy.kernel))
+
+
+def _kernel_twin(scenario: Scenario, kernel: Kernel, train: ClientData, info: dict[str, Any],
+                 sizes: np.ndarray, device: torch.device, settings: SearchSettings,
+                 share: float) -> Twin:
+    """The kernel twin at the size its budget buys (:func:`fedqr.planner.budget.size_twin`)."""
+    seed, norm = scenario.data.seed, scenario.spec.norm
+
+    def build(sh: float, test_rows: np.ndarray | None) -> KernelProxy:
+        rows = proxy_rows(train.partition, share=sh, rng=np.random.default_rng([seed, 3]))
+        return make_kernel_proxy(kernel, train, rows=rows, test=train.dataset,
+                                 real_sizes=sizes, norm=norm, device=device,
+                                 test_rows=test_rows)
+
+    proxy = build(share, None)
+    bs, qs = first_arms(scenario, np.asarray(sizes))
+    size = size_twin(
+        budget_s=settings.time_budget_s or default_budget_s(int(proxy.proxy_sizes.sum())),
+        arms=[(b, q) for b in bs for q in qs],
+        grid_of=lambda tf: first_grid(scenario, settings if tf is None else replace(
+            settings, t_first=tf)),
+        t_first=None if scenario.rounds is not None else settings.t_first,
+        cost=cost_model(proxy), real_sizes=np.asarray(sizes), share=share,
+        repeats=settings.repeats, auto_repeats=auto_repeats)
+    if size.share != share or size.test_rows != proxy.num_test:
+        proxy = build(size.share, np.sort(np.random.default_rng([seed, 4]).choice(
+            proxy.num_test, size=size.test_rows, replace=False)))
+    used = {"share": size.share, "rows": int(proxy.proxy_sizes.sum()),
+            "test_rows": proxy.num_test, "model": kernel.name, "twin_engine": proxy.engine.name}
+    return Twin(proxy, kernel, size, _ordered(info, used))
+
+
+def _ordered(info: dict[str, Any], used: dict[str, Any]) -> dict[str, Any]:
+    """``kind`` first, then what the proxy holds, then the flags (as plans always wrote)."""
+    return {"kind": info["kind"], **{k: v for k, v in info.items() if k == "proxy"}, **used,
+            **{k: v for k, v in info.items() if k not in ("kind", "proxy")}}
+
+
+def _check_compatible(proxy: Dataset, real: Dataset) -> None:
+    if proxy.x_train.shape[1] != real.x_train.shape[1] or proxy.num_classes != real.num_classes:
+        raise ValueError(
+            f"proxy must have the deployment's features and classes ({real.x_train.shape[1]} "
+            f"features, {real.num_classes} classes), got {proxy.x_train.shape[1]} features, "
+            f"{proxy.num_classes} classes")

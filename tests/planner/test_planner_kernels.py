@@ -1,0 +1,128 @@
+"""make_plan for any model: an MLP is planned by its own twin, a model it cannot run is
+refused by name, and the cache tells models apart."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from torch import nn
+
+from fedqr.data import DatasetName, DataSpec, PartitionKind
+from fedqr.models.kernel import Kernel
+from fedqr.models.logreg_kernel import LogRegKernel
+from fedqr.models.torch_kernel import TorchKernel
+from fedqr.models.zoo import make_kernel
+from fedqr.planner import Scenario, SearchSettings, make_plan
+from fedqr.planner.cache import cache_key
+from fedqr.planner.kernels import twin_kernel
+from fedqr.privacy import Mechanism
+from fedqr.sim.config import LearningRate
+
+SPEC = DataSpec(dataset=DatasetName.DIGITS, partition=PartitionKind.TWO_DIGITS, num_clients=4)
+FAST = SearchSettings(repeats=2, t_first=16, t_limit=64)
+
+
+def _mlp(hidden: tuple[int, ...] = (16,)) -> Kernel:
+    return make_kernel("mlp", input_shape=(64,), num_classes=10, hidden=hidden)
+
+
+def _scenario(kernel: Kernel | None, **kw: object) -> Scenario:
+    base: dict[str, object] = dict(data=SPEC, mechanism=Mechanism.LAPLACE, eps=(4.0,),
+                                   clip=20.0, sample_rate=1.0, lr=LearningRate(eta0=0.3),
+                                   kernel=kernel)
+    base.update(kw)
+    return Scenario(**base)  # type: ignore[arg-type]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEDQR_CACHE", str(tmp_path / "cache"))
+
+
+def test_an_mlp_is_planned_by_its_twin_and_replanned_from_the_cache() -> None:
+    plan = make_plan(_scenario(_mlp()), settings=FAST)
+    means = [p.mean for p in plan.predictions]
+    assert plan.recommended.mean == min(means) and plan.useful
+    assert plan.recommended.rounds > 0
+    assert {p.clients_per_round for p in plan.predictions} == {1, 2, 3, 4}
+    assert plan.data_used["model"] == "mlp" and plan.data_used["twin_engine"] == "stacked"
+    ds = SPEC.build().dataset  # small: the whole data set is the proxy
+    assert plan.data_used["rows"] == ds.num_train and plan.data_used["test_rows"] == len(
+        ds.y_test)
+    sim = plan.settings["simulated"]
+    assert sim["rounds"] == plan.simulated_rounds > 0
+    assert sim["columns"] > 0 and sim["column_rounds"] >= sim["rounds"]
+    assert sim["row_gradients"] > sim["column_rounds"]  # each column-round reads rows
+    assert 0 < sim["estimated_s"] <= sim["time_budget_s"] and sim["sim_time_s"] > 0
+    # the untrained model is the MLP at its random start, not log k
+    assert plan.untrained_loss != pytest.approx(2.302585, abs=1e-4)
+    again = make_plan(_scenario(_mlp()), settings=FAST)
+    assert again.from_cache and again.recommended == plan.recommended
+
+
+def test_a_small_budget_cuts_the_search_and_replans_the_same_from_the_cache() -> None:
+    full = make_plan(_scenario(_mlp()), settings=FAST)
+    small = SearchSettings(repeats=2, t_first=16, t_limit=64, time_budget_s=0.02)
+    plan = make_plan(_scenario(_mlp()), settings=small)
+    sim = plan.settings["simulated"]
+    assert sim["skipped_for_budget"] and not full.settings["simulated"]["skipped_for_budget"]
+    assert sim["column_rounds"] < full.settings["simulated"]["column_rounds"]
+    # only the first race (always run) may go over the budget
+    assert sim["estimated_s"] == pytest.approx(sim["coarse_estimated_s"])
+    assert sim["estimated_s"] > 0.02
+    again = make_plan(_scenario(_mlp()), settings=small)  # the same path from the cache
+    assert again.from_cache and again.recommended == plan.recommended
+    assert again.settings["simulated"]["skipped_for_budget"] == sim["skipped_for_budget"]
+
+
+def test_a_model_the_twin_cannot_run_is_refused_by_name() -> None:
+    kernel = TorchKernel(  # built by hand: make_kernel itself refuses batch normalisation
+build=lambda g: nn.Sequential(nn.Linear(64, 8), nn.BatchNorm1d(8),
+                                                       nn.Linear(8, 10)),
+                         input_shape=(64,), num_classes=10, label="bn-net")
+    with pytest.raises(ValueError, match=r"cannot simulate model 'bn-net'.*BatchNorm1d"):
+        make_plan(_scenario(kernel), settings=FAST)
+    wrong = make_kernel("mlp", input_shape=(32,), num_classes=10)
+    with pytest.raises(ValueError, match=r"model 'mlp' takes inputs of shape \(32,\)"):
+        make_plan(_scenario(wrong), settings=FAST)
+
+
+def test_the_cache_key_differs_between_models() -> None:
+    proxy = {"use": "clear-proxy", "share": None, "public": None}
+    data = SPEC.build().dataset
+    keys = set()
+    for kernel in (None, LogRegKernel(num_features=64, num_classes=10), _mlp(), _mlp((16,)),
+                   _mlp((32,)), _mlp((16, 16))):
+        sc = _scenario(kernel)
+        keys.add(cache_key(sc, proxy, FAST, kernel=twin_kernel(sc, data)))
+    # no kernel and the logistic kernel plan the same model, but name it differently (as
+    # before); two MLPs of the same shape are one model
+    assert len(keys) == 5
+
+
+def test_logreg_keeps_the_fused_twin() -> None:
+    data = SPEC.build().dataset
+    assert twin_kernel(_scenario(None), data) is None
+    assert twin_kernel(_scenario(LogRegKernel(num_features=64, num_classes=10)), data) is None
+    with pytest.raises(ValueError, match="model logreg has 32 features"):
+        twin_kernel(_scenario(LogRegKernel(num_features=32, num_classes=10)), data)
+
+
+def test_a_private_pilot_runs_the_plans_model() -> None:
+    import torch
+
+    from fedqr.planner import DataUse, ProxyChoice
+    from fedqr.planner.pilot import plan_with_pilot
+
+    public = DataSpec(dataset=DatasetName.DIGITS, partition=PartitionKind.IID, num_clients=4,
+                      seed=9)
+    choice = ProxyChoice(use=DataUse.PUBLIC_PROXY, public=public, public_label="digits")
+    piloted = plan_with_pilot(_scenario(_mlp()), proxy=choice, settings=FAST,
+                              device=torch.device("cpu"), use_cache=True, progress=None,
+                              pilot_share=0.25)
+    pilot = piloted.data_used["pilot"]
+    assert piloted.data_used["model"] == "mlp"
+    assert pilot["achieved_test_loss"] > 0 and pilot["rounds"] >= 1
+    spent = piloted.privacy_cost["epsilon"]
+    assert max(spent) <= 0.25 * 4.0 + 1e-12 and max(spent) > 0
