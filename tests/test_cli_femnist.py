@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from fedqr.cli import app
@@ -79,3 +80,33 @@ def test_femnist_sweep_end_to_end_on_a_tiny_grid(tmp_path: Path, femnist_dir: Pa
     run_manifest(manifest, out, data_dir=femnist_dir, device="cpu",
                  on_run=lambda spec, computed: again.append(computed))
     assert again == [False] * len(again) and len(again) == len(done)
+
+
+def test_femnist_written_to_a_file_runs_the_cnn_to_the_same_numbers(tmp_path: Path,
+                                                                   femnist_dir: Path) -> None:
+    """FEMNIST with its by-writer client ids written to .npz gives the same CNN run through
+    --data --model cnn as through --dataset femnist (issue: your own data and model)."""
+    import fedqr
+    from fedqr.data import DatasetName, DataSpec
+
+    spec = DataSpec(dataset=DatasetName.FEMNIST, fraction=0.01, num_clients=4, seed=2,
+                    data_dir=femnist_dir)
+    path = tmp_path / "femnist.npz"
+    fedqr.FederatedData.from_client_data(spec.build()).to_npz(path)
+    common = ["--mechanism", "gaussian", "--eps", "2", "--clip", "5", "--sample-rate", "0.1",
+              "--rounds", "2", "--clients-per-round", "2", "--repeats", "1", "--seed", "2",
+              "--eval-every", "1", "--eval-train", "every", "--device", "cpu"]
+    a = runner.invoke(app, ["run", "--dataset", "femnist", "--fraction", "0.01",
+                            "--num-clients", "4", "--data-dir", str(femnist_dir),
+                            "--out", str(tmp_path / "a"), *common])
+    b = runner.invoke(app, ["run", "--data", str(path), "--model", "cnn", "--no-standardize",
+                            "--out", str(tmp_path / "b"), *common])
+    assert a.exit_code == 0 and b.exit_code == 0, (a.output, b.output)
+    ra = json.loads((tmp_path / "a" / "result.json").read_text())
+    rb = json.loads((tmp_path / "b" / "result.json").read_text())
+    assert ra["provenance"]["model"]["name"] == rb["provenance"]["model"]["name"] == "cnn"
+    rounds_a, rounds_b = ra["runs"][0]["rounds"], rb["runs"][0]["rounds"]
+    assert len(rounds_a) == len(rounds_b) == 3  # rounds 0, 1, 2
+    for x, y in zip(rounds_a, rounds_b, strict=True):
+        assert x["test_loss"] == pytest.approx(y["test_loss"], rel=1e-5)
+        assert x["train_loss"] == pytest.approx(y["train_loss"], rel=1e-5)

@@ -121,6 +121,7 @@ def simulate(
     sample_rate: float | None = None, rounds: int | None = None,
     clients_per_round: int | None = None, schedule: PlanResult | None = None,
     lr: float = 0.05, lr_decay: float = 0.01, lr_schedule: LrSchedule = LrSchedule.INVERSE_TIME,
+    mu: float | None = None, gamma: float | None = None,
     weight_decay: float = 0.01, accountant: Accountant | str = Accountant.RDP,
     selection: Selection = Selection.ROUND_ROBIN, aggregation: Aggregation = Aggregation.PAPER,
     repeats: int = 1, seed: int = 0, eval_every: int | None = None, eval_train: str = "end",
@@ -140,8 +141,8 @@ def simulate(
         ``sample_rate`` default to the paper's.
     rounds, clients_per_round, schedule:
         T and b, or a :class:`PlanResult` whose recommended T, b and q are run.
-    lr, lr_decay, lr_schedule, weight_decay, selection, aggregation:
-        Training rule (the paper's defaults).
+    lr, lr_decay, lr_schedule, mu, gamma, weight_decay, selection, aggregation:
+        Training rule (the paper's defaults; ``mu`` and ``gamma`` for the theory schedule).
     repeats, seed, eval_every:
         Independent repeats, the seed of everything drawn, evaluation cadence.
     eval_train:
@@ -168,7 +169,7 @@ def simulate(
     config = SimConfig(
         num_clients=source.num_clients, clients_per_round=clients_per_round, rounds=rounds,
         selection=selection, aggregation=aggregation,
-        lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay),
+        lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay, mu=mu, gamma=gamma),
         weight_decay=weight_decay,
         privacy=PrivacyConfig(mechanism=mech, eps=_tuple(eps), delta=_tuple(delta),
                               clip=clip if clip is not None else default_clip(source.dataset,

@@ -248,19 +248,61 @@ def doc_constants(c: "ProblemConstants") -> dict[str, Any]:
     return out_doc
 
 
-def plan(
-    ctx: typer.Context,
-    eps: Annotated[str, typer.Option(
+_EpsOpt = Annotated[str, typer.Option(
         help="Budget per client: one value or N comma-separated (twin); --method bound also "
-             "plans several budgets: --eps 1 5 10.")] = "1.0",
-    method: Annotated[Method | None, typer.Option(
+             "plans several budgets: --eps 1 5 10.")]
+_MethodOpt = Annotated[Method | None, typer.Option(
         help="twin (default): simulate every schedule on a proxy with the deployment's exact "
              "noise; bound: minimise the paper's bound U(T, b); paper: the bound with the "
-             "authors' rounding. Default: twin, or bound with --constants.")] = None,
-    mechanism: Annotated[Mechanism, typer.Option(help="Client-side DP mechanism.")]
-        = Mechanism.GAUSSIAN,
-    dataset: Annotated[DatasetName | None, typer.Option(
-        help="Data set of the deployment (default mnist).")] = None,
+             "authors' rounding. Default: twin, or bound with --constants.")]
+_MechanismOpt = Annotated[Mechanism, typer.Option(help="Client-side DP mechanism.")]
+_DatasetOpt = Annotated[DatasetName | None, typer.Option(
+        help="Data set of the deployment (default mnist).")]
+_FractionOpt = Annotated[float, typer.Option(help="Share of the training set used.")]
+_NumClientsOpt = Annotated[int | None, typer.Option(
+        help="N, the number of clients (default 10; with --data: the file's).")]
+_DeltaOpt = Annotated[str, typer.Option(help="Delta per client (gaussian): one or N values.")]
+_SampleRateOpt = Annotated[str | None, typer.Option(
+        help="q (gaussian, default 0.01), or 'auto': the planner chooses q too.")]
+_AccountantOpt = Annotated[Accountant, typer.Option(help="Gaussian: rdp or pld.")]
+_LrOpt = Annotated[float, typer.Option(help="Initial learning rate eta0.")]
+_LrDecayOpt = Annotated[float, typer.Option(help="eta_t = lr / (1 + lr_decay t).")]
+_LrScheduleOpt = Annotated[LrSchedule, typer.Option(help="inverse-time or constant.")]
+_AggregationOpt = Annotated[Aggregation, typer.Option(help="Server aggregation rule.")]
+_RoundsOpt = Annotated[str | None, typer.Option(help="Fix T (default: auto, planned).")]
+_ClientsPerRoundOpt = Annotated[str | None, typer.Option(
+        help="Fix b (default: auto, planned).")]
+_DataUseOpt = Annotated[DataUse, typer.Option(
+        help="clear-proxy: a share of the clients' data read WITHOUT privacy (simulation "
+             "only); public-proxy: --proxy-dataset, no cost; private-pilot: public proxy plus "
+             "a pilot run charged to the clients' budgets (--pilot-share).")]
+_ProxyShareOpt = Annotated[float | None, typer.Option(
+        help="Share of each client's (or the public set's) rows the twin trains on "
+             "(default: about 4000 rows in all).")]
+_ProxyDatasetOpt = Annotated[DatasetName | None, typer.Option(
+        help="Public proxy data set (public-proxy, private-pilot).")]
+_PilotShareOpt = Annotated[float | None, typer.Option(
+        help="private-pilot: share of each budget the pilot spends, in (0, 1).")]
+_TwinRepeatsOpt = Annotated[int | None, typer.Option(
+        help="Twin repeats per schedule (>= 2; default 3 on 3,000 proxy rows or more, up to "
+             "12 on fewer).")]
+_DeviceOpt = Annotated[str, typer.Option(help="auto, cpu or cuda.")]
+_AsJsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
+_PlotOpt = Annotated[Path | None, typer.Option(
+        help="Write the predicted loss over (T, b) (twin) or U (bound) as a PNG here.")]
+_ConstantsOpt = Annotated[Path | None, typer.Option(
+        help="Constants JSON for --method bound|paper (see estimate).")]
+_RoundingOpt = Annotated[Rounding, typer.Option(
+        help="bound: best neighbouring integer; paper: floor T*, ceil b*.")]
+_TMaxOpt = Annotated[int, typer.Option("--t-max", help="bound, gaussian: largest T searched.")]
+
+
+def plan(
+    ctx: typer.Context,
+    eps: _EpsOpt = "1.0",
+    method: _MethodOpt = None,
+    mechanism: _MechanismOpt = Mechanism.GAUSSIAN,
+    dataset: _DatasetOpt = None,
     model: ModelOpt = None,
     hidden: HiddenOpt = "64",
     data: DataFileOpt = None,
@@ -271,58 +313,35 @@ def plan(
     standardize: StandardizeOpt = True,
     partition: PartitionOpt = None,
     alpha: AlphaOpt = 0.5,
-    fraction: Annotated[float, typer.Option(help="Share of the training set used.")] = 1.0,
-    num_clients: Annotated[int | None, typer.Option(
-        help="N, the number of clients (default 10; with --data: the file's).")] = None,
-    delta: Annotated[str, typer.Option(help="Delta per client (gaussian): one or N values.")]
-        = "1e-5",
+    fraction: _FractionOpt = 1.0,
+    num_clients: _NumClientsOpt = None,
+    delta: _DeltaOpt = "1e-5",
     clip: ClipOpt = None,
-    sample_rate: Annotated[str | None, typer.Option(
-        help="q (gaussian, default 0.01), or 'auto': the planner chooses q too.")] = None,
-    accountant: Annotated[Accountant, typer.Option(help="Gaussian: rdp or pld.")]
-        = Accountant.RDP,
-    lr: Annotated[float, typer.Option(help="Initial learning rate eta0.")] = 0.05,
-    lr_decay: Annotated[float, typer.Option(help="eta_t = lr / (1 + lr_decay t).")] = 0.01,
-    lr_schedule: Annotated[LrSchedule, typer.Option(help="inverse-time or constant.")]
-        = LrSchedule.INVERSE_TIME,
+    sample_rate: _SampleRateOpt = None,
+    accountant: _AccountantOpt = Accountant.RDP,
+    lr: _LrOpt = 0.05,
+    lr_decay: _LrDecayOpt = 0.01,
+    lr_schedule: _LrScheduleOpt = LrSchedule.INVERSE_TIME,
     weight_decay: WdOpt = 0.01,
-    aggregation: Annotated[Aggregation, typer.Option(help="Server aggregation rule.")]
-        = Aggregation.PAPER,
-    rounds: Annotated[str | None, typer.Option(help="Fix T (default: auto, planned).")] = None,
-    clients_per_round: Annotated[str | None, typer.Option(
-        help="Fix b (default: auto, planned).")] = None,
-    data_use: Annotated[DataUse, typer.Option(
-        help="clear-proxy: a share of the clients' data read WITHOUT privacy (simulation "
-             "only); public-proxy: --proxy-dataset, no cost; private-pilot: public proxy plus "
-             "a pilot run charged to the clients' budgets (--pilot-share).")]
-        = DataUse.CLEAR_PROXY,
-    proxy_share: Annotated[float | None, typer.Option(
-        help="Share of each client's (or the public set's) rows the twin trains on "
-             "(default: about 4000 rows in all).")] = None,
-    proxy_dataset: Annotated[DatasetName | None, typer.Option(
-        help="Public proxy data set (public-proxy, private-pilot).")] = None,
+    aggregation: _AggregationOpt = Aggregation.PAPER,
+    rounds: _RoundsOpt = None,
+    clients_per_round: _ClientsPerRoundOpt = None,
+    data_use: _DataUseOpt = DataUse.CLEAR_PROXY,
+    proxy_share: _ProxyShareOpt = None,
+    proxy_dataset: _ProxyDatasetOpt = None,
     proxy_data: ProxyDataOpt = None,
     proxy_classes: ProxyClassesOpt = None,
-    pilot_share: Annotated[float | None, typer.Option(
-        help="private-pilot: share of each budget the pilot spends, in (0, 1).")] = None,
-    twin_repeats: Annotated[int | None, typer.Option(
-        help="Twin repeats per schedule (>= 2; default 3 on 3,000 proxy rows or more, up to "
-             "12 on fewer).")] = None,
+    pilot_share: _PilotShareOpt = None,
+    twin_repeats: _TwinRepeatsOpt = None,
     seed: SeedOpt = 0,
-    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
+    device: _DeviceOpt = "auto",
     data_dir: DataDirOpt = None,
     cache: CacheOpt = True,
-    as_json: Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
-        = False,
-    plot: Annotated[Path | None, typer.Option(
-        help="Write the predicted loss over (T, b) (twin) or U (bound) as a PNG here.")]
-        = None,
-    constants: Annotated[Path | None, typer.Option(
-        help="Constants JSON for --method bound|paper (see estimate).")] = None,
-    rounding: Annotated[Rounding, typer.Option(
-        help="bound: best neighbouring integer; paper: floor T*, ceil b*.")] = Rounding.BEST,
-    t_max: Annotated[int, typer.Option("--t-max", help="bound, gaussian: largest T searched.")]
-        = 1000,
+    as_json: _AsJsonOpt = False,
+    plot: _PlotOpt = None,
+    constants: _ConstantsOpt = None,
+    rounding: _RoundingOpt = Rounding.BEST,
+    t_max: _TMaxOpt = 1000,
     proxy_fraction: ProxyOpt = None,
 ) -> None:
     """Plan the numbers of rounds T and replies per round b (and q) for the clients' budgets."""
@@ -343,6 +362,15 @@ def plan(
                     sample_rate=q, weight_decay=weight_decay, proxy_fraction=proxy_fraction,
                     seed=seed, data_dir=data_dir, cache=cache, as_json=as_json, plot=plot)
         return
+    if ctx.args:
+        raise fail(f"unexpected argument {ctx.args[0]!r}: the twin plans one scenario; give "
+                   "per-client budgets as --eps 1,2,... (several budgets: run plan once per "
+                   "budget)")
+    _plan_twin(dict(locals()))
+
+
+def _plan_twin(o: dict[str, Any]) -> None:
+    """``--method twin``: plan one scenario with the twin (``o``: the options of :func:`plan`)."""
     from fedqr.cli._common import device as _device
     from fedqr.cli.data_options import load_own
     from fedqr.cli.scenario import (
@@ -356,45 +384,45 @@ def plan(
     from fedqr.data import DataNotFoundError
 
     try:
-        if ctx.args:
-            raise ValueError(f"unexpected argument {ctx.args[0]!r}: the twin plans one "
-                             "scenario; give per-client budgets as --eps 1,2,... (several "
-                             "budgets: run plan once per budget)")
-        if constants is not None:
+        if o["constants"] is not None:
             raise ValueError("constants is for --method bound|paper, got method=twin")
-        check_out_file("plot", plot)
+        check_out_file("plot", o["plot"])
         source, kernel, _ = workload(
-            dataset=dataset or DatasetName.MNIST, partition=partition, alpha=alpha,
-            fraction=fraction, num_clients=num_clients, seed=seed, data_dir=data_dir,
-            data=data, test_data=test_data, test_share=test_share,
-            client_column=client_column, label_column=label_column, standardize=standardize,
-            model=model, hidden=hidden)
+            dataset=o["dataset"] or DatasetName.MNIST, partition=o["partition"],
+            alpha=o["alpha"], fraction=o["fraction"], num_clients=o["num_clients"],
+            seed=o["seed"], data_dir=o["data_dir"], data=o["data"], test_data=o["test_data"],
+            test_share=o["test_share"], client_column=o["client_column"],
+            label_column=o["label_column"], standardize=o["standardize"], model=o["model"],
+            hidden=o["hidden"])
         scenario = scenario_from_options(
-            dataset=dataset or DatasetName.MNIST, partition=partition, alpha=alpha,
-            fraction=fraction, num_clients=source.num_clients, mechanism=mechanism, eps=eps,
-            delta=delta, clip=clip, sample_rate=rate_or_auto(sample_rate, default=0.01),
-            accountant=accountant, lr=lr, lr_decay=lr_decay, lr_schedule=lr_schedule,
-            weight_decay=weight_decay, aggregation=aggregation, seed=seed, data_dir=data_dir,
-            source=source, kernel=kernel, rounds=int_or_auto("rounds", rounds, low=1),
-            clients_per_round=int_or_auto("clients_per_round", clients_per_round, low=1))
-        choice = proxy_choice(data_use=data_use, proxy_share=proxy_share,
-                              proxy_dataset=proxy_dataset, scenario=scenario,
-                              pilot_share=pilot_share,
-                              proxy_data=None if proxy_data is None else load_own(
-                                  proxy_data, test_data=None, test_share=0.2,
-                                  client_column=client_column, label_column=label_column,
-                                  standardize=True, seed=seed + 1, classes=proxy_classes))
-        result = run_planner(scenario, choice, twin_repeats=twin_repeats,
-                             device=_device(device), use_cache=cache, pilot_share=pilot_share)
+            num_clients=source.num_clients, mechanism=o["mechanism"], eps=o["eps"],
+            delta=o["delta"], clip=o["clip"],
+            sample_rate=rate_or_auto(o["sample_rate"], default=0.01),
+            accountant=o["accountant"], lr=o["lr"], lr_decay=o["lr_decay"],
+            lr_schedule=o["lr_schedule"], weight_decay=o["weight_decay"],
+            aggregation=o["aggregation"], seed=o["seed"], source=source, kernel=kernel,
+            rounds=int_or_auto("rounds", o["rounds"], low=1),
+            clients_per_round=int_or_auto("clients_per_round", o["clients_per_round"], low=1))
+        proxy = None if o["proxy_data"] is None else load_own(
+            o["proxy_data"], test_data=None, test_share=0.2, client_column=o["client_column"],
+            label_column=o["label_column"], standardize=True, seed=o["seed"] + 1,
+            classes=o["proxy_classes"])
+        choice = proxy_choice(data_use=o["data_use"], proxy_share=o["proxy_share"],
+                              proxy_dataset=o["proxy_dataset"], scenario=scenario,
+                              pilot_share=o["pilot_share"], proxy_data=proxy)
+        result = run_planner(scenario, choice, twin_repeats=o["twin_repeats"],
+                             device=_device(o["device"]), use_cache=o["cache"],
+                             pilot_share=o["pilot_share"])
     except (DataNotFoundError, OSError) as e:
         raise fail(str(e), code=1) from None
     except ValueError as e:
         raise fail(str(e)) from None
+    plot = o["plot"]
     if plot is not None:
         from fedqr.experiments.plots import plot_predicted_loss
 
         write_file_atomic(plot, lambda p: plot_predicted_loss(result.predictions, p))
-    if as_json:
+    if o["as_json"]:
         typer.echo(json.dumps(plan_document(result, scenario), indent=2))
     else:
         print_plan(result, scenario)

@@ -3,7 +3,6 @@
 # Fast --help (0.5 s, bench/cli_startup.py): only light modules at the top (the command
 # imports torch, dp-accounting and flwr when it runs), and no
 # "from __future__ import annotations" (typer reads the options from the annotations).
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -20,7 +19,7 @@ from fedqr._enums import (
     PartitionKind,
     Selection,
 )
-from fedqr._validate import check_positive, int_or_auto, rate_or_auto
+from fedqr._validate import int_or_auto, rate_or_auto
 from fedqr.cli._common import (
     check_out_dir,
     fail,
@@ -46,29 +45,72 @@ from fedqr.cli.data_options import (
 )
 
 if TYPE_CHECKING:
-    import torch
 
     from fedqr.data.source import DataSource
-    from fedqr.data.spec import ClientData
     from fedqr.models.kernel import Kernel
-    from fedqr.planner import Scenario
-    from fedqr.sim.config import EvalTrain, SimConfig
+
+
+_DatasetOpt = Annotated[DatasetName, typer.Option(
+        help="Data set: mnist and digits train softmax regression, femnist the paper's CNN.")]
+_PartitionOpt = Annotated[PartitionKind | None, typer.Option(
+        help="two-digits: the paper's non-iid split; iid; dirichlet (see --alpha); by-writer "
+             "(FEMNIST's whole writers). Default: by-writer for femnist, else two-digits.")]
+_AlphaOpt = Annotated[float, typer.Option(help="Dirichlet concentration (> 0).")]
+_FractionOpt = Annotated[float, typer.Option(
+        help="Share of the training set used, in (0, 1]: a class-stratified subset drawn "
+             "from --seed (the test set stays whole).")]
+_NumClientsOpt = Annotated[int | None, typer.Option(
+        help="N, the number of clients (default 10; with --data: the file's).")]
+_ClientsPerRoundOpt = Annotated[str, typer.Option(
+        help="b, replies per round (1..N), or 'auto': planned (see fedqr plan).")]
+_RoundsOpt = Annotated[str, typer.Option(
+        help="T, the number of queries (rounds), or 'auto': planned (see fedqr plan).")]
+_MechanismOpt = Annotated[Mechanism, typer.Option(help="Client-side DP mechanism.")]
+_EpsOpt = Annotated[str, typer.Option(help="Epsilon per client: one value or N comma-separated.")]
+_DeltaOpt = Annotated[str, typer.Option(help="Delta per client (Gaussian): one or N values.")]
+_ClipOpt = Annotated[float | None, typer.Option(
+        help="Per-sample clip xi (l1 for laplace, l2 for gaussian). Default: the paper's, "
+             "laplace 300 (femnist 200), gaussian 10; none without noise.")]
+_SampleRateOpt = Annotated[str | None, typer.Option(
+        help="q, Poisson sampling rate of the local batch (gaussian default 0.01; laplace 1), "
+             "or 'auto' (gaussian): planned.")]
+_AccountantOpt = Annotated[Accountant, typer.Option(help="Accountant for gaussian: rdp or pld.")]
+_LrOpt = Annotated[float, typer.Option(help="Initial learning rate eta0.")]
+_LrDecayOpt = Annotated[float, typer.Option(help="eta_t = lr / (1 + lr_decay t).")]
+_LrScheduleOpt = Annotated[LrSchedule, typer.Option(
+        help="inverse-time: lr / (1 + lr_decay t); constant; theory: 2 / (mu (t + gamma)).")]
+_MuOpt = Annotated[float | None, typer.Option(help="Strong convexity mu (theory schedule).")]
+_GammaOpt = Annotated[float | None, typer.Option(help="gamma = 2 lambda / mu (theory schedule).")]
+_WeightDecayOpt = Annotated[float, typer.Option(help="L2 regularisation (strong convexity).")]
+_SelectionOpt = Annotated[Selection, typer.Option(help="Client selection.")]
+_AggregationOpt = Annotated[Aggregation, typer.Option(help="Server aggregation rule.")]
+_RepeatsOpt = Annotated[int, typer.Option(
+        help="Independent repeats: one batch for mnist/digits, one after another for femnist.")]
+_SeedOpt = Annotated[int, typer.Option(help="Seed for partition, schedule and noise.")]
+_EvalEveryOpt = Annotated[int | None, typer.Option(
+        help="Evaluate every this many rounds. Default: every round; femnist about 20 "
+             "evaluations (each is a forward pass over the test set).")]
+_EvalTrainOpt = Annotated[str, typer.Option(
+        help="When the training objective is evaluated: every (at every evaluation), end (the "
+             "final one only), none, or sample:N (at every evaluation, estimated from N "
+             "training rows, with its standard error).")]
+_OutDirOpt = Annotated[Path, typer.Option("--out", help="Output folder (result.json, PNG).")]
+_DeviceOpt = Annotated[str, typer.Option(help="auto, cpu or cuda.")]
+_DataDirOpt = Annotated[Path | None, typer.Option(help="Folder with the data files.")]
+_DataUseOpt = Annotated[DataUse, typer.Option(
+        help="With auto: what the planner's twin trains on (see fedqr plan).")]
+_ProxyDatasetOpt = Annotated[DatasetName | None, typer.Option(
+        help="With auto: the public proxy (public-proxy, private-pilot).")]
+_PilotShareOpt = Annotated[float | None, typer.Option(
+        help="With auto and private-pilot: share of each budget the pilot spends.")]
 
 
 def run(
-    dataset: Annotated[DatasetName, typer.Option(
-        help="Data set: mnist and digits train softmax regression, femnist the paper's CNN.")]
-        = DatasetName.MNIST,
-    partition: Annotated[PartitionKind | None, typer.Option(
-        help="two-digits: the paper's non-iid split; iid; dirichlet (see --alpha); by-writer "
-             "(FEMNIST's whole writers). Default: by-writer for femnist, else two-digits.")]
-        = None,
-    alpha: Annotated[float, typer.Option(help="Dirichlet concentration (> 0).")] = 0.5,
-    fraction: Annotated[float, typer.Option(
-        help="Share of the training set used, in (0, 1]: a class-stratified subset drawn "
-             "from --seed (the test set stays whole).")] = 1.0,
-    num_clients: Annotated[int | None, typer.Option(
-        help="N, the number of clients (default 10; with --data: the file's).")] = None,
+    dataset: _DatasetOpt = DatasetName.MNIST,
+    partition: _PartitionOpt = None,
+    alpha: _AlphaOpt = 0.5,
+    fraction: _FractionOpt = 1.0,
+    num_clients: _NumClientsOpt = None,
     data: DataFileOpt = None,
     test_data: TestDataOpt = None,
     test_share: TestShareOpt = None,
@@ -77,214 +119,143 @@ def run(
     standardize: StandardizeOpt = True,
     model: ModelOpt = None,
     hidden: HiddenOpt = "64",
-    clients_per_round: Annotated[str, typer.Option(
-        help="b, replies per round (1..N), or 'auto': planned (see fedqr plan).")] = "10",
-    rounds: Annotated[str, typer.Option(
-        help="T, the number of queries (rounds), or 'auto': planned (see fedqr plan).")]
-        = "100",
-    mechanism: Annotated[Mechanism, typer.Option(help="Client-side DP mechanism.")]
-        = Mechanism.GAUSSIAN,
-    eps: Annotated[str, typer.Option(help="Epsilon per client: one value or N comma-separated.")]
-        = "1.0",
-    delta: Annotated[str, typer.Option(help="Delta per client (Gaussian): one or N values.")]
-        = "1e-5",
-    clip: Annotated[float | None, typer.Option(
-        help="Per-sample clip xi (l1 for laplace, l2 for gaussian). Default: the paper's, "
-             "laplace 300 (femnist 200), gaussian 10; none without noise.")]
-        = None,
-    sample_rate: Annotated[str | None, typer.Option(
-        help="q, Poisson sampling rate of the local batch (gaussian default 0.01; laplace 1), "
-             "or 'auto' (gaussian): planned.")]
-        = None,
-    accountant: Annotated[Accountant, typer.Option(help="Accountant for gaussian: rdp or pld.")]
-        = Accountant.RDP,
-    lr: Annotated[float, typer.Option(help="Initial learning rate eta0.")] = 0.05,
-    lr_decay: Annotated[float, typer.Option(help="eta_t = lr / (1 + lr_decay t).")] = 0.01,
-    lr_schedule: Annotated[LrSchedule, typer.Option(
-        help="inverse-time: lr / (1 + lr_decay t); constant; theory: 2 / (mu (t + gamma)).")]
-        = LrSchedule.INVERSE_TIME,
-    mu: Annotated[float | None, typer.Option(help="Strong convexity mu (theory schedule).")]
-        = None,
-    gamma: Annotated[float | None, typer.Option(help="gamma = 2 lambda / mu (theory schedule).")]
-        = None,
-    weight_decay: Annotated[float, typer.Option(help="L2 regularisation (strong convexity).")]
-        = 0.01,
-    selection: Annotated[Selection, typer.Option(help="Client selection.")]
-        = Selection.ROUND_ROBIN,
-    aggregation: Annotated[Aggregation, typer.Option(help="Server aggregation rule.")]
-        = Aggregation.PAPER,
-    repeats: Annotated[int, typer.Option(
-        help="Independent repeats: one batch for mnist/digits, one after another for femnist.")]
-        = 1,
-    seed: Annotated[int, typer.Option(help="Seed for partition, schedule and noise.")] = 0,
-    eval_every: Annotated[int | None, typer.Option(
-        help="Evaluate every this many rounds. Default: every round; femnist about 20 "
-             "evaluations (each is a forward pass over the test set).")] = None,
-    eval_train: Annotated[str, typer.Option(
-        help="When the training objective is evaluated: every (at every evaluation), end (the "
-             "final one only), none, or sample:N (at every evaluation, estimated from N "
-             "training rows, with its standard error).")] = "end",
-    out_dir: Annotated[Path, typer.Option("--out", help="Output folder (result.json, PNG).")]
-        = Path("runs/latest"),
-    device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
-    data_dir: Annotated[Path | None, typer.Option(help="Folder with the data files.")] = None,
-    data_use: Annotated[DataUse, typer.Option(
-        help="With auto: what the planner's twin trains on (see fedqr plan).")]
-        = DataUse.CLEAR_PROXY,
-    proxy_dataset: Annotated[DatasetName | None, typer.Option(
-        help="With auto: the public proxy (public-proxy, private-pilot).")] = None,
+    clients_per_round: _ClientsPerRoundOpt = "10",
+    rounds: _RoundsOpt = "100",
+    mechanism: _MechanismOpt = Mechanism.GAUSSIAN,
+    eps: _EpsOpt = "1.0",
+    delta: _DeltaOpt = "1e-5",
+    clip: _ClipOpt = None,
+    sample_rate: _SampleRateOpt = None,
+    accountant: _AccountantOpt = Accountant.RDP,
+    lr: _LrOpt = 0.05,
+    lr_decay: _LrDecayOpt = 0.01,
+    lr_schedule: _LrScheduleOpt = LrSchedule.INVERSE_TIME,
+    mu: _MuOpt = None,
+    gamma: _GammaOpt = None,
+    weight_decay: _WeightDecayOpt = 0.01,
+    selection: _SelectionOpt = Selection.ROUND_ROBIN,
+    aggregation: _AggregationOpt = Aggregation.PAPER,
+    repeats: _RepeatsOpt = 1,
+    seed: _SeedOpt = 0,
+    eval_every: _EvalEveryOpt = None,
+    eval_train: _EvalTrainOpt = "end",
+    out_dir: _OutDirOpt = Path("runs/latest"),
+    device: _DeviceOpt = "auto",
+    data_dir: _DataDirOpt = None,
+    data_use: _DataUseOpt = DataUse.CLEAR_PROXY,
+    proxy_dataset: _ProxyDatasetOpt = None,
     proxy_data: ProxyDataOpt = None,
     proxy_classes: ProxyClassesOpt = None,
-    pilot_share: Annotated[float | None, typer.Option(
-        help="With auto and private-pilot: share of each budget the pilot spends.")] = None,
+    pilot_share: _PilotShareOpt = None,
 ) -> None:
     """Simulate FedSGD-DPC and write result.json and a loss/accuracy plot."""
     from fedqr.cli.scenario import workload
     from fedqr.data import DataNotFoundError
-    from fedqr.planner import PlanNotUseful
+    from fedqr.sim.config import parse_train_eval
 
     plan_doc: dict[str, object] | None = None
     try:
         check_out_dir("out", out_dir)
-        check_positive("alpha", alpha)
-        from fedqr.sim.config import parse_train_eval
-
-        train_eval = parse_train_eval(eval_train)
-        rounds_n = int_or_auto("rounds", rounds, low=0)
-        b_n = int_or_auto("clients_per_round", clients_per_round, low=1)
-        q_opt = rate_or_auto(sample_rate,
-                             default=mechanism_for(mechanism).default_sample_rate)
-        source, kernel, client_data = workload(
+        parse_train_eval(eval_train)  # checked before any work
+        source, kernel, _ = workload(
             dataset=dataset, partition=partition, alpha=alpha, fraction=fraction,
             num_clients=num_clients, seed=seed, data_dir=data_dir, data=data,
             test_data=test_data, test_share=test_share, client_column=client_column,
             label_column=label_column, standardize=standardize, model=model, hidden=hidden)
-        if rounds_n is None or b_n is None or q_opt is None:
-            from fedqr.cli.scenario import scenario_from_options
-
-            scenario = scenario_from_options(
-                dataset=dataset, partition=partition, alpha=alpha, fraction=fraction,
-                num_clients=source.num_clients, mechanism=mechanism, eps=eps, delta=delta,
-                clip=clip, sample_rate=q_opt, accountant=accountant, lr=lr,
-                lr_decay=lr_decay, lr_schedule=lr_schedule, weight_decay=weight_decay,
-                aggregation=aggregation, seed=seed, data_dir=data_dir, rounds=rounds_n,
-                clients_per_round=b_n, source=source, kernel=kernel)
-            rounds_n, b_n, q_opt, eps, delta, plan_doc = _planned(
-                scenario, data_use=data_use, proxy_dataset=proxy_dataset,
-                proxy_data=proxy_data, proxy_classes=proxy_classes, pilot_share=pilot_share,
-                client_column=client_column, label_column=label_column, eps=eps, delta=delta,
-                device=device)
-        config = _config(
-            source=source, rounds=rounds_n, clients_per_round=b_n, sample_rate=q_opt,
-            selection=selection, aggregation=aggregation, lr=lr, lr_decay=lr_decay,
-            lr_schedule=lr_schedule, mu=mu, gamma=gamma, weight_decay=weight_decay,
-            mechanism=mechanism, eps=eps, delta=delta, clip=clip, accountant=accountant,
-            repeats=repeats, seed=seed, eval_every=eval_every, train_eval=train_eval)
-        dev = _device(device)
-    except PlanNotUseful as e:
-        raise fail(f"{e}; nothing was run", code=1) from None
-    except OSError as e:  # an unreadable data file
-        raise fail(str(e), code=1) from None
-    except DataNotFoundError as e:
+        settings: dict[str, Any] = dict(
+            mechanism=mechanism, eps=floats("eps", eps), delta=floats("delta", delta),
+            clip=clip, accountant=accountant, rounds=int_or_auto("rounds", rounds, low=0),
+            clients_per_round=int_or_auto("clients_per_round", clients_per_round, low=1),
+            sample_rate=rate_or_auto(sample_rate,
+                                     default=mechanism_for(mechanism).default_sample_rate),
+            lr=lr, lr_decay=lr_decay, lr_schedule=lr_schedule, mu=mu, gamma=gamma,
+            weight_decay=weight_decay, selection=selection, aggregation=aggregation,
+            repeats=repeats, seed=seed, eval_every=eval_every, eval_train=eval_train,
+            device=_device(device))
+        if None in (settings["rounds"], settings["clients_per_round"], settings["sample_rate"]):
+            plan_doc = _planned(
+                source, kernel, settings, eps=eps, delta=delta, data_use=data_use,
+                proxy_dataset=proxy_dataset, proxy_data=proxy_data,
+                proxy_classes=proxy_classes, pilot_share=pilot_share,
+                client_column=client_column, label_column=label_column)
+    except (OSError, DataNotFoundError) as e:  # an unreadable or missing data file
         raise fail(str(e), code=1) from None
     except ValueError as e:
         raise fail(str(e)) from None
-    doc = _simulate(client_data, config, kernel, dev, label=f"{mechanism.value} "
-                    f"b={config.clients_per_round} x{repeats}")
-    _write(doc, source=source, kernel=kernel, dev=dev, plan_doc=plan_doc, out_dir=out_dir)
+    doc = _simulate(source, kernel, settings)
+    _write(doc, plan_doc=plan_doc, out_dir=out_dir)
 
 
-def _planned(scenario: "Scenario", *, data_use: DataUse, proxy_dataset: DatasetName | None,
+def _planned(source: "DataSource", kernel: "Kernel", settings: dict[str, Any], *, eps: str,
+             delta: str, data_use: DataUse, proxy_dataset: DatasetName | None,
              proxy_data: Path | None, proxy_classes: str | None, pilot_share: float | None,
-             client_column: str, label_column: str, eps: str, delta: str,
-             device: str) -> tuple[int, int, float, str, str, dict[str, object]]:
-    """T, b and q from the twin planner; the budgets a private pilot left for the run."""
+             client_column: str, label_column: str) -> dict[str, object]:
+    """Fill T, b and q of ``settings`` from the twin planner (and the budgets a private pilot
+    left for the run); the plan's document."""
     from fedqr.cli.data_options import load_own
-    from fedqr.cli.scenario import proxy_choice, run_planner
+    from fedqr.cli.scenario import proxy_choice, run_planner, scenario_from_options
+    from fedqr.planner import PlanNotUseful
 
-    mechanism = scenario.mechanism
+    s, mechanism = settings, settings["mechanism"]
+    scenario = scenario_from_options(
+        num_clients=source.num_clients, mechanism=mechanism, eps=eps, delta=delta,
+        clip=s["clip"], sample_rate=s["sample_rate"], accountant=s["accountant"], lr=s["lr"],
+        lr_decay=s["lr_decay"], lr_schedule=s["lr_schedule"], weight_decay=s["weight_decay"],
+        aggregation=s["aggregation"], seed=s["seed"], rounds=s["rounds"],
+        clients_per_round=s["clients_per_round"], source=source, kernel=kernel)
     proxy = None if proxy_data is None else load_own(
         proxy_data, test_data=None, test_share=0.2, client_column=client_column,
-        label_column=label_column, standardize=True, seed=scenario.data.seed + 1,
-        classes=proxy_classes)
+        label_column=label_column, standardize=True, seed=s["seed"] + 1, classes=proxy_classes)
     choice = proxy_choice(data_use=data_use, proxy_share=None, proxy_dataset=proxy_dataset,
                           scenario=scenario, pilot_share=pilot_share, proxy_data=proxy)
-    the_plan = run_planner(scenario, choice, twin_repeats=None, device=_device(device),
+    the_plan = run_planner(scenario, choice, twin_repeats=None, device=s["device"],
                            use_cache=True, pilot_share=pilot_share)
-    the_plan.check_useful()
+    try:
+        the_plan.check_useful()
+    except PlanNotUseful as e:
+        raise fail(f"{e}; nothing was run", code=1) from None
     rec = the_plan.recommended
+    s.update(rounds=rec.rounds, clients_per_round=rec.clients_per_round,
+             sample_rate=rec.sample_rate)
     left = the_plan.privacy_cost.get("budget_left_for_run")
     if isinstance(left, dict):  # a private pilot spent part of the budget
-        eps = ",".join(repr(e) for e in left["eps"])
+        s["eps"] = tuple(float(e) for e in left["eps"])
         if mechanism_for(mechanism).needs_delta:
-            delta = ",".join(repr(d) for d in left["delta"])
+            s["delta"] = tuple(float(d) for d in left["delta"])
     sampled = mechanism_for(mechanism).batch_rate(0.5) < 1
     out.print(f"plan: T={rec.rounds}, b={rec.clients_per_round}"
               + (f", q={rec.sample_rate:g}" if sampled else "") + f" ({the_plan.message})")
-    return (rec.rounds, rec.clients_per_round, rec.sample_rate, eps, delta,
-            the_plan.recommended_dict(mechanism=mechanism))
+    return the_plan.recommended_dict(mechanism=mechanism)
 
 
-def _config(*, source: "DataSource", rounds: int, clients_per_round: int, sample_rate: float,
-            selection: Selection, aggregation: Aggregation, lr: float, lr_decay: float,
-            lr_schedule: LrSchedule, mu: float | None, gamma: float | None,
-            weight_decay: float, mechanism: Mechanism, eps: str, delta: str,
-            clip: float | None, accountant: Accountant, repeats: int, seed: int,
-            eval_every: int | None, train_eval: "tuple[EvalTrain, int | None]") -> "SimConfig":
-    """The simulation's configuration; the presets fill what the options leave open."""
-    from fedqr.data.presets import default_clip, default_eval_every
-    from fedqr.sim.config import LearningRate, PrivacyConfig, SimConfig
-
-    return SimConfig(
-        num_clients=source.num_clients, clients_per_round=clients_per_round, rounds=rounds,
-        selection=selection, aggregation=aggregation,
-        lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay, mu=mu, gamma=gamma),
-        weight_decay=weight_decay,
-        privacy=PrivacyConfig(
-            mechanism=mechanism, eps=floats("eps", eps), delta=floats("delta", delta),
-            clip=clip if clip is not None else default_clip(source.dataset, mechanism),
-            sample_rate=sample_rate, accountant=accountant),
-        repeats=repeats, seed=seed,
-        eval_every=eval_every if eval_every is not None
-        else default_eval_every(source.dataset, rounds),
-        train_eval=train_eval[0], train_eval_rows=train_eval[1])
-
-
-def _simulate(client_data: "ClientData", config: "SimConfig", kernel: "Kernel",
-              dev: "torch.device", *, label: str) -> dict[str, Any]:
-    """Run the rounds with a progress bar; the result document with its wall time."""
+def _simulate(source: "DataSource", kernel: "Kernel", settings: dict[str, Any]
+              ) -> dict[str, Any]:
+    """Run :func:`fedqr.simulate` with a progress bar; the result document."""
+    from fedqr.api import simulate
     from fedqr.privacy import PrivacyBudgetExceeded
-    from fedqr.sim.loop import run_rounds
 
-    started = time.perf_counter()
+    label = (f"{settings['mechanism'].value} b={settings['clients_per_round']} "
+             f"x{settings['repeats']}")
     with progress("FedSGD-DPC") as bar:
-        task = bar.add_task(label, total=config.rounds)
+        task = bar.add_task(label, total=settings["rounds"])
         try:
-            result = run_rounds(client_data.dataset, client_data.partition, config, kernel,
-                                device=dev, on_round=lambda t: bar.update(task, completed=t))
+            result = simulate(data=source, model=kernel, **settings,
+                              on_round=lambda t: bar.update(task, completed=t))
         except PrivacyBudgetExceeded as e:
             raise fail(str(e), code=1) from None
         except ValueError as e:
             raise fail(str(e)) from None
-    doc = result.to_json()
-    doc["wall_time_s"] = time.perf_counter() - started
-    return doc
+    return result.document
 
 
-def _write(doc: dict[str, Any], *, source: "DataSource", kernel: "Kernel", dev: "torch.device",
-           plan_doc: dict[str, object] | None, out_dir: Path) -> None:
+def _write(doc: dict[str, Any], *, plan_doc: dict[str, object] | None, out_dir: Path) -> None:
     """Write result.json and the plot together (a failure leaves no partial output)."""
     from fedqr.cli._common import write_json_atomic
-    from fedqr.data.source import OwnData
     from fedqr.experiments.plots import plot_training
-    from fedqr.sim.provenance import provenance
 
     if plan_doc is not None:
         doc["plan"] = {**plan_doc,
                        "achieved_test_loss": doc["summary"]["final_test_loss_mean"]}
-    if isinstance(source, OwnData):
-        doc["data"] = source.identity()
-    doc["provenance"] = provenance(model=kernel.describe(), device=dev)
     warn_diverged(doc)
     with staged(out_dir) as stage:
         write_json_atomic(stage / "result.json", doc)

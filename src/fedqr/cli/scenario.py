@@ -20,11 +20,12 @@ from fedqr.sim.config import Aggregation, LearningRate, LrSchedule
 
 
 def scenario_from_options(
-    *, dataset: DatasetName, partition: PartitionKind | None, alpha: float, fraction: float,
-    num_clients: int, mechanism: Mechanism, eps: str, delta: str, clip: float | None,
+    *, dataset: DatasetName = DatasetName.MNIST, partition: PartitionKind | None = None,
+    alpha: float = 0.5, fraction: float = 1.0, num_clients: int, mechanism: Mechanism,
+    eps: str, delta: str, clip: float | None,
     sample_rate: float | None, accountant: Accountant, lr: float, lr_decay: float,
     lr_schedule: LrSchedule, weight_decay: float, aggregation: Aggregation, seed: int,
-    data_dir: Path | None, rounds: int | None, clients_per_round: int | None,
+    data_dir: Path | None = None, rounds: int | None, clients_per_round: int | None,
     model: ModelName | None = None, source: DataSource | None = None,
     kernel: Kernel | None = None,
 ) -> Scenario:

@@ -15,11 +15,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fedqr.data._validate import parse_enum
 from fedqr.data.datasets import Dataset, DatasetName, load_dataset
 from fedqr.data.partition import Partition, PartitionKind, make_partition
 from fedqr.data.presets import default_partition
@@ -70,6 +72,10 @@ class DataSpec:
     data_dir: Path | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "dataset", parse_enum(DatasetName, "dataset", self.dataset))
+        if self.partition is not None:
+            object.__setattr__(self, "partition",
+                               parse_enum(PartitionKind, "partition", self.partition))
         if not 0.0 < self.fraction <= 1.0 or math.isnan(self.fraction):
             raise ValueError(f"fraction must be in (0, 1], got fraction={self.fraction}")
         if not (self.alpha > 0 and math.isfinite(self.alpha)):
@@ -126,5 +132,12 @@ class DataSpec:
         fedqr.data.DataNotFoundError
             If the data files are missing and cannot be downloaded.
         """
-        ds = self.load()
-        return ClientData(dataset=ds, partition=self.split(ds))
+        return _build(self)
+
+
+@lru_cache(maxsize=1)
+def _build(spec: DataSpec) -> ClientData:
+    """The last spec's client data, kept: the CLI and the API ask for the same one twice (the
+    model's shapes, then the run); client data are never modified."""
+    ds = spec.load()
+    return ClientData(dataset=ds, partition=spec.split(ds))

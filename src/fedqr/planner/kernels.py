@@ -17,7 +17,6 @@ from typing import Any
 import torch
 
 from fedqr.data import Dataset
-from fedqr.models.factory import ModelName
 from fedqr.models.kernel import Kernel
 from fedqr.models.logreg_kernel import LogRegKernel
 from fedqr.models.torch_kernel import TorchKernel
@@ -42,16 +41,14 @@ def twin_kernel(scenario: Scenario, dataset: Dataset) -> Kernel | None:
     """
     kernel = scenario.kernel
     if kernel is None:
-        name = scenario.model_name
-        if name is ModelName.LOGREG:
-            return None
         from fedqr.models.zoo import make_kernel
 
+        name = scenario.model_name
         try:
-            kernel = make_kernel(name.value, input_shape=_input_shape(dataset),
+            kernel = make_kernel(name, input_shape=_input_shape(dataset),
                                  num_classes=dataset.num_classes)
         except ValueError as e:
-            raise ValueError(f"the twin planner cannot simulate model={name.value} on "
+            raise ValueError(f"the twin planner cannot simulate model={name} on "
                              f"dataset {dataset.name}: {e}") from e
     if isinstance(kernel, LogRegKernel):
         if (kernel.num_features, kernel.num_classes) != (dataset.num_features,

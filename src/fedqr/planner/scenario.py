@@ -13,10 +13,10 @@ from dataclasses import dataclass, field
 
 from fedqr._enums import DataUse, Method
 from fedqr.data import DataSpec
+from fedqr.data.presets import default_model_name
 from fedqr.data.source import DataSource
-from fedqr.models.factory import ModelName, default_model
+from fedqr.models.factory import ModelName
 from fedqr.models.kernel import Kernel
-from fedqr.models.logreg_kernel import LogRegKernel
 from fedqr.privacy import Accountant, Mechanism, NoiseMechanism, mechanism_for
 from fedqr.sim.config import Aggregation, LearningRate, PrivacyConfig, SimConfig
 
@@ -82,13 +82,14 @@ class Scenario:
         self.privacy(sample_rate=self.sample_rate or 0.01).client_delta(n)
 
     @property
-    def model_name(self) -> ModelName:
-        """The model trained: ``model``, or the data set's paper model."""
+    def model_name(self) -> str:
+        """The model trained: the kernel's name, ``model``, or the data set's paper model
+        (the presets table's)."""
         if self.kernel is not None:
-            return ModelName.LOGREG if isinstance(self.kernel, LogRegKernel) else ModelName.CNN
+            return self.kernel.name
         if self.model is not None:
-            return self.model
-        return default_model(self.data.dataset.value) if self.data.dataset else ModelName.LOGREG
+            return ModelName(self.model).value
+        return default_model_name(self.data.dataset)
 
     @property
     def num_clients(self) -> int:
