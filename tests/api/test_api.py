@@ -107,3 +107,20 @@ def test_bad_data_options_exit_2_and_write_nothing(tmp_path: Path, args: list[st
     assert res.exit_code == 2, res.output
     assert needle in res.output
     assert not out.exists()
+
+
+def test_api_takes_option_strings_as_the_enums() -> None:
+    """Strings name the same options as the enums (a plain "round-robin" is not silently
+    random selection)."""
+    from fedqr.sim.config import Aggregation, Selection
+
+    kw = dict(mechanism="laplace", eps=2.0, clip=5.0, rounds=3, clients_per_round=2, seed=1)
+    spec = DataSpec(dataset="digits", partition="iid", num_clients=4, seed=1)
+    a = fedqr.simulate(data=spec, selection="round-robin", aggregation="paper",  # type: ignore[arg-type]
+                       accountant="rdp", **kw)  # type: ignore[arg-type]
+    b = fedqr.simulate(data=spec, selection=Selection.ROUND_ROBIN,  # type: ignore[arg-type]
+                       aggregation=Aggregation.PAPER, **kw)
+    assert a.document["runs"] == b.document["runs"]
+    assert [c["replies"] for c in a.document["clients"]] == [2, 2, 1, 1]
+    with pytest.raises(ValueError, match="selection must be one of"):
+        fedqr.simulate(data=spec, selection="best", **kw)  # type: ignore[arg-type]

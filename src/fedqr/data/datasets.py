@@ -214,6 +214,24 @@ def _check_fraction(fraction: object) -> float:
     return value
 
 
+def _mnist(data_dir: Path | None, download: bool) -> tuple[RawData, float, int]:
+    return load_mnist_arrays(data_dir=data_dir, download=download), 255.0, MNIST_NUM_CLASSES
+
+
+def _femnist(data_dir: Path | None, download: bool) -> tuple[RawData, float, int]:
+    raw = load_femnist_arrays(data_dir=data_dir)  # uint8 (npz) or float in [0, 1] (JSON)
+    return raw, 255.0 if raw.x_train.dtype == np.uint8 else 1.0, FEMNIST_NUM_CLASSES
+
+
+def _digits(data_dir: Path | None, download: bool) -> tuple[RawData, float, int]:
+    return load_digits_arrays(), DIGITS_MAX_VALUE, DIGITS_NUM_CLASSES
+
+
+_LOADERS = {DatasetName.MNIST: _mnist, DatasetName.FEMNIST: _femnist,
+            DatasetName.DIGITS: _digits}
+"""Each built-in data set's loader: its raw arrays, pixel scale and number of classes."""
+
+
 def load_dataset(
     name: DatasetName | str,
     *,
@@ -266,16 +284,7 @@ def load_dataset(
                 "pass e.g. rng=numpy.random.default_rng(0)"
             )
         subset_rng = check_rng(rng)
-    if kind is DatasetName.MNIST:
-        raw = load_mnist_arrays(data_dir=data_dir, download=download)
-        scale, num_classes = 255.0, MNIST_NUM_CLASSES
-    elif kind is DatasetName.FEMNIST:
-        raw = load_femnist_arrays(data_dir=data_dir)  # uint8 (npz) or float in [0, 1] (JSON)
-        scale = 255.0 if raw.x_train.dtype == np.uint8 else 1.0
-        num_classes = FEMNIST_NUM_CLASSES
-    else:
-        raw = load_digits_arrays()
-        scale, num_classes = DIGITS_MAX_VALUE, DIGITS_NUM_CLASSES
+    raw, scale, num_classes = _LOADERS[kind](data_dir, download)
     if subset_rng is not None:
         keep = stratified_subset(raw.y_train, fraction=frac, rng=subset_rng)
         writers = None if raw.writer_train is None else raw.writer_train[keep]

@@ -152,42 +152,15 @@ def full_batch_sums(
     visit = range(len(layout.offsets) - 1) if with_train_loss else union
     for client in visit:
         slot = slot_of.get(int(client))
-        lo, hi = int(layout.offsets[client]), int(layout.offsets[client + 1])
-        block = layout.blocks[client] if layout.blocks is not None else None
-        if block is None:
-            x, w, bias = layout.x[lo:hi], theta_t, None
-        else:  # logits = X_v theta_v^T + (theta_c c): the constant columns as one bias
-            x, w = block.x, theta_t.index_select(1, block.cols)
-            bias = theta_t.index_select(1, block.const_cols) @ block.const_vals
-        g_x = torch.zeros(r * k, x.shape[1], dtype=theta.dtype, device=theta.device)
-        res_sum = torch.zeros(r * k, dtype=theta.dtype, device=theta.device)
-        for start in range(0, hi - lo, chunk_rows):
-            stop = min(start + chunk_rows, hi - lo)
-            xc = x[start:stop]
-            c = stop - start
-            logits = xc @ w.T if bias is None else torch.addmm(bias, xc, w.T)
-            out = clipped_residual(
-                logits[:, : r * k].view(c, r, k),
-                layout.y[lo + start:lo + stop, None].expand(c, r),
-                x_norm=layout.x_norm[lo + start:lo + stop, None],
-                clip=clip,
-                norm=norm,
-                residual=slot is not None,
-                metrics=with_train_loss,
-            )
-            if out.loss is not None:
-                loss_sum += out.loss.sum(dim=0)
-            if slot is None or out.residual is None:
-                continue
-            res = out.residual if all_selected else out.residual * member[slot, None, :, None]
-            res = res.view(c, r * k)
-            g_x.addmm_(res.T, xc)  # S^T X: faster than X^T S here
-            if block is not None:
-                res_sum += res.sum(dim=0)
-            if out.clipped is not None:
-                clipped[slot] += out.clipped.sum(dim=0)
+        weight = None if slot is None else (None if all_selected else member[slot])
+        g_x, res_sum, n_clipped = _client_pass(
+            layout, int(client), theta_t, r=r, k=k, chunk_rows=chunk_rows, clip=clip,
+            norm=norm, residual=slot is not None, weight=weight,
+            loss_sum=loss_sum if with_train_loss else None)
         if slot is None:
             continue
+        clipped[slot] += n_clipped
+        block = layout.blocks[client] if layout.blocks is not None else None
         if block is None:
             grad[slot] = g_x
         else:  # the gradient of the constant columns is the rank-one (sum_j r_j) c^T
@@ -199,6 +172,46 @@ def full_batch_sums(
     sizes = torch.as_tensor(layout.sizes[sel], dtype=theta.dtype, device=theta.device)
     return GradSums(g, sizes, clipped[slots, reps] * member[slots, reps],
                     loss_sum if with_train_loss else None)
+
+
+def _client_pass(layout: ClientLayout, client: int, theta_t: Tensor, *, r: int, k: int,
+                 chunk_rows: int, clip: float, norm: Norm, residual: bool,
+                 weight: Tensor | None, loss_sum: Tensor | None
+                 ) -> tuple[Tensor, Tensor, Tensor]:
+    """One client's rows in chunks: ``S^T X`` of its clipped residuals (each repeat's share
+    scaled by ``weight``), their column sums and its clipped count per repeat; its losses
+    are added to ``loss_sum`` per repeat where given."""
+    dtype, device = theta_t.dtype, theta_t.device
+    lo, hi = int(layout.offsets[client]), int(layout.offsets[client + 1])
+    block = layout.blocks[client] if layout.blocks is not None else None
+    if block is None:
+        x, w, bias = layout.x[lo:hi], theta_t, None
+    else:  # logits = X_v theta_v^T + (theta_c c): the constant columns as one bias
+        x, w = block.x, theta_t.index_select(1, block.cols)
+        bias = theta_t.index_select(1, block.const_cols) @ block.const_vals
+    g_x = torch.zeros(r * k, x.shape[1], dtype=dtype, device=device)
+    res_sum = torch.zeros(r * k, dtype=dtype, device=device)
+    n_clipped = torch.zeros(r, dtype=dtype, device=device)
+    for start in range(0, hi - lo, chunk_rows):
+        stop = min(start + chunk_rows, hi - lo)
+        xc, c = x[start:stop], stop - start
+        logits = xc @ w.T if bias is None else torch.addmm(bias, xc, w.T)
+        out = clipped_residual(
+            logits[:, : r * k].view(c, r, k), layout.y[lo + start:lo + stop, None].expand(c, r),
+            x_norm=layout.x_norm[lo + start:lo + stop, None], clip=clip, norm=norm,
+            residual=residual, metrics=loss_sum is not None)
+        if out.loss is not None and loss_sum is not None:
+            loss_sum += out.loss.sum(dim=0)
+        if out.residual is None:
+            continue
+        res = out.residual if weight is None else out.residual * weight[None, :, None]
+        res = res.view(c, r * k)
+        g_x.addmm_(res.T, xc)  # S^T X: faster than X^T S here
+        if block is not None:
+            res_sum += res.sum(dim=0)
+        if out.clipped is not None:
+            n_clipped += out.clipped.sum(dim=0)
+    return g_x, res_sum, n_clipped
 
 
 def poisson_positions(

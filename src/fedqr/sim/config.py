@@ -87,6 +87,7 @@ class LearningRate:
     gamma: float | None = None
 
     def __post_init__(self) -> None:
+        object.__setattr__(self, "schedule", parse_enum(LrSchedule, "lr_schedule", self.schedule))
         _positive("lr", self.eta0)
         if not (self.decay >= 0) or math.isinf(self.decay):
             raise ValueError(f"lr decay must be >= 0 and finite, got decay={self.decay}")
@@ -139,6 +140,8 @@ class PrivacyConfig:
         # a string such as "laplace" is coerced to the enum (an unknown one is refused), so
         # it is never calibrated as another mechanism
         object.__setattr__(self, "mechanism", as_mechanism(self.mechanism))
+        object.__setattr__(self, "accountant",
+                           parse_enum(Accountant, "accountant", self.accountant))
         for e in _as_tuple(self.eps):
             _positive("eps", e)
         for d in _as_tuple(self.delta):  # whatever the mechanism: a delta is a probability
@@ -245,6 +248,9 @@ class SimConfig:
         if not (self.weight_decay >= 0) or math.isinf(self.weight_decay):
             raise ValueError(f"weight_decay must be >= 0, got weight_decay={self.weight_decay}")
         check_int_range("eval_every", self.eval_every, 1)
+        for name, kind in (("selection", Selection), ("aggregation", Aggregation),
+                           ("noise_seeding", NoiseSeeding)):
+            object.__setattr__(self, name, parse_enum(kind, name, getattr(self, name)))
         object.__setattr__(self, "train_eval",
                            parse_enum(EvalTrain, "train_eval", self.train_eval))
         if self.train_eval is EvalTrain.SAMPLE:
