@@ -1,38 +1,40 @@
-"""The heart-disease example end to end on the real UCI files: prepare, plan, run the plan."""
+"""The heart-disease example end to end on the real UCI files: prepare, plan, run the plan, as
+the README's "Your own data and model" shell example writes it."""
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
 
-import pytest
-from typer.testing import CliRunner
-
-from fedqr.cli import app
-
 ROOT = Path(__file__).resolve().parents[2]
 
 
-def test_heart_disease_plan_and_planned_run(data_dir: Path, tmp_path: Path,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("FEDQR_CACHE", str(tmp_path / "cache"))
-    out = tmp_path / "heart"
-    subprocess.run([sys.executable, str(ROOT / "examples/heart_disease/prepare.py"),
-                    "--data-dir", str(data_dir / "heart-disease"), "--out", str(out)],
-                   check=True, capture_output=True)
-    data = ["--data", str(out / "heart_all.csv"), "--test-data", str(out / "heart_all_test.csv"),
-            "--mechanism", "laplace", "--eps", "4", "--clip", "5"]
-    runner = CliRunner()
-    plan = runner.invoke(app, ["plan", *data, "--json"])
-    assert plan.exit_code == 0, plan.output
-    rec = json.loads(plan.stdout[plan.stdout.index("{"):])["recommended"]
-    assert rec["useful"] and rec["rounds"] >= 1 and 1 <= rec["clients_per_round"] <= 4
-    res = runner.invoke(app, ["run", *data, "--rounds", "auto", "--clients-per-round", "auto",
-                              "--repeats", "3", "--out", str(tmp_path / "run")])
-    assert res.exit_code == 0, res.output
-    doc = json.loads((tmp_path / "run" / "result.json").read_text())
-    assert doc["plan"]["rounds"] == rec["rounds"]
-    assert len(doc["clients"]) == 4
+def _readme_commands() -> list[str]:
+    text = (ROOT / "README.md").read_text()
+    start = text.index("```bash", text.index("## Your own data and model")) + len("```bash")
+    block = text[start:text.index("```", start)].replace("\\\n", " ")
+    return [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
+
+
+def test_readme_shell_example_runs_as_written(data_dir: Path, tmp_path: Path) -> None:
+    """Each command of the README's CSV example, in a fresh folder, through the shell."""
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "FEDQR_DATA": str(data_dir), "FEDQR_CACHE": str(tmp_path / "cache"),
+           "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    commands = _readme_commands()
+    assert [shlex.split(c)[0] for c in commands] == ["python", "fedqr", "fedqr"]
+    for command in commands:
+        done = subprocess.run(command, shell=True, cwd=tmp_path, env=env, capture_output=True,
+                              text=True, check=False)
+        assert done.returncode == 0, (command, done.stdout[-2000:], done.stderr[-2000:])
+    doc = json.loads((tmp_path / "runs" / "heart" / "result.json").read_text())
+    assert doc["plan"]["useful"] and len(doc["clients"]) == 4
+    assert doc["plan"]["rounds"] >= 1 and 1 <= doc["plan"]["clients_per_round"] <= 4
+    for c in doc["clients"]:
+        assert c["epsilon_spent"] <= c["epsilon_budget"] + 1e-12
     assert doc["summary"]["final_test_accuracy_mean"] > 0.6  # majority class: 0.55
