@@ -13,7 +13,7 @@ from torch import nn
 from fedqr.data import Dataset, load_dataset, make_partition
 from fedqr.models.logreg import Norm
 from fedqr.sim.network_constants import estimate_network_constants
-from fedqr.theory.estimate import estimate_constants
+from fedqr.theory.estimate import EstimateSettings, estimate_constants
 
 
 @pytest.fixture(scope="module")
@@ -33,10 +33,11 @@ def test_linear_model_matches_the_logistic_regression_estimator(
         digits: Dataset, norm: Norm, clip: float) -> None:
     part = make_partition("iid", labels=digits.y_train, num_clients=3,
                           rng=np.random.default_rng(0))
-    kw = dict(dataset=digits, partition=part, clip=clip, norm=norm, eps=1.0, gd_steps=6)
-    ref = estimate_constants(**kw).constants  # type: ignore[arg-type]
+    kw = dict(dataset=digits, partition=part, clip=clip, norm=norm, eps=1.0)
+    ref = estimate_constants(**kw, settings=EstimateSettings(  # type: ignore[arg-type]
+        gd_steps=6)).constants
     net = estimate_network_constants(**kw, model_factory=_linear,  # type: ignore[arg-type]
-                                     lanczos_steps=40).constants
+                                     gd_steps=6, lanczos_steps=40).constants
     assert net.p == ref.p == 640
     assert net.lam == pytest.approx(ref.lam, rel=1e-3)
     assert net.mu == pytest.approx(ref.mu, rel=1e-3)  # convex: the measured mu (= wd), > 0

@@ -11,7 +11,11 @@ import torch
 from fedqr.data import load_dataset, make_partition
 from fedqr.models.logreg import Norm
 from fedqr.theory.constants import constants_from_json, constants_to_json
-from fedqr.theory.estimate import estimate_constants, hessian_extreme_eigenvalues
+from fedqr.theory.estimate import (
+    EstimateSettings,
+    estimate_constants,
+    hessian_extreme_eigenvalues,
+)
 from fedqr.theory.planner import Rounding, joint_optimum, table_one
 
 
@@ -41,7 +45,7 @@ def test_mnist_constants_and_table_one(data_dir: Path) -> None:
                           rng=np.random.default_rng(0))  # fmt: skip
     est = estimate_constants(dataset=ds, partition=part, clip=300.0, norm=Norm.L1, eps=1.0,
                              proxy_fraction=0.1, rng=np.random.default_rng(0),
-                             gd_steps=5)  # fmt: skip
+                             settings=EstimateSettings(gd_steps=5))  # fmt: skip
     c = est.constants
     assert est.reads_private_data
     assert c.N == 10 and c.d == 60000 and c.p == 7840
