@@ -10,8 +10,13 @@ import torch
 
 from fedqr.data import load_dataset, make_partition
 from fedqr.models.logreg import Norm
+from fedqr.models.logreg_kernel import LogRegKernel
 from fedqr.theory.constants import constants_from_json, constants_to_json
-from fedqr.theory.estimate import estimate_constants, hessian_extreme_eigenvalues
+from fedqr.theory.estimate import (
+    EstimateSettings,
+    estimate_constants,
+    hessian_extreme_eigenvalues,
+)
 from fedqr.theory.planner import Rounding, joint_optimum, table_one
 
 
@@ -41,7 +46,7 @@ def test_mnist_constants_and_table_one(data_dir: Path) -> None:
                           rng=np.random.default_rng(0))  # fmt: skip
     est = estimate_constants(dataset=ds, partition=part, clip=300.0, norm=Norm.L1, eps=1.0,
                              proxy_fraction=0.1, rng=np.random.default_rng(0),
-                             gd_steps=5)  # fmt: skip
+                             settings=EstimateSettings(gd_steps=5))  # fmt: skip
     c = est.constants
     assert est.reads_private_data
     assert c.N == 10 and c.d == 60000 and c.p == 7840
@@ -62,3 +67,29 @@ def test_mnist_constants_and_table_one(data_dir: Path) -> None:
     for r in rows:  # C1 > 0 and the Moebius argument: the joint optimum sits at b = 1 or N
         assert r["joint"]["b"] in (1, 10)
         assert joint_optimum(c.with_budget(eps=r["eps"])).b in (1.0, 10.0)
+
+
+class _NoKernel:
+    """Not a kernel the estimator can see through."""
+
+    name = "other"
+
+
+def test_bad_kernel_and_settings_are_named() -> None:
+    ds = load_dataset("digits")
+    part = make_partition("iid", labels=ds.y_train, num_clients=2,
+                          rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match=r"kernel must be a LogRegKernel or a TorchKernel.*"
+                                         r"got kernel=_NoKernel"):
+        estimate_constants(dataset=ds, partition=part, clip=1.0, norm=Norm.L2, eps=1.0,
+                           kernel=_NoKernel())  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"weight_decay must be > 0.*got weight_decay=0\.0"):
+        estimate_constants(dataset=ds, partition=part, clip=1.0, norm=Norm.L2, eps=1.0,
+                           weight_decay=0.0)
+    with pytest.raises(ValueError, match=r"client rows must have 10 features.*got shape"):
+        estimate_constants(dataset=ds, partition=part, clip=1.0, norm=Norm.L2, eps=1.0,
+                           kernel=LogRegKernel(num_features=10, num_classes=10))
+    for field, value in (("gd_steps", -1), ("lanczos_steps", 0), ("local_steps", 1.5),
+                         ("seed", -2), ("local_lr", 0.0)):
+        with pytest.raises(ValueError, match=f"{field} must be .*got {field}={value}"):
+            EstimateSettings(**{field: value})  # type: ignore[arg-type]

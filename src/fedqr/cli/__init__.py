@@ -5,6 +5,7 @@ from __future__ import annotations
 import typer
 
 from fedqr.cli import audit as _audit
+from fedqr.cli import estimate as _estimate
 from fedqr.cli import plan as _plan
 from fedqr.cli import reproduce as _reproduce
 from fedqr.cli import run as _run
@@ -21,7 +22,7 @@ def _main() -> None:
 
 
 app.command("run")(_run.run)
-app.command("estimate")(_plan.estimate)
+app.command("estimate")(_estimate.estimate)
 # ignore_unknown_options: a negative budget (--eps 1 -5) reaches plan's check of eps > 0
 app.command("plan", context_settings={"allow_extra_args": True,
                                       "ignore_unknown_options": True})(_plan.plan)

@@ -1,7 +1,9 @@
-"""Where the planner's constants come from: a JSON file, or an estimate on a data set (cached).
+"""Where the planner's constants come from: a JSON file, or an estimate of a workload (cached).
 
 An estimate reads client data without privacy (:mod:`fedqr.theory.estimate`); the JSON it
-writes says so under ``"estimate"`` along with its provenance and diagnostics.
+writes says so under ``"estimate"`` along with its provenance and diagnostics. The workload is
+a built-in data set with its partition or a user's data file (``--data``), and a model kernel
+(the data set's paper model, or ``--model``).
 """
 
 from __future__ import annotations
@@ -17,25 +19,38 @@ import numpy as np
 
 from fedqr._atomic import DamagedFileError, read_json, write_json_atomic
 from fedqr.cli._common import err
-from fedqr.data import DatasetName, DataSpec, PartitionKind
+from fedqr.data import ClientData, DatasetName, DataSpec, PartitionKind
+from fedqr.models.kernel import Kernel
 from fedqr.models.logreg import Norm
+from fedqr.models.logreg_kernel import LogRegKernel
 from fedqr.privacy import Mechanism, mechanism_for
 from fedqr.theory import ProblemConstants, constants_from_json, constants_to_json
-from fedqr.theory.estimate import EstimatedConstants, estimate_constants
+from fedqr.theory.estimate import EstimatedConstants, EstimateSettings, estimate_constants
 
 # bump when the estimators change: invalidates cached estimates (2: the proxy draw has its
 # own stream, default_rng([seed, 2]), since the data recipe became fedqr.data.DataSpec)
 ESTIMATE_VERSION = 2
 
+_OPTIONAL = ("model", "hidden", "data")
+"""Fields left out of the key while ``None``: the keys of the built-in data sets' paper models
+stay those of the estimates cached before these fields existed."""
+
 
 @dataclass(frozen=True)
 class EstimateSpec:
-    """Everything an estimate depends on (its cache key); budgets are not part of it."""
+    """Everything an estimate depends on (its cache key); budgets are not part of it.
 
-    dataset: DatasetName
-    partition: PartitionKind
+    A built-in workload names ``dataset``, ``partition`` and ``alpha``; a user's data leaves
+    them ``None`` and gives ``data``, the sha256 of its arrays. ``model`` is ``None`` for the
+    data's default model (the paper's, or ``logreg`` for a user's data), else its name
+    (``hidden``: an ``mlp``'s widths). ``gd_steps`` is the length of softmax regression's GD
+    run (a torch model's is its own default).
+    """
+
+    dataset: DatasetName | None
+    partition: PartitionKind | None
     num_clients: int
-    alpha: float
+    alpha: float | None
     mechanism: Mechanism
     clip: float
     sample_rate: float
@@ -43,8 +58,14 @@ class EstimateSpec:
     proxy_fraction: float | None
     seed: int
     gd_steps: int = 20
+    model: str | None = None
+    hidden: str | None = None
+    data: str | None = None
 
     def __post_init__(self) -> None:
+        if (self.dataset is None) == (self.data is None):
+            raise ValueError("an estimate needs exactly one of a built-in dataset or a data "
+                             f"file's digest, got dataset={self.dataset}, data={self.data}")
         if not mechanism_for(self.mechanism).private:
             raise ValueError(f"mechanism must be a private mechanism, got "
                              f"mechanism={self.mechanism.value!r}")
@@ -62,9 +83,13 @@ class EstimateSpec:
         """The mechanism's clipping norm (l1 for Laplace, l2 for Gaussian)."""
         return mechanism_for(self.mechanism).norm
 
+    def to_json(self) -> dict[str, Any]:
+        """The fields as JSON values (enums by value)."""
+        return {k: (v.value if hasattr(v, "value") else v) for k, v in vars(self).items()}
+
     def key(self) -> str:
         """Stable hash of the spec and the estimator version."""
-        doc = {k: (v.value if hasattr(v, "value") else v) for k, v in vars(self).items()}
+        doc = {k: v for k, v in self.to_json().items() if k not in _OPTIONAL or v is not None}
         doc["version"] = ESTIMATE_VERSION
         return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()[:16]
 
@@ -76,14 +101,19 @@ def cache_dir() -> Path:
     return base / "constants"
 
 
-def estimate_document(est: EstimatedConstants, spec: EstimateSpec) -> dict[str, Any]:
-    """Constants JSON plus an ``"estimate"`` section: provenance, privacy warning, diagnostics."""
+def estimate_document(est: EstimatedConstants, spec: EstimateSpec, *,
+                      model: dict[str, object] | None = None,
+                      data: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Constants JSON plus an ``"estimate"`` section: provenance (the spec, the model's
+    description, a data file's identity), privacy warning, diagnostics."""
     doc: dict[str, Any] = json.loads(constants_to_json(est.constants))
     doc["estimate"] = {
         "reads_private_data": est.reads_private_data,
         "warning": "estimated from the clients' data WITHOUT differential privacy"
                    + (" (a proxy share of it)" if spec.proxy_fraction else ""),
-        "spec": {k: (v.value if hasattr(v, "value") else v) for k, v in vars(spec).items()},
+        "spec": spec.to_json(),
+        **({"model": model} if model is not None else {}),
+        **({"data": data} if data is not None else {}),
         "mu_i": list(est.mu_i),
         "lambda_i": list(est.lambda_i),
         "gamma": est.constants.gamma,
@@ -102,34 +132,50 @@ def estimate_document(est: EstimatedConstants, spec: EstimateSpec) -> dict[str, 
 
 
 def estimate_for(spec: EstimateSpec, *, data_dir: Path | None, eps: float, delta: float,
-                 use_cache: bool) -> dict[str, Any]:
-    """The estimate document for ``spec`` (from the cache when present), budgets filled in."""
+                 use_cache: bool, workload: tuple[ClientData, Kernel] | None = None,
+                 identity: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The estimate document for ``spec`` (from the cache when present), budgets filled in.
+
+    ``workload``: the client data and kernel ``spec`` describes when the caller holds them
+    (a data file's, with its ``identity`` for the document); built from ``spec`` otherwise.
+    """
     path = cache_dir() / f"{spec.key()}.json"
     doc: dict[str, Any] | None = _cached(path) if use_cache else None
     if doc is None:
-        data = DataSpec(dataset=spec.dataset, partition=spec.partition, alpha=spec.alpha,
-                        num_clients=spec.num_clients, seed=spec.seed,
-                        data_dir=data_dir).build()
-        ds, part = data.dataset, data.partition
-        rng = np.random.default_rng([spec.seed, 2])  # the proxy draw
-        common: dict[str, Any] = dict(
-            dataset=ds, partition=part, clip=spec.clip, norm=spec.norm, eps=eps,
-            delta=delta, sample_rate=spec.sample_rate, weight_decay=spec.weight_decay,
-            proxy_fraction=spec.proxy_fraction, rng=rng)
-        from fedqr.models.factory import model_for
-
-        if model_for(ds).is_network:  # the paper's CNN: local estimates
-            from fedqr.sim.network_constants import estimate_network_constants
-
-            est = estimate_network_constants(**common)
-        else:
-            est = estimate_constants(**common, gd_steps=spec.gd_steps)
-        doc = estimate_document(est, spec)
+        data, kernel = workload if workload is not None else _workload(spec, data_dir)
+        est = estimate_constants(
+            dataset=data.dataset, partition=data.partition, clip=spec.clip, norm=spec.norm,
+            eps=eps, delta=delta, sample_rate=spec.sample_rate,
+            weight_decay=spec.weight_decay, kernel=kernel,
+            proxy_fraction=spec.proxy_fraction, rng=np.random.default_rng([spec.seed, 2]),
+            settings=EstimateSettings(
+                gd_steps=spec.gd_steps if isinstance(kernel, LogRegKernel) else None))
+        doc = estimate_document(est, spec, model=kernel.describe(), data=identity)
         if use_cache:
             write_json_atomic(path, doc)
     n = doc["N"]
     doc["eps_i"], doc["delta_i"] = [eps] * n, [delta] * n
     return doc
+
+
+def _workload(spec: EstimateSpec, data_dir: Path | None) -> tuple[ClientData, Kernel]:
+    """A built-in spec's client data and its model kernel."""
+    from fedqr.cli.data_options import parse_hidden
+    from fedqr.data.presets import default_model_name
+    from fedqr.models.zoo import make_kernel
+
+    if spec.dataset is None or spec.partition is None or spec.alpha is None:
+        raise ValueError("a data file's estimate needs its workload (the spec holds only "
+                         "its digest)")
+    data = DataSpec(dataset=spec.dataset, partition=spec.partition, alpha=spec.alpha,
+                    num_clients=spec.num_clients, seed=spec.seed, data_dir=data_dir).build()
+    ds = data.dataset
+    kernel = make_kernel(spec.model if spec.model is not None
+                         else default_model_name(spec.dataset),
+                         input_shape=ds.image_shape or (ds.num_features,),
+                         num_classes=ds.num_classes,
+                         hidden=parse_hidden(spec.hidden) if spec.hidden else (64,))
+    return data, kernel
 
 
 def _cached(path: Path) -> dict[str, Any] | None:

@@ -1,4 +1,4 @@
-"""``fedqr estimate`` and ``fedqr plan``: the bound's constants and the optimal (T, b)."""
+"""``fedqr plan``: the optimal (T, b) (``fedqr estimate`` is in :mod:`fedqr.cli.estimate`)."""
 
 # Fast --help (0.5 s, bench/cli_startup.py): only light modules at the top (the commands
 # import torch, dp-accounting and flwr when they run), and no
@@ -21,7 +21,7 @@ from fedqr._enums import (
     PartitionKind,
     Rounding,
 )
-from fedqr._validate import check_in_range, check_positive, check_seed, int_or_auto, rate_or_auto
+from fedqr._validate import int_or_auto, rate_or_auto
 from fedqr.cli._common import (
     check_out_file,
     err,
@@ -29,7 +29,6 @@ from fedqr.cli._common import (
     mechanism_for,
     out,
     write_file_atomic,
-    write_json_atomic,
 )
 from fedqr.cli.data_options import (
     ClientColumnOpt,
@@ -43,103 +42,21 @@ from fedqr.cli.data_options import (
     TestDataOpt,
     TestShareOpt,
 )
+from fedqr.cli.estimate import (
+    AlphaOpt,
+    CacheOpt,
+    ClipOpt,
+    DataDirOpt,
+    PartitionOpt,
+    ProxyOpt,
+    SeedOpt,
+    WdOpt,
+)
+from fedqr.cli.estimate import check_budget as _check_budget
+from fedqr.cli.estimate import estimate_spec as _spec
 
 if TYPE_CHECKING:
-    from fedqr.cli.constants import EstimateSpec
     from fedqr.theory import ProblemConstants
-
-DatasetOpt = Annotated[DatasetName, typer.Option(help="Data set to estimate on.")]
-PartitionOpt = Annotated[PartitionKind | None, typer.Option(
-    help="Partition into clients (default: by-writer for femnist, else two-digits).")]
-AlphaOpt = Annotated[float, typer.Option(help="Dirichlet concentration (> 0).")]
-ClientsOpt = Annotated[int, typer.Option(help="N, the number of clients.")]
-MechOpt = Annotated[Mechanism, typer.Option(help="laplace (l1 clip) or gaussian (l2 clip).")]
-ClipOpt = Annotated[float | None, typer.Option(
-    help="Clip xi (default: the paper's, 300 laplace (femnist 200), 10 gaussian).")]
-QOpt = Annotated[float | None, typer.Option(help="Sampling rate q (gaussian default 0.01).")]
-DeltaOpt = Annotated[float, typer.Option(help="delta per client (gaussian).")]
-WdOpt = Annotated[float, typer.Option(help="L2 regularisation; mu >= weight decay.")]
-ProxyOpt = Annotated[float | None, typer.Option(
-    help="Estimate on this random share of each client's data (0..1) instead of all of it.")]
-SeedOpt = Annotated[int, typer.Option(help="Seed of the partition (and proxy draw).")]
-DataDirOpt = Annotated[Path | None, typer.Option(help="Folder with the data files.")]
-CacheOpt = Annotated[bool, typer.Option(help="Reuse a cached estimate for the same settings.")]
-
-
-def _spec(dataset: DatasetName, partition: PartitionKind | None, num_clients: int, alpha: float,
-          mechanism: Mechanism, clip: float | None, sample_rate: float | None,
-          weight_decay: float, proxy_fraction: float | None, seed: int) -> "EstimateSpec":
-    if not mechanism_for(mechanism).private:
-        raise ValueError(f"mechanism must be a private mechanism, got "
-                         f"mechanism={mechanism.value!r}")
-    if not num_clients >= 2:
-        raise ValueError(f"num_clients must be >= 2, got num_clients={num_clients}")
-    check_positive("alpha", alpha)
-    check_seed("seed", seed)
-    q = mechanism_for(mechanism).default_sample_rate if sample_rate is None else sample_rate
-    if not 0 < q <= 1:
-        raise ValueError(f"sample_rate must be in (0, 1], got sample_rate={q}")
-    from fedqr.cli.constants import EstimateSpec
-    from fedqr.data.presets import default_clip, default_partition
-
-    return EstimateSpec(
-        dataset=dataset, partition=default_partition(dataset) if partition is None else partition,
-        num_clients=num_clients, alpha=alpha, mechanism=mechanism,
-        clip=default_clip(dataset, mechanism) if clip is None else clip,
-        sample_rate=q, weight_decay=weight_decay, proxy_fraction=proxy_fraction, seed=seed)
-
-
-def _check_budget(eps: float, delta: float, mechanism: Mechanism) -> None:
-    check_positive("eps", eps)
-    check_in_range("delta", delta, 0, 1, low_open=mechanism_for(mechanism).needs_delta,
-                   high_open=True)
-
-
-def estimate(
-    dataset: DatasetOpt = DatasetName.MNIST,
-    partition: PartitionOpt = None,
-    alpha: AlphaOpt = 0.5,
-    num_clients: ClientsOpt = 10,
-    mechanism: MechOpt = Mechanism.LAPLACE,
-    clip: ClipOpt = None,
-    sample_rate: QOpt = None,
-    eps: Annotated[float, typer.Option(help="Budget written into the file.")] = 1.0,
-    delta: DeltaOpt = 1e-5,
-    weight_decay: WdOpt = 0.01,
-    proxy_fraction: ProxyOpt = None,
-    seed: SeedOpt = 0,
-    out_path: Annotated[Path, typer.Option("--out", help="Constants JSON to write.")]
-        = Path("constants.json"),
-    data_dir: DataDirOpt = None,
-    cache: CacheOpt = True,
-) -> None:
-    """Estimate mu, lambda, G, Gamma, Y0, Lambda_i of a data set and partition (no privacy!)."""
-    from fedqr.cli.constants import estimate_for
-    from fedqr.data import DataNotFoundError
-    from fedqr.theory import constants_from_json
-
-    try:
-        spec = _spec(dataset, partition, num_clients, alpha, mechanism, clip, sample_rate,
-                     weight_decay, proxy_fraction, seed)
-        delta_used = mechanism_for(mechanism).client_delta(delta)
-        _check_budget(eps, delta_used, mechanism)
-        check_out_file("out", out_path)
-        err.print("[yellow]note:[/] the estimate reads the clients' data without privacy"
-                  + ("" if proxy_fraction else "; use --proxy-fraction or a public split"))
-        with err.status("estimating constants (Hessian eigenvalues, local optima) ..."):
-            doc = estimate_for(spec, data_dir=data_dir, eps=eps, delta=delta_used,
-                               use_cache=cache)
-        c = constants_from_json(json.dumps(doc))
-    except DataNotFoundError as e:
-        raise fail(str(e), code=1) from None
-    except ValueError as e:
-        raise fail(str(e)) from None
-    write_json_atomic(out_path, doc)
-    out.print(f"mu={c.mu:.4g} lambda={c.lam:.4g} gamma={c.gamma:.4g} G={c.G:.4g} "
-              f"Gamma={c.Gamma:.4g} Y0={c.Y0:.4g} (clipped at theta_0: "
-              f"{doc['estimate']['clipped_fraction']['theta_0']:.1%})")
-    out.print(f"wrote {out_path}")
-
 
 def _plan_bound(
     *, eps_list: list[float], mechanism: Mechanism, constants: Path | None,

@@ -5,7 +5,8 @@
 - :mod:`fedqr.theory.laplace`: closed-form optima of the Laplace bound (KKT, ACS).
 - :mod:`fedqr.theory.calibration`: fast RDP calibration over many reply counts.
 - :mod:`fedqr.theory.planner`: :class:`Plan`, Laplace/Gaussian planners, Table I.
-- :mod:`fedqr.theory.estimate`: estimators of mu, lambda, G, Gamma, Y0, Lambda_i (no privacy).
+- :mod:`fedqr.theory.estimate`: the one estimator of mu, lambda, G, Gamma, Y0, Lambda_i of a
+  workload (data and a model kernel: softmax regression or any torch model; no privacy).
 """
 
 from fedqr.theory.constants import ProblemConstants, constants_from_json, constants_to_json

@@ -1,19 +1,27 @@
-"""Estimate the bounds' constants for regularised multinomial logistic regression.
+"""The one estimator of the bounds' constants, for any model kernel (no privacy!).
 
-**Privacy**: the estimators read client data WITHOUT differential privacy
+**Privacy**: the estimator reads client data WITHOUT differential privacy
 (:attr:`EstimatedConstants.reads_private_data`). Use a public/proxy split (any arrays via
 :func:`estimate_constants_from_arrays`, or ``proxy_fraction``) when that matters.
 
+:func:`estimate_constants` takes the workload, a data set with its partition and a
+:class:`~fedqr.models.kernel.Kernel`, and sees the model through its
+:class:`~fedqr.theory.estimate_parts.Objective`: softmax regression
+(:class:`~fedqr.models.logreg_kernel.LogRegKernel`, the default) by the closed forms of
+:mod:`fedqr.theory.estimate_logreg`, any torch model
+(:class:`~fedqr.models.torch_kernel.TorchKernel`) by the per-sample gradients of
+:mod:`fedqr.theory.estimate_torch` (local estimates: see there).
+
 * ``mu``, ``lambda``: extreme Hessian eigenvalues of each ``F_i`` (Assumptions 4-5) by
-  Lanczos (``scipy.sparse.linalg.eigsh``) on torch-autograd Hessian-vector products
-  (:func:`hessian_extreme_eigenvalues`, generic over a loss closure), at ``theta_0 = 0`` and at
-  the end of a short full-batch GD run; ``mu = min``, ``lambda = max`` over clients and points.
+  Lanczos on torch-autograd Hessian-vector products (:func:`hessian_extreme_eigenvalues`,
+  generic over a loss closure), at ``theta_0`` and at the end of a short full-batch GD run;
+  ``mu = min``, ``lambda = max`` over clients and points (``mu`` is floored at the weight
+  decay when the measured minimum is not positive: a non-convex network).
 * ``G``: largest per-client mean squared per-sample gradient norm (clipped, plus weight decay)
-  along that GD run (Assumption 6). Per-sample LR gradients ``x (p - y)^T`` factorise:
-  ``||x (p-y)^T||_F = ||x||_2 ||p-y||_2`` and ``<x (p-y)^T, wd theta> = wd <x^T theta, p-y>``.
+  along that GD run (Assumption 6).
 * ``Lambda_i^2 = mean_j ||g_j||^2 - ||mean_j g_j||^2`` of the clipped gradients (Assumption 8),
   the largest along the run (weight decay is common to all samples and cancels).
-* ``Y0``, ``Gamma``: Section V's estimators from each client's local optimum (L-BFGS):
+* ``Y0``, ``Gamma``: Section V's estimators from each client's local optimum:
   ``Y0 = sum_i d_i/d ||theta_0 - theta_i*||^2``, ``Gamma = max_i F_i* - sum_i d_i/d F_i*``.
 """
 
@@ -24,31 +32,41 @@ from collections.abc import Callable, Sequence
 import numpy as np
 import torch
 from numpy.typing import NDArray
-from scipy.optimize import minimize
 from torch import Tensor
 
 from fedqr.data import Dataset, Partition
+from fedqr.models.kernel import Kernel
 from fedqr.models.logreg import Norm
+from fedqr.models.logreg_kernel import LogRegKernel
+from fedqr.models.torch_kernel import TorchKernel
+from fedqr.theory.estimate_logreg import LogRegObjective, regularised_optimum
 from fedqr.theory.estimate_parts import (
     EstimatedConstants,
+    EstimateSettings,
     GradientPath,
+    Objective,
     SampleStats,
     assemble_estimate,
     gradient_path,
 )
+from fedqr.theory.estimate_torch import TorchObjective
 
 __all__ = [
+    "EstimateSettings",
     "EstimatedConstants",
     "GradientPath",
+    "Objective",
     "SampleStats",
     "assemble_estimate",
     "estimate_constants",
     "estimate_constants_from_arrays",
     "gradient_path",
     "hessian_extreme_eigenvalues",
+    "objective_for",
     "proxy_indices",
     "regularised_optimum",
 ]
+
 
 def hessian_extreme_eigenvalues(
     *, loss: Callable[[Tensor], Tensor], theta: Tensor, steps: int = 40, seed: int = 0
@@ -98,55 +116,17 @@ def hessian_extreme_eigenvalues(
     return float(ev[0]), float(ev[-1])
 
 
-def _loss(x: Tensor, y: Tensor, wd: float) -> Callable[[Tensor], Tensor]:
-    def f(theta: Tensor) -> Tensor:
-        ce = torch.nn.functional.cross_entropy(x @ theta, y)
-        return ce + 0.5 * wd * theta.pow(2).sum()
-
-    return f
-
-
-def _sample_stats(
-    x: Tensor, y: Tensor, theta: Tensor, *, clip: float, norm: Norm, wd: float
-) -> SampleStats:
-    """Mean squared per-sample gradient norm, Lambda^2, l1/l2 norms, clipped fraction."""
-    logits = x @ theta
-    r = torch.softmax(logits, dim=1)
-    r[torch.arange(y.numel()), y] -= 1.0  # p - y
-    l2 = x.norm(dim=1) * r.norm(dim=1)
-    l1 = x.abs().sum(dim=1) * r.abs().sum(dim=1)
-    n_clip = l1 if norm is Norm.L1 else l2
-    s = torch.clamp(clip / n_clip.clamp_min(1e-300), max=1.0)
-    sq = (s * l2) ** 2  # ||clipped CE gradient||^2
-    cross = 2.0 * wd * s * (logits * r).sum(dim=1)  # 2 <s x r^T, wd theta>
-    full = sq + cross + wd**2 * theta.pow(2).sum()
-    mean_grad = x.T @ (s[:, None] * r) / y.numel()
-    lam2 = float(sq.mean() - mean_grad.pow(2).sum())
-    return float(full.mean()), max(lam2, 0.0), l1, l2, float((s < 1).double().mean())
-
-
-def _local_optimum(x: Tensor, y: Tensor, k: int, wd: float) -> tuple[float, NDArray[np.float64]]:
-    f = _loss(x, y, wd)
-    shape = (x.shape[1], k)
-
-    def fun(v: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
-        t = torch.as_tensor(v, dtype=x.dtype).reshape(shape).requires_grad_(True)
-        val = f(t)
-        (g,) = torch.autograd.grad(val, t)
-        return float(val.detach()), g.reshape(-1).double().numpy()
-
-    res = minimize(fun, np.zeros(shape[0] * k), jac=True, method="L-BFGS-B",
-                   options={"maxiter": 500, "gtol": 1e-7})  # fmt: skip
-    return float(res.fun), np.asarray(res.x, dtype=np.float64)
-
-
-def regularised_optimum(x: NDArray[np.floating], y: NDArray[np.integer], *, num_classes: int,
-                        weight_decay: float) -> NDArray[np.float64]:
-    """``argmin mean CE + (wd/2) ||theta||^2`` by L-BFGS, shaped ``(k, p)`` like the engine's."""
-    xt = torch.as_tensor(np.asarray(x), dtype=torch.float64)
-    _, flat = _local_optimum(xt, torch.as_tensor(np.asarray(y), dtype=torch.int64),
-                             num_classes, weight_decay)
-    return np.ascontiguousarray(flat.reshape(xt.shape[1], num_classes).T)
+def objective_for(kernel: Kernel, *, weight_decay: float,
+                  settings: EstimateSettings) -> Objective:
+    """The estimator's view of ``kernel``'s model (softmax regression or a torch model)."""
+    if isinstance(kernel, LogRegKernel):
+        return LogRegObjective(num_features=kernel.num_features, num_classes=kernel.num_classes,
+                               weight_decay=weight_decay)
+    if isinstance(kernel, TorchKernel):
+        return TorchObjective(kernel, weight_decay=weight_decay, seed=settings.seed,
+                              local_steps=settings.local_steps, local_lr=settings.local_lr)
+    raise ValueError(f"kernel must be a LogRegKernel or a TorchKernel to estimate the "
+                     f"constants, got kernel={type(kernel).__name__}")
 
 
 def estimate_constants_from_arrays(
@@ -161,7 +141,8 @@ def estimate_constants_from_arrays(
     sample_rate: float = 1.0,
     weight_decay: float = 0.01,
     d_i: Sequence[int] | None = None,
-    gd_steps: int = 20,
+    kernel: Kernel | None = None,
+    settings: EstimateSettings | None = None,
     reads_private_data: bool = True,
 ) -> EstimatedConstants:
     """Estimate the constants from per-client arrays (the clients' own data or a proxy).
@@ -169,20 +150,21 @@ def estimate_constants_from_arrays(
     Parameters
     ----------
     client_x, client_y
-        Features ``(n_i, features)`` and labels of each client (or of its proxy).
+        Flat features ``(n_i, features)`` and labels of each client (or of its proxy).
     num_classes
-        Number of classes ``k``; ``p = features * k``.
+        Number of classes ``k``.
     clip, norm
         Clipping norm ``xi`` and its norm (l1 Laplace, l2 Gaussian).
     eps, delta, sample_rate
         Budgets (scalar or per client) and ``q``, copied into the constants.
     weight_decay
-        The ``wd`` of ``F_i = mean CE + (wd/2) ||theta||^2``.
+        The ``wd > 0`` of ``F_i = mean loss + (wd/2) ||theta||^2``; also ``mu``'s floor.
     d_i
         Clients' true data sizes (defaults to the array lengths, e.g. for a proxy subset).
-    gd_steps
-        Non-private full-batch GD steps (step ``1 / lambda``) along which G and Lambda are
-        maximised.
+    kernel
+        The model (default: softmax regression of the arrays' features and ``num_classes``).
+    settings
+        Lengths of the GD run, the Lanczos runs and a torch model's local runs.
     reads_private_data
         Recorded in the result: whether the arrays are the clients' private data.
     """
@@ -191,40 +173,61 @@ def estimate_constants_from_arrays(
         raise ValueError(f"client_x and client_y must hold the same N >= 2 clients, got {n}")
     if not (clip > 0):
         raise ValueError(f"clip must be > 0, got clip={clip!r}")
-    xs = [torch.as_tensor(np.asarray(a), dtype=torch.float64) for a in client_x]
-    ys = [torch.as_tensor(np.asarray(a), dtype=torch.int64) for a in client_y]
-    feats = xs[0].shape[1]
-    sizes = tuple(int(v) for v in (d_i if d_i is not None else [a.shape[0] for a in xs]))
+    if not weight_decay > 0:
+        raise ValueError(f"weight_decay must be > 0 (it is mu's floor), got "
+                         f"weight_decay={weight_decay!r}")
+    s = settings if settings is not None else EstimateSettings()
+    if kernel is None:
+        kernel = LogRegKernel(num_features=int(np.asarray(client_x[0]).shape[1]),
+                              num_classes=num_classes)
+    obj = objective_for(kernel, weight_decay=float(weight_decay), settings=s)
+    data = [obj.tensors(x, y) for x, y in zip(client_x, client_y, strict=True)]
+    sizes = tuple(int(v) for v in (d_i if d_i is not None else [x.shape[0] for x, _ in data]))
+    gd_steps, lanczos_steps = obj.default_steps
+    return _estimate(
+        obj, data, sizes=sizes, clip=clip, norm=Norm(norm), eps=eps, delta=delta,
+        sample_rate=sample_rate, reads_private_data=reads_private_data,
+        gd_steps=gd_steps if s.gd_steps is None else s.gd_steps,
+        lanczos_steps=lanczos_steps if s.lanczos_steps is None else s.lanczos_steps)
+
+
+def _estimate(obj: Objective, data: list[tuple[Tensor, Tensor]], *, sizes: tuple[int, ...],
+              clip: float, norm: Norm, eps: float | Sequence[float],
+              delta: float | Sequence[float], sample_rate: float, reads_private_data: bool,
+              gd_steps: int, lanczos_steps: int) -> EstimatedConstants:
+    """Curvature, the GD path, curvature again, local optima: the constants."""
+    n = len(data)
     w = np.asarray(sizes, dtype=np.float64) / sum(sizes)
-    norm = Norm(norm)
-    wd = float(weight_decay)
-    theta = torch.zeros(feats, num_classes, dtype=torch.float64)
-    data = list(zip(xs, ys, strict=True))
-    curv = [hessian_extreme_eigenvalues(loss=_loss(x, y, wd), theta=theta) for x, y in data]
+
+    def curvature(theta: Tensor) -> list[tuple[float, float]]:
+        return [hessian_extreme_eigenvalues(loss=obj.loss(x, y), theta=theta,
+                                            steps=lanczos_steps) for x, y in data]
+
+    theta0 = obj.theta0
+    curv = curvature(theta0)
     lam_max = max(c[1] for c in curv)
 
     def descent(t: Tensor) -> Tensor:  # one full-batch GD step of size 1 / lambda
         grad = torch.zeros_like(t)
-        for wi, x, y in zip(w, xs, ys, strict=True):
+        for wi, (x, y) in zip(w, data, strict=True):
             tg = t.clone().requires_grad_(True)
-            grad += float(wi) * torch.autograd.grad(_loss(x, y, wd)(tg), tg)[0]
+            grad += float(wi) * torch.autograd.grad(obj.loss(x, y)(tg), tg)[0]
         return t - grad / lam_max
 
     path = gradient_path(
-        theta=theta, steps=gd_steps, weights=w, descent=descent,
-        client_stats=lambda t: [_sample_stats(x, y, t, clip=clip, norm=norm, wd=wd)
+        theta=theta0.clone(), steps=gd_steps, weights=w, descent=descent,
+        client_stats=lambda t: [obj.sample_stats(x, y, t, clip=clip, norm=norm)
                                 for x, y in data])
-    curv += [hessian_extreme_eigenvalues(loss=_loss(x, y, wd), theta=path.theta)
-             for x, y in data]
+    curv += curvature(path.theta)
     mu_i = tuple(min(curv[i][0], curv[n + i][0]) for i in range(n))
     lambda_i = tuple(max(curv[i][1], curv[n + i][1]) for i in range(n))
-    local = [_local_optimum(x, y, num_classes, wd) for x, y in data]
+    local = [obj.local_optimum(x, y) for x, y in data]
+    mu = min(mu_i)
     return assemble_estimate(
-        path=path, mu=min(mu_i), mu_i=mu_i, lambda_i=lambda_i,
-        f_star=np.array([f for f, _ in local]),
-        y0_i=np.array([float(np.sum(t**2)) for _, t in local]),  # theta_0 = 0
-        sizes=sizes, p=feats * num_classes, clip=clip, eps=eps, delta=delta,
-        sample_rate=sample_rate, reads_private_data=reads_private_data)
+        path=path, mu=mu if mu > 0 else obj.weight_decay, mu_i=mu_i,
+        lambda_i=lambda_i, f_star=np.array([f for f, _ in local]),
+        y0_i=np.array([y0 for _, y0 in local]), sizes=sizes, p=obj.num_params, clip=clip,
+        eps=eps, delta=delta, sample_rate=sample_rate, reads_private_data=reads_private_data)
 
 
 def proxy_indices(partition: Partition, *, proxy_fraction: float | None,
@@ -252,14 +255,22 @@ def estimate_constants(
     delta: float | Sequence[float] = 0.0,
     sample_rate: float = 1.0,
     weight_decay: float = 0.01,
+    kernel: Kernel | None = None,
     proxy_fraction: float | None = None,
     rng: np.random.Generator | None = None,
-    gd_steps: int = 20,
+    settings: EstimateSettings | None = None,
 ) -> EstimatedConstants:
-    """Estimate the constants of ``dataset``'s training split as partitioned (no privacy!).
+    """Estimate the constants of a workload: ``dataset``'s training split as partitioned, and
+    the model ``kernel`` (default softmax regression) trained on it (no privacy!).
 
     ``proxy_fraction`` in ``(0, 1)`` estimates on that random share of each client's samples
     (drawn with ``rng``), keeping the true ``d_i``. See :func:`estimate_constants_from_arrays`.
+
+    Returns
+    -------
+    EstimatedConstants
+        The constants and their diagnostics (a torch model's ``mu_i`` as measured, possibly
+        negative).
     """
     idx = proxy_indices(partition, proxy_fraction=proxy_fraction, rng=rng)
     return estimate_constants_from_arrays(
@@ -267,5 +278,5 @@ def estimate_constants(
         client_y=[dataset.y_train[ix] for ix in idx],
         num_classes=dataset.num_classes, clip=clip, norm=norm, eps=eps, delta=delta,
         sample_rate=sample_rate, weight_decay=weight_decay,
-        d_i=[int(ix.size) for ix in partition.indices], gd_steps=gd_steps,
+        d_i=[int(ix.size) for ix in partition.indices], kernel=kernel, settings=settings,
     )  # fmt: skip

@@ -1,32 +1,114 @@
-"""What an estimate of the bounds' constants returns, and the steps every estimator shares.
+"""What an estimate of the bounds' constants returns, and the parts of the one estimator.
 
-An estimator (softmax regression: :func:`fedqr.theory.estimate.estimate_constants`; any torch
-model: :func:`fedqr.sim.network_constants.estimate_network_constants`) measures curvature,
-follows a non-private GD run with :func:`gradient_path` (its own per-sample statistics and
-descent step as callables), finds local optima, and hands everything to
-:func:`assemble_estimate`.
+The estimator (:func:`fedqr.theory.estimate.estimate_constants`) sees a model through an
+:class:`Objective` (softmax regression: :mod:`fedqr.theory.estimate_logreg`, closed forms; any
+torch model: :mod:`fedqr.theory.estimate_torch`, per-sample gradients by ``vmap``): it measures
+curvature, follows a non-private GD run with :func:`gradient_path` (the objective's per-sample
+statistics and the descent step as callables), finds local optima, and hands everything to
+:func:`assemble_estimate`. :class:`EstimateSettings` holds the lengths of these steps.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Protocol
 
 import numpy as np
 import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
+from fedqr.models.logreg import Norm
 from fedqr.theory.constants import ProblemConstants
 
-__all__ = ["EstimatedConstants", "GradientPath", "SampleStats", "assemble_estimate",
-           "gradient_path"]
+__all__ = ["EstimateSettings", "EstimatedConstants", "GradientPath", "Objective", "SampleStats",
+           "assemble_estimate", "gradient_path"]
 
 _QUANTILES = (0.5, 0.9, 0.99, 1.0)
 SampleStats = tuple[float, float, Tensor, Tensor, float]
 """One client's per-sample gradient statistics at one point: mean squared clipped norm (plus
 weight decay), Lambda_i^2, the unclipped l1 and l2 norms, and the clipped fraction."""
 
+
+@dataclass(frozen=True, kw_only=True)
+class EstimateSettings:
+    """Lengths of the estimator's steps (``None``: the model's default).
+
+    Attributes
+    ----------
+    gd_steps
+        Non-private full-batch GD steps (step ``1 / lambda``) along which G and Lambda are
+        maximised (default 20 for softmax regression, 5 for a torch model).
+    lanczos_steps
+        Lanczos iterations per Hessian (default 40 for softmax regression, 12 for a torch
+        model).
+    local_steps, local_lr
+        A torch model's local optimum: full-batch Adam steps from ``theta_0`` and their
+        learning rate (softmax regression solves its strictly convex problem by L-BFGS).
+    seed
+        A torch model's ``theta_0``: repeat 0 of the simulations with this seed (softmax
+        regression starts from zero).
+    """
+
+    gd_steps: int | None = None
+    lanczos_steps: int | None = None
+    local_steps: int = 60
+    local_lr: float = 1e-3
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        for name, low in (("gd_steps", 0), ("lanczos_steps", 1), ("local_steps", 0),
+                          ("seed", 0)):
+            value = getattr(self, name)
+            if value is None and name in ("gd_steps", "lanczos_steps"):
+                continue
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ValueError(f"{name} must be an integer >= {low}, got {name}={value!r}")
+        if not self.local_lr > 0:
+            raise ValueError(f"local_lr must be > 0, got local_lr={self.local_lr!r}")
+
+
+class Objective(Protocol):
+    """A model's regularised objective ``F_i = mean loss + (wd/2) ||theta||^2`` as a function
+    of flat parameters: what the estimator asks of a model."""
+
+    @property
+    def theta0(self) -> Tensor:
+        """The simulations' start ``theta_0`` (flat)."""
+        ...
+
+    @property
+    def num_params(self) -> int:
+        """P."""
+        ...
+
+    @property
+    def weight_decay(self) -> float:
+        """``wd``: also ``mu`` where the measured curvature is not positive."""
+        ...
+
+    @property
+    def default_steps(self) -> tuple[int, int]:
+        """``(gd_steps, lanczos_steps)`` where the settings leave them open."""
+        ...
+
+    def tensors(self, x: NDArray[np.floating], y: NDArray[np.integer]) -> tuple[Tensor, Tensor]:
+        """A client's flat rows and labels as the model's inputs."""
+        ...
+
+    def loss(self, x: Tensor, y: Tensor) -> Callable[[Tensor], Tensor]:
+        """``F_i`` of the rows ``(x, y)`` as a closure over flat parameters."""
+        ...
+
+    def sample_stats(self, x: Tensor, y: Tensor, theta: Tensor, *, clip: float,
+                     norm: Norm) -> SampleStats:
+        """Per-sample gradient statistics of ``(x, y)`` at ``theta`` (see :data:`SampleStats`)."""
+        ...
+
+    def local_optimum(self, x: Tensor, y: Tensor) -> tuple[float, float]:
+        """``(F_i(theta_i), ||theta_i - theta_0||^2)`` at the client's local optimum."""
+        ...
 
 
 @dataclass(frozen=True, eq=False)

@@ -1,0 +1,154 @@
+"""``fedqr estimate --data FILE``: the same constants as the built-in data set, any model, the
+cache, and bad input (exit 2 naming the option, no file)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from fedqr.cli import app
+from fedqr.cli.constants import ESTIMATE_VERSION, EstimateSpec
+from fedqr.data import DatasetName, DataSpec, FederatedData, PartitionKind
+from fedqr.privacy import Mechanism
+
+runner = CliRunner()
+CONSTANTS = ("N", "d_i", "p", "mu", "lambda", "G", "Gamma", "Y0", "xi", "q", "Lambda2")
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEDQR_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture(scope="module")
+def digits_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The built-in digits, three iid clients, written as a data file."""
+    built = DataSpec(dataset=DatasetName.DIGITS, partition=PartitionKind.IID, num_clients=3,
+                     seed=0).build()
+    path = tmp_path_factory.mktemp("data") / "digits3.npz"
+    FederatedData.from_client_data(built).to_npz(path)
+    return path
+
+
+@pytest.fixture(scope="module")
+def small_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Three clients of 40 rows, 5 features, 3 classes, with a test set."""
+    rng = np.random.default_rng(0)
+    path = tmp_path_factory.mktemp("small") / "small.npz"
+    np.savez(path, x=rng.standard_normal((120, 5)), y=np.arange(120) % 3,
+             client=np.repeat([0, 1, 2], 40), x_test=rng.standard_normal((30, 5)),
+             y_test=np.arange(30) % 3)
+    return path
+
+
+def _estimate(args: list[str], out: Path) -> dict[str, Any]:
+    res = runner.invoke(app, ["estimate", *args, "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert "reads the clients' data without privacy" in res.output
+    doc: dict[str, Any] = json.loads(out.read_text())
+    return doc
+
+
+def test_data_file_gives_the_built_in_estimate(digits_file: Path, tmp_path: Path) -> None:
+    common = ["--mechanism", "laplace", "--clip", "30", "--eps", "2", "--proxy-fraction", "0.5"]
+    own = _estimate(["--data", str(digits_file), "--no-standardize", *common],
+                    tmp_path / "own.json")
+    built = _estimate(["--dataset", "digits", "--partition", "iid", "--num-clients", "3",
+                       *common], tmp_path / "built.json")
+    assert {k: own[k] for k in CONSTANTS} == {k: built[k] for k in CONSTANTS}
+    assert own["eps_i"] == [2.0] * 3
+    est = own["estimate"]
+    assert est["reads_private_data"] is True and "WITHOUT differential privacy" in est["warning"]
+    digest = FederatedData.from_file(digits_file, standardize=False).digest
+    assert est["spec"]["data"] == est["data"]["sha256"] == digest
+    assert est["spec"]["dataset"] is None and est["model"]["name"] == "logreg"
+    cached = sorted((tmp_path / "cache" / "constants").glob("*.json"))
+    assert len(cached) == 2  # one per workload
+    again = _estimate(["--data", str(digits_file), "--no-standardize", *common],
+                      tmp_path / "again.json")
+    assert again == own
+    assert sorted((tmp_path / "cache" / "constants").glob("*.json")) == cached
+
+
+def test_data_file_with_an_mlp(digits_file: Path, tmp_path: Path) -> None:
+    doc = _estimate(["--data", str(digits_file), "--model", "mlp", "--hidden", "8",
+                     "--mechanism", "gaussian", "--clip", "1", "--proxy-fraction", "0.2"],
+                    tmp_path / "mlp.json")
+    assert doc["estimate"]["model"]["name"] == "mlp"
+    assert doc["p"] == doc["estimate"]["model"]["num_params"] == 64 * 8 + 8 + 8 * 10 + 10
+    assert doc["estimate"]["spec"]["model"] == "mlp" and doc["estimate"]["spec"]["hidden"] == "8"
+    for key in ("mu", "lambda", "G", "Y0"):
+        assert math.isfinite(doc[key]) and doc[key] > 0, key
+    assert math.isfinite(doc["Gamma"]) and doc["Gamma"] >= 0
+    assert doc["q"] == 0.01 and doc["delta_i"] == [1e-5] * 3
+
+
+def test_a_model_file_is_estimated_but_not_cached(small_file: Path, tmp_path: Path) -> None:
+    model = tmp_path / "net.py"
+    model.write_text("from torch import nn\n\n\ndef net(shape, k):\n"
+                     "    return nn.Sequential(nn.Linear(shape[0], 4), nn.Tanh(), "
+                     "nn.Linear(4, k))\n")
+    doc = _estimate(["--data", str(small_file), "--model", f"{model}:net", "--clip", "5"],
+                    tmp_path / "c.json")
+    assert doc["p"] == 5 * 4 + 4 + 4 * 3 + 3 and doc["estimate"]["model"]["name"] == "net"
+    assert not list((tmp_path / "cache").glob("**/*.json"))
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["--data", "nowhere.npz"], "data must be an existing .npz, .csv or .parquet file"),
+    (["--data", "{small}", "--dataset", "digits"], "give --data FILE or --dataset NAME"),
+    (["--data", "{small}", "--partition", "iid"], "partition applies to --dataset"),
+    (["--data", "{small}", "--num-clients", "4"], "num_clients must match the clients"),
+    (["--data", "{small}", "--model", "resnet"], "model must be logreg, mlp, cnn or FILE.py"),
+    (["--data", "{small}", "--model", "mlp", "--hidden", "8,x"], "hidden must be"),
+    (["--data", "{small}", "--test-data", "nowhere.npz"], "test_data must be an existing"),
+    (["--test-share", "0.2"], "test_share needs --data FILE"),
+])
+def test_bad_data_input_exits_2_naming_the_option(small_file: Path, tmp_path: Path,
+                                                  args: list[str], needle: str) -> None:
+    out = tmp_path / "never.json"
+    res = runner.invoke(app, ["estimate", *[a.format(small=small_file) for a in args],
+                              "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    assert needle in " ".join(res.output.split())
+    assert not out.exists()
+
+
+def test_bad_columns_exit_2_naming_the_column(heart_like: Path, tmp_path: Path) -> None:
+    out = tmp_path / "never.json"
+    res = runner.invoke(app, ["estimate", "--data", str(heart_like), "--test-share", "0.3",
+                              "--label-column", "diagnosis", "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    assert "diagnosis" in res.output and not out.exists()
+
+
+@pytest.fixture
+def heart_like(tmp_path: Path) -> Path:
+    path = tmp_path / "h.csv"
+    rows = ["client,label,age,chol"] + [f"{i % 3},{i % 2},{40 + i},{200 + 3 * i}"
+                                        for i in range(60)]
+    path.write_text("\n".join(rows) + "\n")
+    return path
+
+
+def test_the_key_of_a_built_in_estimate_is_the_one_cached_before() -> None:
+    """A built-in data set with its paper model keeps the key it had before the model and data
+    fields: the sha256 of its fields and the version, as ``EstimateSpec.key`` wrote it."""
+    spec = EstimateSpec(dataset=DatasetName.DIGITS, partition=PartitionKind.TWO_DIGITS,
+                        num_clients=4, alpha=0.5, mechanism=Mechanism.LAPLACE, clip=30.0,
+                        sample_rate=1.0, weight_decay=0.01, proxy_fraction=None, seed=0)
+    fields = {"dataset": "digits", "partition": "two-digits", "num_clients": 4, "alpha": 0.5,
+              "mechanism": "laplace", "clip": 30.0, "sample_rate": 1.0, "weight_decay": 0.01,
+              "proxy_fraction": None, "seed": 0, "gd_steps": 20, "version": ESTIMATE_VERSION}
+    expected = hashlib.sha256(json.dumps(fields, sort_keys=True).encode()).hexdigest()[:16]
+    assert spec.key() == expected
+    from dataclasses import replace
+
+    assert replace(spec, model="mlp", hidden="8").key() != expected
