@@ -24,6 +24,21 @@ out = Console()
 BINDIR = Path(sys.executable).parent
 
 
+NodeDataOpt = Annotated[Path, typer.Option(
+    help="This client's rows: .npz (x [n, ...], y [n]; client, x_test, y_test may be there, "
+         "unused), .csv or .parquet (a label column and the features; a client column, if "
+         "any, must name one client).")]
+NodeModelOpt = Annotated[str | None, typer.Option(
+    help="The model this node trains: logreg, mlp, cnn or FILE.py:FUNCTION (this node's own "
+         "file; a node never loads code the server names). Default: the run's.")]
+NodeHiddenOpt = Annotated[str | None, typer.Option(
+    help="mlp: hidden widths, comma-separated (default: the run's).")]
+NodeStandardizeOpt = Annotated[bool, typer.Option(
+    "--standardize/--no-standardize",
+    help="Standardise every feature by this file's own rows' mean and std (local statistics: "
+         "nothing leaves the node); default: the features as given.")]
+
+
 def _fail(message: str) -> typer.Exit:
     err.print(f"[bold red]error:[/] {message}")
     return typer.Exit(2)
@@ -104,10 +119,7 @@ def superlink(
 def supernode(
     superlink_address: Annotated[str, typer.Option(
         "--superlink", help="The SuperLink, HOST:PORT.")],
-    data: Annotated[Path, typer.Option(
-        help="This client's rows: .npz (x [n, ...], y [n]; client, x_test, y_test may be "
-             "there, unused), .csv or .parquet (a label column and the features; a client "
-             "column, if any, must name one client).")],
+    data: NodeDataOpt,
     eps: Annotated[float, typer.Option(help="This client's privacy budget epsilon (> 0).")],
     state_dir: Annotated[Path, typer.Option(help="This client's ledger and secrets.")],
     delta: Annotated[float, typer.Option(help="This client's delta (gaussian).")] = 1e-5,
@@ -124,20 +136,11 @@ def supernode(
     insecure: Annotated[bool, typer.Option(help="No TLS (loopback only).")] = False,
     force_insecure: Annotated[bool, typer.Option(
         help="Allow --insecure to a non-loopback SuperLink.")] = False,
-    model: Annotated[str | None, typer.Option(
-        help="The model this node trains: logreg, mlp, cnn or FILE.py:FUNCTION (this node's "
-             "own file; a node never loads code the server names). Default: the run's.")]
-        = None,
-    hidden: Annotated[str | None, typer.Option(
-        help="mlp: hidden widths, comma-separated (default: the run's).")] = None,
-    client_column: Annotated[str, typer.Option(help="csv/parquet: client column.")]
-        = "client",
+    model: NodeModelOpt = None,
+    hidden: NodeHiddenOpt = None,
+    client_column: Annotated[str, typer.Option(help="csv/parquet: client column.")] = "client",
     label_column: Annotated[str, typer.Option(help="csv/parquet: label column.")] = "label",
-    standardize: Annotated[bool, typer.Option(
-        "--standardize/--no-standardize",
-        help="Standardise every feature by this file's own rows' mean and std (local "
-             "statistics: nothing leaves the node); default: the features as given.")]
-        = False,
+    standardize: NodeStandardizeOpt = False,
 ) -> None:
     """Run one client: its own data, budget and ledger, on its own machine."""
     from fedqr.flower.parts import (
@@ -150,14 +153,7 @@ def supernode(
 
     try:
         host, port = split_address("--superlink", superlink_address)
-        if not (eps > 0 and math.isfinite(eps)):
-            raise ValueError(f"--eps must be > 0 and finite, got --eps={eps}")
-        if not 0 <= delta < 1:
-            raise ValueError(f"--delta must be in [0, 1), got --delta={delta}")
-        if not 10 <= heartbeat <= 1800:
-            raise ValueError(f"--heartbeat must be in [10, 1800] s, got --heartbeat={heartbeat}")
-        if client_id is not None and client_id < 0:
-            raise ValueError(f"--client-id must be >= 0, got --client-id={client_id}")
+        _check_node_numbers(eps=eps, delta=delta, heartbeat=heartbeat, client_id=client_id)
         check_insecure("--superlink", host, insecure=insecure, force=force_insecure)
         if not insecure and root_certificates is None:
             raise ValueError("--root-certificates CA.pem is required (TLS), or --insecure on "
@@ -188,6 +184,18 @@ def supernode(
     os.environ.setdefault("FLWR_HOME", str((state_dir / "flwr-home").resolve()))
     os.environ["FEDQR_FLOWER_HEARTBEAT_S"] = str(heartbeat)
     os.execv(args[0], args)
+
+
+def _check_node_numbers(*, eps: float, delta: float, heartbeat: float,
+                        client_id: int | None) -> None:
+    if not (eps > 0 and math.isfinite(eps)):
+        raise ValueError(f"--eps must be > 0 and finite, got --eps={eps}")
+    if not 0 <= delta < 1:
+        raise ValueError(f"--delta must be in [0, 1), got --delta={delta}")
+    if not 10 <= heartbeat <= 1800:
+        raise ValueError(f"--heartbeat must be in [10, 1800] s, got --heartbeat={heartbeat}")
+    if client_id is not None and client_id < 0:
+        raise ValueError(f"--client-id must be >= 0, got --client-id={client_id}")
 
 
 def _check_node_model(data: Path, *, model: str | None, hidden: str | None, standardize: bool,

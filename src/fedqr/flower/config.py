@@ -16,10 +16,11 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from fedqr.data import Dataset, DatasetName, DataSpec, FederatedData, Partition, PartitionKind
 from fedqr.data.presets import default_model_name
+from fedqr.flower.run_values import parse_floats, parse_value, parse_widths
 from fedqr.privacy import Accountant, Mechanism
 from fedqr.sim.config import (
     Aggregation,
@@ -32,23 +33,7 @@ from fedqr.sim.config import (
 )
 
 RunConfigValue = bool | int | float | str
-_E = TypeVar("_E", bound=StrEnum)
-
-
-def parse_floats(name: str, text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(v) for v in text.split(","))
-    except ValueError:
-        raise ValueError(f"{name} must be a number or comma-separated per-client numbers, "
-                         f"got {name}={text!r}") from None
-
-
-def _enum(kind: type[_E], name: str, value: object) -> _E:
-    try:
-        return kind(str(value))
-    except ValueError:
-        allowed = ", ".join(m.value for m in kind)
-        raise ValueError(f"{name} must be one of {allowed}, got {name}={value!r}") from None
+__all__ = ["FlowerRunConfig", "RunConfigValue", "parse_floats", "parse_widths"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -235,7 +220,7 @@ class FlowerRunConfig:
         for key, value in run_config.items():
             name = known[key].name
             default = getattr(cls, name, None)
-            kwargs[name] = _parse(key, value, default)
+            kwargs[name] = parse_value(key, value, default)
         return cls(**kwargs)
 
     def data_spec(self) -> DataSpec:
@@ -279,48 +264,3 @@ class FlowerRunConfig:
             key += (files, self.test_share, self.client_column, self.label_column,
                     self.standardize)
         return key
-
-
-def parse_widths(text: str) -> tuple[int, ...]:
-    """Hidden widths ``"64,32"`` as ``(64, 32)``.
-
-    Raises
-    ------
-    ValueError
-        Naming ``hidden`` unless they are comma-separated integers >= 1.
-    """
-    try:
-        widths = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        widths = ()
-    if not widths or min(widths) < 1:
-        raise ValueError(f"hidden must be comma-separated widths >= 1, got hidden={text!r}")
-    return widths
-
-
-def _parse(key: str, value: object, default: object) -> object:
-    """One run-config value, converted to the type of its default."""
-    if isinstance(default, StrEnum):
-        return _enum(type(default), key, value)
-    if isinstance(default, tuple):
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return (float(value),)
-        if isinstance(value, str):
-            return parse_floats(key, value)
-    elif isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-    elif default is None:
-        pass
-    elif isinstance(default, int):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif isinstance(default, float):
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        if value == "inf":
-            return math.inf
-    elif isinstance(default, str) and isinstance(value, str):
-        return value
-    kind = "number list" if isinstance(default, tuple) else type(default).__name__
-    raise ValueError(f"{key} must be a {kind}, got {key}={value!r}")

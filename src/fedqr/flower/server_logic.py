@@ -221,4 +221,8 @@ class ServerRun:
             client["replies_received"] = int(self.stats[2, 0, i])
         doc["flower"] = {"run_config": self.cfg.to_run_config(), "missing_replies": self.missing}
         doc["provenance"] = provenance(model=self.kernel.describe(), device="cpu")
+        if self.cfg.data_file:  # what fedqr run --data records of the file
+            from fedqr.data.source import OwnData
+
+            doc["data"] = OwnData(data=self.cfg.federated(), seed=self.cfg.seed).identity()
         return doc
