@@ -42,7 +42,8 @@ LabelColumnOpt = Annotated[str, typer.Option(help="With --data (csv/parquet): la
 StandardizeOpt = Annotated[bool, typer.Option(
     "--standardize/--no-standardize",
     help="With --data: standardise every feature by the training rows' mean and std (pooled "
-         "over the clients, as fedqr run does); --no-standardize uses them as given.")]
+         "over the clients, as fedqr run does; run: the --test-data file by its own); "
+         "--no-standardize uses them as given.")]
 ModelOpt = Annotated[str | None, typer.Option(
     help="logreg, mlp (see --hidden), cnn (the paper's CNN, square images) or FILE.py:FUNCTION "
          "(a factory (input_shape, num_classes) -> torch.nn.Module). Default: the data set's "
