@@ -90,7 +90,7 @@ def test_flower_femnist_trains_the_cnn_and_replies_as_the_network_engine(
                           mechanism=Mechanism.GAUSSIAN, clip=3.0, sample_rate=0.5,
                           aggregation=Aggregation.NORMALIZED, seed=1)
     run = ServerRun.start(cfg)
-    assert run.model.name is ModelName.CNN and run.theta.shape == (1, 110_526)
+    assert run.kernel.name == "cnn" and run.theta.shape == (1, 110_526)
     rep = answer_round(cfg, client=0, round=0, theta=run.theta_numpy(), run_key="r",
                        state_dir=tmp_path / "client-0")
     ds, part = cfg.load_data()
@@ -99,4 +99,5 @@ def test_flower_femnist_trains_the_cnn_and_replies_as_the_network_engine(
     run.record(0)
     doc = run.result()
     assert doc["provenance"]["torch_version"] == torch.__version__
-    assert doc["provenance"]["model"] == {"name": "cnn", "num_params": 110_526}
+    assert doc["provenance"]["model"] == {"name": "cnn", "num_params": 110_526,
+                                          "per_sample": "ghost"}  # as fedqr run records it

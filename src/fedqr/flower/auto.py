@@ -18,9 +18,11 @@ from typing import Any
 
 import numpy as np
 
-from fedqr.data import DatasetName, DataSpec, PartitionKind
+from fedqr.data import Dataset, DatasetName, DataSpec, PartitionKind
+from fedqr.flower.client_data import input_shape, run_kernel
 from fedqr.flower.config import FlowerRunConfig
 from fedqr.flower.server_logic import ClientReports
+from fedqr.models.kernel import Kernel
 from fedqr.planner import (
     DataUse,
     Plan,
@@ -100,10 +102,17 @@ def proxy_spec(cfg: FlowerRunConfig, proxy: DatasetName) -> DataSpec:
                     data_dir=Path(cfg.data_dir) if cfg.data_dir else None)
 
 
+def run_kernel_of(cfg: FlowerRunConfig, ds: Dataset) -> Kernel:
+    """The run's model for the shape and classes of ``ds`` (the server's data)."""
+    return run_kernel(cfg.model_name, input_shape=input_shape(ds), num_classes=ds.num_classes,
+                      hidden=cfg.hidden_widths)
+
+
 def federation_scenario(cfg: FlowerRunConfig, reports: ClientReports, *,
-                        choice: AutoChoice) -> Scenario:
-    """The planner's scenario: the run's settings with the clients' reported budgets; T, b and
-    q left to the planner where ``choice`` says so."""
+                        choice: AutoChoice, kernel: Kernel | None = None) -> Scenario:
+    """The planner's scenario: the run's settings and model (``kernel``; ``None``: the proxy's
+    paper model) with the clients' reported budgets; T, b and q left to the planner where
+    ``choice`` says so."""
     if not len(reports.sizes) == len(reports.eps) == len(reports.delta) == cfg.num_clients:
         raise ValueError(f"reports must come from N={cfg.num_clients} clients, got "
                          f"{len(reports.sizes)} sizes, {len(reports.eps)} budgets")
@@ -116,7 +125,7 @@ def federation_scenario(cfg: FlowerRunConfig, reports: ClientReports, *,
         rounds=None if choice.rounds else cfg.rounds,
         clients_per_round=None if choice.clients_per_round else cfg.clients_per_round,
         lr=LearningRate(eta0=cfg.lr, decay=cfg.lr_decay), weight_decay=cfg.weight_decay,
-        aggregation=cfg.aggregation)
+        aggregation=cfg.aggregation, kernel=kernel)
 
 
 def plan_federation(cfg: FlowerRunConfig, reports: ClientReports, *, choice: AutoChoice,
@@ -137,9 +146,10 @@ def plan_federation(cfg: FlowerRunConfig, reports: ClientReports, *, choice: Aut
         If the scenario cannot be planned (a non-private mechanism, a model the twin does not
         simulate, bad reports).
     """
-    scenario = federation_scenario(cfg, reports, choice=choice)
-    public = ProxyChoice(use=DataUse.PUBLIC_PROXY, public=proxy_spec(cfg, choice.proxy),
-                         public_label=choice.proxy.value)
+    spec = proxy_spec(cfg, choice.proxy)
+    scenario = federation_scenario(cfg, reports, choice=choice,
+                                   kernel=run_kernel_of(cfg, spec.load()))
+    public = ProxyChoice(use=DataUse.PUBLIC_PROXY, public=spec, public_label=choice.proxy.value)
     plan = make_plan(scenario, proxy=public, sizes=np.asarray(reports.sizes, dtype=np.int64),
                      settings=settings or SearchSettings(seed=cfg.seed), use_cache=use_cache,
                      progress=progress)
@@ -153,4 +163,5 @@ def plan_federation(cfg: FlowerRunConfig, reports: ClientReports, *, choice: Aut
 
 
 __all__ = ["PROXY_DATASETS", "AutoChoice", "FederationPlan", "PlanNotUseful",
-           "federation_scenario", "plan_federation", "proxy_spec", "reports_from_json"]
+           "federation_scenario", "plan_federation", "proxy_spec", "reports_from_json",
+           "run_kernel_of"]

@@ -19,14 +19,15 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
 
 from fedqr._atomic import check_writable_dir
-from fedqr._enums import Accountant, Aggregation, DatasetName, Mechanism, PartitionKind
+from fedqr._enums import Accountant, Aggregation, DatasetName, Mechanism
 from fedqr._validate import check_positive
+from fedqr.flower import cli_options as o
 from fedqr.flower import cli_parties
 
 if TYPE_CHECKING:
@@ -41,6 +42,8 @@ out = Console()
 
 _COMMAND = {"simulation": "fedqr flower simulate", "deployment": "fedqr flower deploy",
             "remote": "fedqr flower run"}
+Remote = tuple[str, Path | None] | None  # the SuperLink's address and CA, for fedqr flower run
+_MODE = {"simulate": "simulation", "deploy": "deployment", "run": "remote"}
 
 
 def _fail(message: str, code: int) -> typer.Exit:
@@ -63,119 +66,122 @@ def _sigterm_as_interrupt() -> Iterator[None]:
         signal.signal(signal.SIGTERM, previous)
 
 
-def _command(mode: str, summary: str) -> Callable[..., None]:
-    def command(
-        dataset: Annotated[DatasetName, typer.Option(help="Data set.")] = DatasetName.MNIST,
-        data_dir: Annotated[Path | None, typer.Option(help="Folder with the data files.")]
-            = None,
-        fraction: Annotated[float, typer.Option(help="Share of the training set (0, 1].")]
-            = 1.0,
-        partition: Annotated[PartitionKind, typer.Option(help="How data are split.")]
-            = PartitionKind.TWO_DIGITS,
-        alpha: Annotated[float, typer.Option(help="Dirichlet concentration (> 0).")] = 0.5,
-        num_clients: Annotated[int, typer.Option(help="N, the number of clients.")] = 10,
-        clients_per_round: Annotated[str, typer.Option(
-            help="b, replies per round (1..N); run: or 'auto' (planned, see --proxy-dataset).")]
-            = "10",
-        rounds: Annotated[str, typer.Option(
-            help="T, the number of rounds; run: or 'auto' (planned).")] = "10",
-        mechanism: Annotated[Mechanism, typer.Option(help="Client-side DP mechanism.")]
-            = Mechanism.GAUSSIAN,
-        eps: Annotated[str, typer.Option(
-            help="Epsilon per client: one value or N (default 1; run: each client's own).")]
-            = "",
-        delta: Annotated[str, typer.Option(help="Delta per client (gaussian): one or N.")]
-            = "1e-5",
-        clip: Annotated[float | None, typer.Option(
-            help="Per-sample clip (l1 laplace, l2 gaussian). Default: the paper's, laplace "
-                 "300 (femnist 200), gaussian 10; none without noise.")] = None,
-        sample_rate: Annotated[str | None, typer.Option(
-            help="q, Poisson sampling rate (gaussian default 0.01; laplace 1); run: or "
-                 "'auto'.")] = None,
-        accountant: Annotated[Accountant, typer.Option(help="rdp or pld (gaussian).")]
-            = Accountant.RDP,
-        lr: Annotated[float, typer.Option(help="Initial learning rate eta0.")] = 0.05,
-        lr_decay: Annotated[float, typer.Option(help="eta_t = lr / (1 + lr_decay t).")] = 0.01,
-        weight_decay: Annotated[float, typer.Option(help="L2 regularisation.")] = 0.01,
-        aggregation: Annotated[Aggregation, typer.Option(help="Server aggregation rule.")]
-            = Aggregation.PAPER,
-        seed: Annotated[int, typer.Option(help="Seed: partition, batches, noise.")] = 0,
-        round_timeout: Annotated[float, typer.Option(
-            help="Seconds to wait for a round's replies; later ones are lost.")] = 120.0,
-        connect_timeout: Annotated[float, typer.Option(
-            help="Seconds to wait for all N clients to connect.")] = 120.0,
-        min_replies: Annotated[int, typer.Option(
-            help="Stop when a round gets fewer replies (1..b).")] = 1,
-        state_dir: Annotated[Path | None, typer.Option(
-            help="Clients' ledgers (client-<i>/state.json); default: a fresh folder.")] = None,
-        work_dir: Annotated[Path | None, typer.Option(
-            help="Keep app, logs and state here (default: a temporary folder, removed).")]
-            = None,
-        timeout: Annotated[float, typer.Option(help="Seconds for the whole run.")] = 3600.0,
-        out_dir: Annotated[Path, typer.Option("--out", help="Output folder.")]
-            = Path("runs/flower"),
-        superlink: Annotated[str | None, typer.Option(
-            help="run: the SuperLink, HOST:PORT (run this on the server's machine).")] = None,
-        root_certificates: Annotated[Path | None, typer.Option(
-            help="run: ca.pem of the SuperLink's CA (TLS).")] = None,
-        insecure: Annotated[bool, typer.Option(help="run: no TLS (loopback only).")] = False,
-        proxy_dataset: Annotated[DatasetName | None, typer.Option(
-            help="run with auto: the public data set (mnist, digits) the server plans on, "
-                 "with the sizes and budgets the clients report.")] = None,
-        node_timeout: Annotated[float | None, typer.Option(
-            help="deploy: a SuperNode silent this many s (5..3600) is gone and its reply lost "
-                 "(default: Flower's, 20 s). run: set it on fedqr flower superlink.")] = None,
-    ) -> None:
-        from fedqr.data import DataNotFoundError
-        from fedqr.data.presets import default_clip
-        from fedqr.flower.cli_auto import auto_choice, check_plannable, parse_schedule
-        from fedqr.flower.config import FlowerRunConfig, parse_floats
-        from fedqr.flower.link_main import check_node_timeout
-        from fedqr.privacy import mechanism_for
+def command(
+    ctx: typer.Context,
+    dataset: o.DatasetOpt = DatasetName.MNIST,
+    data_dir: o.DataDirOpt = None,
+    fraction: o.FractionOpt = 1.0,
+    partition: o.PartitionOpt = None,
+    alpha: o.AlphaOpt = 0.5,
+    num_clients: o.NumClientsOpt = None,
+    data: o.DataOpt = None,
+    test_data: o.TestDataOpt = None,
+    test_share: o.TestShareOpt = None,
+    client_column: o.ClientColumnOpt = "client",
+    label_column: o.LabelColumnOpt = "label",
+    standardize: o.StandardizeOpt = True,
+    model: o.ModelOpt = None,
+    hidden: o.HiddenOpt = "64",
+    clients_per_round: o.ClientsPerRoundOpt = "10",
+    rounds: o.RoundsOpt = "10",
+    mechanism: o.MechanismOpt = Mechanism.GAUSSIAN,
+    eps: o.EpsOpt = "",
+    delta: o.DeltaOpt = "1e-5",
+    clip: o.ClipOpt = None,
+    sample_rate: o.SampleRateOpt = None,
+    accountant: o.AccountantOpt = Accountant.RDP,
+    lr: o.LrOpt = 0.05,
+    lr_decay: o.LrDecayOpt = 0.01,
+    weight_decay: o.WeightDecayOpt = 0.01,
+    aggregation: o.AggregationOpt = Aggregation.PAPER,
+    seed: o.SeedOpt = 0,
+    round_timeout: o.RoundTimeoutOpt = 120.0,
+    connect_timeout: o.ConnectTimeoutOpt = 120.0,
+    min_replies: o.MinRepliesOpt = 1,
+    state_dir: o.StateDirOpt = None,
+    work_dir: o.WorkDirOpt = None,
+    timeout: o.TimeoutOpt = 3600.0,
+    out_dir: o.OutOpt = Path("runs/flower"),
+    superlink: o.SuperlinkOpt = None,
+    root_certificates: o.RootCertificatesOpt = None,
+    insecure: o.InsecureOpt = False,
+    proxy_dataset: o.ProxyDatasetOpt = None,
+    node_timeout: o.NodeTimeoutOpt = None,
+) -> None:
+    """FedSGD-DPC on Flower (simulate, deploy or run: the command's name says which)."""
+    options = o.FlowerOptions(**{k: v for k, v in locals().items() if k != "ctx"})
+    _main(_MODE[str(ctx.info_name)], options)
 
-        remote = None
-        try:
-            check_writable_dir("out", out_dir)
-            check_positive("timeout", timeout)
-            check_node_timeout("--node-timeout", node_timeout)
-            if node_timeout is not None and mode != "deployment":
-                raise ValueError("--node-timeout is an option of fedqr flower deploy (and of "
-                                 "fedqr flower superlink), got --node-timeout="
-                                 f"{node_timeout} for {_COMMAND[mode]}")
-            if (superlink is not None) != (mode == "remote"):
-                raise ValueError("--superlink HOST:PORT is required by fedqr flower run and "
-                                 f"only used there, got --superlink={superlink!r}")
-            schedule = parse_schedule(
-                rounds=rounds, clients_per_round=clients_per_round, sample_rate=sample_rate,
-                default_rate=mechanism_for(mechanism).default_sample_rate)
-            choice = auto_choice(schedule, command=_COMMAND[mode], remote=mode == "remote",
-                                 proxy_dataset=proxy_dataset)
-            if superlink is not None:
-                remote = _remote(superlink, root_certificates, insecure=insecure)
-            q = schedule.sample_rate or mechanism_for(mechanism).default_sample_rate
-            cfg = FlowerRunConfig(  # auto: T = 1, b = N until planned
-                num_clients=num_clients, clients_per_round=schedule.clients_per_round or
-                num_clients, rounds=schedule.rounds or 1,
-                dataset=dataset, data_dir=str(data_dir.resolve()) if data_dir else "",
-                fraction=fraction, partition=partition, alpha=alpha, mechanism=mechanism,
-                eps=parse_floats("eps", eps or "1.0"), delta=parse_floats("delta", delta),
-                clip=clip if clip is not None else default_clip(dataset, mechanism), sample_rate=q,
-                accountant=accountant, lr=lr, lr_decay=lr_decay, weight_decay=weight_decay,
-                aggregation=aggregation, seed=seed, round_timeout=round_timeout,
-                connect_timeout=connect_timeout, min_replies=min_replies,
-                state_dir=str(state_dir.resolve()) if state_dir else "",
-                client_data=remote is not None, client_budgets=remote is not None and not eps)
-            if choice is not None:
-                check_plannable(cfg, choice)
-        except DataNotFoundError as e:
-            raise _fail(str(e), 1) from None
-        except ValueError as e:
-            raise _fail(str(e), 2) from None
-        _execute(cfg, mode=mode, work_dir=work_dir, timeout=timeout, out_dir=out_dir,
-                 remote=remote, node_timeout=node_timeout, choice=choice)
 
-    command.__doc__ = summary
-    return command
+def _main(mode: str, opts: "o.FlowerOptions") -> None:
+    """Check every option and the data (exit 2 naming the option, nothing written), then run."""
+    from fedqr.data import DataNotFoundError
+
+    try:
+        cfg, choice, remote = _configure(mode, opts)
+    except DataNotFoundError as e:
+        raise _fail(str(e), 1) from None
+    except ValueError as e:
+        raise _fail(str(e), 2) from None
+    _execute(cfg, mode=mode, work_dir=opts.work_dir, timeout=opts.timeout,
+             out_dir=opts.out_dir, remote=remote, node_timeout=opts.node_timeout, choice=choice)
+
+
+def _configure(mode: str, opts: "o.FlowerOptions"
+               ) -> "tuple[FlowerRunConfig, AutoChoice | None, Remote]":
+    """The run's configuration, its auto choice and the remote SuperLink, all checked."""
+    from fedqr.data.presets import default_clip, default_partition
+    from fedqr.flower.cli_auto import auto_choice, check_plannable, parse_schedule
+    from fedqr.flower.cli_data import check_model, data_fields, own_data
+    from fedqr.flower.config import FlowerRunConfig, parse_floats
+    from fedqr.privacy import mechanism_for
+
+    _check_mode(mode, opts)
+    default_rate = mechanism_for(opts.mechanism).default_sample_rate
+    schedule = parse_schedule(rounds=opts.rounds, clients_per_round=opts.clients_per_round,
+                              sample_rate=opts.sample_rate, default_rate=default_rate)
+    choice = auto_choice(schedule, command=_COMMAND[mode], remote=mode == "remote",
+                         proxy_dataset=opts.proxy_dataset)
+    remote = None
+    if opts.superlink is not None:
+        remote = _remote(opts.superlink, opts.root_certificates, insecure=opts.insecure)
+    own = own_data(opts, remote=remote is not None)
+    n = own.num_clients if own is not None else opts.num_clients or 10
+    cfg = FlowerRunConfig(  # auto: T = 1, b = N until planned
+        num_clients=n, clients_per_round=schedule.clients_per_round or n,
+        rounds=schedule.rounds or 1, dataset=opts.dataset,
+        data_dir=str(opts.data_dir.resolve()) if opts.data_dir else "",
+        fraction=opts.fraction, partition=opts.partition or default_partition(opts.dataset),
+        alpha=opts.alpha, mechanism=opts.mechanism, **data_fields(opts),
+        eps=parse_floats("eps", opts.eps or "1.0"), delta=parse_floats("delta", opts.delta),
+        clip=opts.clip if opts.clip is not None else default_clip(
+            None if opts.data or opts.test_data else opts.dataset, opts.mechanism),
+        sample_rate=schedule.sample_rate or default_rate, accountant=opts.accountant,
+        lr=opts.lr, lr_decay=opts.lr_decay, weight_decay=opts.weight_decay,
+        aggregation=opts.aggregation, seed=opts.seed, round_timeout=opts.round_timeout,
+        connect_timeout=opts.connect_timeout, min_replies=opts.min_replies,
+        state_dir=str(opts.state_dir.resolve()) if opts.state_dir else "",
+        client_data=remote is not None, client_budgets=remote is not None and not opts.eps)
+    check_model(cfg, own)
+    if choice is not None:
+        check_plannable(cfg, choice)
+    return cfg, choice, remote
+
+
+def _check_mode(mode: str, opts: "o.FlowerOptions") -> None:
+    """The options that belong to one command only, the output folder and the timeout."""
+    from fedqr.flower.link_main import check_node_timeout
+
+    check_writable_dir("out", opts.out_dir)
+    check_positive("timeout", opts.timeout)
+    check_node_timeout("--node-timeout", opts.node_timeout)
+    if opts.node_timeout is not None and mode != "deployment":
+        raise ValueError("--node-timeout is an option of fedqr flower deploy (and of fedqr "
+                         f"flower superlink), got --node-timeout={opts.node_timeout} for "
+                         f"{_COMMAND[mode]}")
+    if (opts.superlink is not None) != (mode == "remote"):
+        raise ValueError("--superlink HOST:PORT is required by fedqr flower run and only "
+                         f"used there, got --superlink={opts.superlink!r}")
 
 
 def _remote(address: str, ca: Path | None, *, insecure: bool) -> tuple[str, Path | None]:
@@ -195,20 +201,10 @@ def _remote(address: str, ca: Path | None, *, insecure: bool) -> tuple[str, Path
 def _execute(cfg: "FlowerRunConfig", *, mode: str, work_dir: Path | None, timeout: float,
              out_dir: Path, remote: tuple[str, Path | None] | None = None,
              node_timeout: float | None = None, choice: "AutoChoice | None" = None) -> None:
-    from fedqr.data import DataNotFoundError
     from fedqr.flower.cli_auto import plan_remote
 
     if importlib.util.find_spec("flwr") is None:
         raise _fail("fedqr flower needs Flower: pip install 'fedqr[flower]'", 1)
-    try:
-        if remote is not None:
-            cfg.data_spec().load()  # the server's evaluation data
-        else:
-            cfg.load_data()  # fails here, before any process starts
-    except DataNotFoundError as e:
-        raise _fail(str(e), 1) from None
-    except ValueError as e:
-        raise _fail(str(e), 2) from None
     from fedqr.flower.auto import PlanNotUseful
     from fedqr.flower.runner import FlowerRunFailed, LaunchError, Mode, run_flower, run_remote
 
@@ -284,12 +280,12 @@ def _write(out_dir: Path, doc: dict[str, Any], theta: Any) -> None:
         write_json_atomic(stage / "result.json", finite_json(doc))
 
 
-flower_app.command("simulate")(_command(
-    "simulation", "FedSGD-DPC in Flower's simulation runtime (N virtual SuperNodes)."))
-flower_app.command("deploy")(_command(
-    "deployment", "FedSGD-DPC on a SuperLink and N SuperNodes started on 127.0.0.1."))
-flower_app.command("run")(_command(
-    "remote", "Submit a run to a SuperLink whose SuperNodes hold their own data and budgets."))
+flower_app.command("simulate", help="FedSGD-DPC in Flower's simulation runtime (N virtual "
+                   "SuperNodes).")(command)
+flower_app.command("deploy", help="FedSGD-DPC on a SuperLink and N SuperNodes started on "
+                   "127.0.0.1.")(command)
+flower_app.command("run", help="Submit a run to a SuperLink whose SuperNodes hold their own "
+                   "data and budgets.")(command)
 flower_app.command("certs")(cli_parties.certs)
 flower_app.command("superlink")(cli_parties.superlink)
 flower_app.command("supernode")(cli_parties.supernode)

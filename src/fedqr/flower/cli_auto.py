@@ -81,25 +81,23 @@ def check_plannable(cfg: FlowerRunConfig, choice: AutoChoice) -> None:
     Raises
     ------
     ValueError
-        A mechanism without noise, a model the twin does not simulate, a proxy whose
-        features or classes differ from the run's data set.
+        A mechanism without noise, a model the twin cannot train, a proxy whose features or
+        classes differ from the run's data.
     """
-    from fedqr.models.factory import ModelName, default_model
+    from fedqr.flower.auto import proxy_spec, run_kernel_of
+    from fedqr.flower.server_logic import server_dataset
 
     n = cfg.num_clients
+    real = server_dataset(cfg)
+    kernel = run_kernel_of(cfg, real)
     federation_scenario(cfg, ClientReports(sizes=(1,) * n, eps=cfg.eps * n if len(
         cfg.eps) == 1 else cfg.eps, delta=cfg.delta * n if len(cfg.delta) == 1 else cfg.delta),
-        choice=choice)  # the scenario's own checks (mechanism, b <= N, ...)
-    if default_model(cfg.dataset) is not ModelName.LOGREG:
-        raise ValueError(f"auto plans with the twin, which trains logistic regression (mnist, "
-                         f"digits), got --dataset {cfg.dataset.value}")
-    from fedqr.flower.auto import proxy_spec
-
-    real, public = cfg.data_spec().load(), proxy_spec(cfg, choice.proxy).load()
+        choice=choice, kernel=kernel)  # the scenario's own checks (mechanism, b <= N, ...)
+    public = proxy_spec(cfg, choice.proxy).load()
     if (public.x_train.shape[1], public.num_classes) != (real.x_train.shape[1],
                                                          real.num_classes):
         raise ValueError(
-            f"--proxy-dataset must have the run's features and classes ({cfg.dataset.value}: "
+            f"--proxy-dataset must have the run's features and classes ({real.name}: "
             f"{real.x_train.shape[1]} features, {real.num_classes} classes), got "
             f"--proxy-dataset {choice.proxy.value} with {public.x_train.shape[1]} features, "
             f"{public.num_classes} classes")

@@ -24,6 +24,21 @@ out = Console()
 BINDIR = Path(sys.executable).parent
 
 
+NodeDataOpt = Annotated[Path, typer.Option(
+    help="This client's rows: .npz (x [n, ...], y [n]; client, x_test, y_test may be there, "
+         "unused), .csv or .parquet (a label column and the features; a client column, if "
+         "any, must name one client).")]
+NodeModelOpt = Annotated[str | None, typer.Option(
+    help="The model this node trains: logreg, mlp, cnn or FILE.py:FUNCTION (this node's own "
+         "file; a node never loads code the server names). Default: the run's.")]
+NodeHiddenOpt = Annotated[str | None, typer.Option(
+    help="mlp: hidden widths, comma-separated (default: the run's).")]
+NodeStandardizeOpt = Annotated[bool, typer.Option(
+    "--standardize/--no-standardize",
+    help="Standardise every feature by this file's own rows' mean and std (local statistics: "
+         "nothing leaves the node); default: the features as given.")]
+
+
 def _fail(message: str) -> typer.Exit:
     err.print(f"[bold red]error:[/] {message}")
     return typer.Exit(2)
@@ -104,7 +119,7 @@ def superlink(
 def supernode(
     superlink_address: Annotated[str, typer.Option(
         "--superlink", help="The SuperLink, HOST:PORT.")],
-    data: Annotated[Path, typer.Option(help=".npz with x (n, p) float and y (n,) int.")],
+    data: NodeDataOpt,
     eps: Annotated[float, typer.Option(help="This client's privacy budget epsilon (> 0).")],
     state_dir: Annotated[Path, typer.Option(help="This client's ledger and secrets.")],
     delta: Annotated[float, typer.Option(help="This client's delta (gaussian).")] = 1e-5,
@@ -121,9 +136,13 @@ def supernode(
     insecure: Annotated[bool, typer.Option(help="No TLS (loopback only).")] = False,
     force_insecure: Annotated[bool, typer.Option(
         help="Allow --insecure to a non-loopback SuperLink.")] = False,
+    model: NodeModelOpt = None,
+    hidden: NodeHiddenOpt = None,
+    client_column: Annotated[str, typer.Option(help="csv/parquet: client column.")] = "client",
+    label_column: Annotated[str, typer.Option(help="csv/parquet: label column.")] = "label",
+    standardize: NodeStandardizeOpt = False,
 ) -> None:
     """Run one client: its own data, budget and ledger, on its own machine."""
-    from fedqr.flower.own_data import load_data_file
     from fedqr.flower.parts import (
         check_file,
         check_insecure,
@@ -134,14 +153,7 @@ def supernode(
 
     try:
         host, port = split_address("--superlink", superlink_address)
-        if not (eps > 0 and math.isfinite(eps)):
-            raise ValueError(f"--eps must be > 0 and finite, got --eps={eps}")
-        if not 0 <= delta < 1:
-            raise ValueError(f"--delta must be in [0, 1), got --delta={delta}")
-        if not 10 <= heartbeat <= 1800:
-            raise ValueError(f"--heartbeat must be in [10, 1800] s, got --heartbeat={heartbeat}")
-        if client_id is not None and client_id < 0:
-            raise ValueError(f"--client-id must be >= 0, got --client-id={client_id}")
+        _check_node_numbers(eps=eps, delta=delta, heartbeat=heartbeat, client_id=client_id)
         check_insecure("--superlink", host, insecure=insecure, force=force_insecure)
         if not insecure and root_certificates is None:
             raise ValueError("--root-certificates CA.pem is required (TLS), or --insecure on "
@@ -150,7 +162,8 @@ def supernode(
                                               or Path())
         key = check_file("--auth-key", auth_key) if auth_key is not None else None
         data = check_file("--data", data)
-        load_data_file(data)
+        model = _check_node_model(data, model=model, hidden=hidden, standardize=standardize,
+                                  client_column=client_column, label_column=label_column)
         check_superlink(host, port, ca=ca)
         state_dir.mkdir(parents=True, exist_ok=True)
     except (ValueError, OSError) as e:
@@ -158,7 +171,9 @@ def supernode(
     config: dict[str, str | int | float] = {
         "data-file": str(data), "eps": eps, "delta": delta,
         "state-dir": str(state_dir.resolve()), "client-id": -1 if client_id is None else client_id,
-        "noise-seed": -1 if noise_seed is None else noise_seed}
+        "noise-seed": -1 if noise_seed is None else noise_seed, "standardize": int(standardize),
+        "client-column": client_column, "label-column": label_column}
+    config.update({k: v for k, v in (("model", model), ("hidden", hidden)) if v})
     import socket
 
     with socket.socket() as s:  # the node's own Runtime API, on loopback only
@@ -169,6 +184,45 @@ def supernode(
     os.environ.setdefault("FLWR_HOME", str((state_dir / "flwr-home").resolve()))
     os.environ["FEDQR_FLOWER_HEARTBEAT_S"] = str(heartbeat)
     os.execv(args[0], args)
+
+
+def _check_node_numbers(*, eps: float, delta: float, heartbeat: float,
+                        client_id: int | None) -> None:
+    if not (eps > 0 and math.isfinite(eps)):
+        raise ValueError(f"--eps must be > 0 and finite, got --eps={eps}")
+    if not 0 <= delta < 1:
+        raise ValueError(f"--delta must be in [0, 1), got --delta={delta}")
+    if not 10 <= heartbeat <= 1800:
+        raise ValueError(f"--heartbeat must be in [10, 1800] s, got --heartbeat={heartbeat}")
+    if client_id is not None and client_id < 0:
+        raise ValueError(f"--client-id must be >= 0, got --client-id={client_id}")
+
+
+def _check_node_model(data: Path, *, model: str | None, hidden: str | None, standardize: bool,
+                      client_column: str, label_column: str) -> str | None:
+    """Read and check the node's rows; check its model on them; the model with a file's path
+    made absolute."""
+    from fedqr.flower.config import parse_widths
+    from fedqr.flower.node_data import read_node_rows
+
+    rows = read_node_rows(data, client_column=client_column, label_column=label_column,
+                          standardize=standardize)
+    if hidden is not None:
+        parse_widths(hidden)
+    if model is None:
+        return None
+    from fedqr.flower.client_data import run_kernel
+
+    path, sep, func = model.rpartition(":")
+    if sep and path.endswith(".py"):
+        model = f"{Path(path).resolve()}:{func}"
+    try:
+        run_kernel(model, input_shape=rows.input_shape,
+                   num_classes=max(int(rows.y.max()) + 1, 2),
+                   hidden=parse_widths(hidden or "64"))
+    except ValueError as e:
+        raise ValueError(f"--model: {e}") from None
+    return model
 
 
 def register(

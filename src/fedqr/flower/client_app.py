@@ -31,6 +31,7 @@ from flwr.clientapp import ClientApp
 if TYPE_CHECKING:
     from fedqr.flower.client_logic import Reply
     from fedqr.flower.config import FlowerRunConfig
+    from fedqr.flower.own_data import RunModel
 
 REFUSED = 4201
 """Error code of a reply the client refuses to send (budget, replay, bad request)."""
@@ -101,25 +102,28 @@ def query(message: Message, context: Context) -> Message:
     return Message(RecordDict({"info": info}), reply_to=message)
 
 
-def _model_record(message: Message) -> tuple[int, int, tuple[int, ...]]:
-    """(p, k, image shape) of the run's data, as the server describes them."""
+def _run_model(message: Message) -> RunModel:
+    """The run's data shape and model, as the server describes them."""
+    from fedqr.flower.own_data import RunModel
+
     rec = message.content.config_records["model"]
     p, k, shape = rec["num-features"], rec["num-classes"], str(rec["image-shape"])
     if not isinstance(p, int) or not isinstance(k, int):
         raise ValueError(f"the server's model record must give integers, got p={p!r}, k={k!r}")
-    return p, k, tuple(int(v) for v in shape.split(",") if v)
+    return RunModel(num_features=p, num_classes=k,
+                    image_shape=tuple(int(v) for v in shape.split(",") if v),
+                    model=str(rec.get("model", "logreg")), hidden=str(rec.get("hidden", "64")))
 
 
 def _own_info(message: Message, context: Context) -> ConfigRecord:
     from fedqr.flower.config import FlowerRunConfig
-    from fedqr.flower.own_data import NodeSettings, check_fits, effective_budget
+    from fedqr.flower.own_data import NodeSettings, effective_budget, node_data
 
     settings = NodeSettings.from_node_config(context.node_config)
     if settings is None:
         raise ValueError("node config must set data-file")
     cfg = FlowerRunConfig.from_run_config(context.run_config)
-    p, k, _ = _model_record(message)
-    size = check_fits(settings, num_features=p, num_classes=k)
+    size = int(node_data(settings, _run_model(message)).x.shape[0])
     eps, delta = effective_budget(settings, cfg, client=settings.client_id)
     cid = -1 if settings.client_id is None else settings.client_id
     return ConfigRecord({"partition-id": cid, "num-samples": size, "eps": eps, "delta": delta})
@@ -131,10 +135,9 @@ def _own_reply(message: Message, context: Context, rnd: int, theta: object) -> R
 
     import numpy as np
 
-    from fedqr.flower.client_logic import ClientData, answer_round, client_budget
+    from fedqr.flower.client_logic import answer_round, client_budget
     from fedqr.flower.config import FlowerRunConfig
-    from fedqr.flower.own_data import NodeSettings, load_data_file, run_for_client
-    from fedqr.models.factory import default_model
+    from fedqr.flower.own_data import NodeSettings, node_data, run_for_client
 
     settings = NodeSettings.from_node_config(context.node_config)
     if settings is None:
@@ -144,10 +147,7 @@ def _own_reply(message: Message, context: Context, rnd: int, theta: object) -> R
     if not isinstance(client, int) or (settings.client_id not in (None, client)):
         raise ValueError(f"the server calls this node client {client!r}, its --client-id is "
                          f"{settings.client_id}")
-    _, k, shape = _model_record(message)
-    x, y = load_data_file(settings.data_file)
-    data = ClientData(x=x, y=y, num_classes=k, image_shape=shape,
-                      model=default_model(cfg.dataset))
+    data = node_data(settings, _run_model(message))
     run = run_for_client(cfg, settings, client=client)
     budget = client_budget(run.sim_config(), client=client)
     own = None if budget is None else dataclasses.replace(budget, eps=settings.eps,

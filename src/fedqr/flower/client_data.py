@@ -1,14 +1,17 @@
-"""A Flower client's data and model: its rows, loaded once per process, and the run's network.
+"""A Flower client's data and model: its rows, loaded once per process, and the run's kernel.
 
 A simulation worker serves many clients from one build of the data recipe; a SuperNode
 (:mod:`fedqr.flower.node_main`) serves one client and keeps only its shard
-(:data:`KEEP_RECIPE` ``= False``). Used by :mod:`fedqr.flower.client_logic`.
+(:data:`KEEP_RECIPE` ``= False``). The model is the run's kernel
+(:func:`fedqr.models.zoo.make_kernel`, the one the simulator's round loop trains), attached to
+the client's rows; used by :mod:`fedqr.flower.client_logic`.
 """
 
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -17,32 +20,76 @@ import torch
 from fedqr._atomic import write_file_atomic
 from fedqr.data import Dataset, Partition
 from fedqr.flower.config import FlowerRunConfig
-from fedqr.models.factory import ModelName, build_network, default_model
-from fedqr.sim.network_parts import NetworkOptions, place_model
+from fedqr.models.kernel import Attached, Kernel, KernelData
+from fedqr.models.logreg import Norm
 
 # Flower's simulation keeps one worker process alive across messages: data stay here.
-_DATA: dict[tuple[object, ...], tuple[np.ndarray, np.ndarray, int, tuple[int, ...]]] = {}
-_MODELS: dict[tuple[object, ...], torch.nn.Module] = {}
+_DATA: dict[tuple[object, ...], ClientData] = {}
+_KERNELS: dict[tuple[object, ...], Kernel] = {}
 _RECIPE: dict[tuple[object, ...], tuple[Dataset, Partition]] = {}
 KEEP_RECIPE = True  # False in a SuperNode process, which serves one client: keep its shard only
 
 
+def run_kernel(model: str, *, input_shape: tuple[int, ...], num_classes: int,
+               hidden: Sequence[int] = (64,)) -> Kernel:
+    """The kernel of ``model`` (:func:`fedqr.models.zoo.make_kernel`), built and checked once
+    per process."""
+    from fedqr.models.zoo import make_kernel
+
+    key = (str(model), tuple(input_shape), num_classes, tuple(hidden))
+    if key not in _KERNELS:
+        _KERNELS[key] = make_kernel(str(model), input_shape=tuple(input_shape),
+                                    num_classes=num_classes, hidden=tuple(hidden))
+    return _KERNELS[key]
+
+
+def input_shape(ds: Dataset) -> tuple[int, ...]:
+    """One sample's shape: the image shape, or ``(num_features,)``."""
+    return tuple(ds.image_shape) if ds.image_shape else (int(ds.x_train.shape[1]),)
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClientData:
-    """A client's own training rows, and the model the run trains on them."""
+    """A client's own training rows, and the model the run trains on them.
+
+    ``model`` is a model choice of :func:`fedqr.models.zoo.make_kernel` (``logreg``, ``mlp``
+    with ``hidden``, ``cnn``, ``FILE.py:FUNCTION``); a sample has shape ``image_shape`` when
+    set, else ``(p,)``.
+    """
 
     x: np.ndarray  # (d_i, p) float32
     y: np.ndarray  # (d_i,) int64
     num_classes: int
     image_shape: tuple[int, ...] = ()  # (C, H, W) of image data, () otherwise
-    model: ModelName = ModelName.LOGREG
+    model: str = "logreg"
+    hidden: tuple[int, ...] = (64,)
+    _attached: dict[tuple[object, ...], Attached] = field(default_factory=dict, compare=False,
+                                                          repr=False)
+
+    @property
+    def kernel(self) -> Kernel:
+        """The run's kernel for these rows' shape and classes."""
+        return run_kernel(self.model, input_shape=self.image_shape or (self.x.shape[1],),
+                          num_classes=self.num_classes, hidden=self.hidden)
 
     @property
     def theta_shape(self) -> tuple[int, ...]:
-        """Shape of theta_t: ``(k, p)`` for logistic regression, ``(P,)`` flat otherwise."""
-        if self.model is ModelName.LOGREG:
-            return (self.num_classes, self.x.shape[1])
-        return (num_params(self),)
+        """Shape of theta_t in messages: the kernel's ``param_shape``."""
+        return self.kernel.param_shape
+
+    def attached(self, *, norm: Norm, chunk_rows: int) -> Attached:
+        """The kernel bound to these rows as one client (built once per norm and chunk size).
+
+        The client evaluates nothing: its rows stand in for the kernel's test set.
+        """
+        key = (norm, chunk_rows)
+        if key not in self._attached:
+            x = torch.as_tensor(self.x, dtype=torch.float32)
+            y = torch.as_tensor(self.y, dtype=torch.int64)
+            data = KernelData(x=x, y=y, offsets=np.array([0, x.shape[0]], dtype=np.int64),
+                              x_test=x, y_test=y, norm=norm, chunk_rows=chunk_rows)
+            self._attached[key] = self.kernel.attach(data)
+        return self._attached[key]
 
 
 def load_client_data(cfg: FlowerRunConfig, *, client: int,
@@ -51,32 +98,30 @@ def load_client_data(cfg: FlowerRunConfig, *, client: int,
     if not 0 <= client < cfg.num_clients:
         raise ValueError(f"partition-id must be in [0, num_clients - 1={cfg.num_clients - 1}], "
                          f"got partition-id={client}")
-    key = (cfg.dataset.value, cfg.data_dir, cfg.fraction, cfg.seed, cfg.partition.value,
-           cfg.alpha, cfg.num_clients, client)
+    key = (*cfg.data_key(), client, cfg.model_name, cfg.hidden)
     if key not in _DATA:
-        name = hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+        name = hashlib.sha256(repr(key[:-2]).encode()).hexdigest()[:16]
         path = cache_dir / f"data-{name}.npz" if cache_dir is not None else None
         if path is not None and path.is_file():
             with np.load(path) as f:
-                _DATA[key] = (f["x"], f["y"], int(f["k"]), tuple(int(v) for v in f["shape"]))
+                x, y, k, shape = (f["x"], f["y"], int(f["k"]),
+                                  tuple(int(v) for v in f["shape"]))
         else:
             ds, part = _recipe(cfg)
             idx = part.indices[client]
-            shape = tuple(ds.image_shape or ())
-            _DATA[key] = (ds.x_train[idx], ds.y_train[idx], ds.num_classes, shape)
+            x, y, k, shape = ds.x_train[idx], ds.y_train[idx], ds.num_classes, tuple(
+                ds.image_shape or ())
             if path is not None:
-                _save_npz(path, x=_DATA[key][0], y=_DATA[key][1], k=np.array(ds.num_classes),
-                          shape=np.array(shape, dtype=np.int64))
-    x, y, k, shape = _DATA[key]
-    return ClientData(x=x, y=y, num_classes=k, image_shape=shape,
-                      model=default_model(cfg.dataset))
+                _save_npz(path, x=x, y=y, k=np.array(k), shape=np.array(shape, dtype=np.int64))
+        _DATA[key] = ClientData(x=x, y=y, num_classes=k, image_shape=shape,
+                                model=cfg.model_name, hidden=cfg.hidden_widths)
+    return _DATA[key]
 
 
 def _recipe(cfg: FlowerRunConfig) -> tuple[Dataset, Partition]:
     """The run's data set and partition, built once per process (a simulation worker serves
     many clients: each takes its shard from memory, not from a new build)."""
-    key = (cfg.dataset.value, cfg.data_dir, cfg.fraction, cfg.seed, cfg.partition.value,
-           cfg.alpha, cfg.num_clients)
+    key = cfg.data_key()
     if key in _RECIPE:
         return _RECIPE[key]
     _RECIPE.clear()  # one recipe at a time
@@ -90,19 +135,4 @@ def _save_npz(path: Path, **arrays: np.ndarray) -> None:
     write_file_atomic(path, lambda p: np.savez(p, **arrays))  # type: ignore[arg-type]
 
 
-def num_params(data: ClientData) -> int:
-    return sum(p.numel() for p in client_model(data).parameters())
-
-
-def client_model(data: ClientData) -> torch.nn.Module:
-    """The run's torch model (built once per process), placed as the network engine does."""
-    key = (data.model, data.image_shape, data.num_classes)
-    if key not in _MODELS:
-        model = build_network(data.model, image_shape=data.image_shape or None,
-                              num_classes=data.num_classes, generator=None)
-        _MODELS[key] = place_model(model, torch.device("cpu"),
-                                   channels_last=NetworkOptions().channels_last)
-    return _MODELS[key]
-
-
-__all__ = ["KEEP_RECIPE", "ClientData", "client_model", "load_client_data", "num_params"]
+__all__ = ["KEEP_RECIPE", "ClientData", "input_shape", "load_client_data", "run_kernel"]

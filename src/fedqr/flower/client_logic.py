@@ -1,9 +1,10 @@
 """One client's side of FedSGD-DPC, without Flower: its noise, its ledger, its reply.
 
 Its data and model come from :mod:`fedqr.flower.client_data`.
-The reply is computed with the engine's own functions (the same clipped-gradient pass, the
-same per-reply generators, the same noise sampler, the same float32 arithmetic), so a Flower
-client's reply equals the engine's reply of that client in that round.
+The reply is computed with the round loop's own parts (the run's model kernel, the same
+per-reply generators, the same reply function and noise sampler, the same float32
+arithmetic), so a Flower client's reply equals the simulator's reply of that client in that
+round, for any model.
 """
 
 from __future__ import annotations
@@ -18,24 +19,21 @@ import dp_accounting
 import numpy as np
 import torch
 
-from fedqr.flower.client_data import ClientData, client_model, load_client_data
+from fedqr.flower.client_data import ClientData, load_client_data
 from fedqr.flower.client_state import Budget, ReplayRefused, locked_state
 from fedqr.flower.config import FlowerRunConfig
-from fedqr.models.factory import ModelName
-from fedqr.models.logreg_pass import GradSums, client_layout, full_batch_sums, poisson_sums
-from fedqr.models.per_sample import clipped_grad_sums
+from fedqr.models.kernel import GradSums
 from fedqr.sim.budget import client_noise  # the engine's calibration
 from fedqr.sim.config import SimConfig
-from fedqr.sim.engine import (
+from fedqr.sim.reply import client_replies
+from fedqr.sim.schedule import make_schedule, reply_counts
+from fedqr.sim.streams import (
     NOISE_STREAM,
     SAMPLE_STREAM,
     draw_noise,
     reply_generator,
     reply_positions,
 )
-from fedqr.sim.network_parts import NetworkOptions, load_flat
-from fedqr.sim.reply import client_replies
-from fedqr.sim.schedule import make_schedule, reply_counts
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -101,74 +99,38 @@ def _schedule(sim: SimConfig) -> np.ndarray:
                          rng=np.random.default_rng(sim.seed))
 
 
-def _logreg_sums(data: ClientData, th: torch.Tensor, *, sim: SimConfig,
-                 gen: torch.Generator | None) -> GradSums:
-    """The fused pass of the batched engine for a batch of one reply."""
-    spec = sim.privacy.spec
-    d = data.x.shape[0]
-    layout = client_layout(torch.as_tensor(data.x, dtype=torch.float32),
-                           torch.as_tensor(data.y, dtype=torch.int64),
-                           offsets=np.array([0, d], dtype=np.int64),
-                           num_classes=data.num_classes, norm=spec.norm)
-    sel = np.zeros((1, 1), dtype=np.int64)
-    q = spec.batch_rate(sim.privacy.sample_rate)
-    clip = sim.privacy.clip
-    if gen is not None:
-        pos, valid = reply_positions(d, sample_rate=q, generator=gen, device=th.device)
-        return poisson_sums(layout, th.view(1, data.num_classes, -1), sel, sample_rate=q,
-                            clip=clip, norm=spec.norm, generator=gen,
-                            positions=(pos.unsqueeze(0), valid.unsqueeze(0)))
-    return full_batch_sums(layout, th.view(1, data.num_classes, -1), sel, clip=clip,
-                           norm=spec.norm, chunk_rows=sim.chunk_rows, with_train_loss=False)
-
-
-def _network_sums(data: ClientData, th: torch.Tensor, *, sim: SimConfig,
-                  gen: torch.Generator | None) -> GradSums:
-    """The network engine's per-sample clipping (same model placement, chunks and method)."""
-    spec = sim.privacy.spec
-    model = client_model(data)
-    load_flat(model, th)
-    x = torch.as_tensor(data.x).view(-1, *data.image_shape)
-    y = torch.as_tensor(data.y)
-    if gen is not None:
-        q = spec.batch_rate(sim.privacy.sample_rate)
-        pos, valid = reply_positions(x.shape[0], sample_rate=q, generator=gen,
-                                     device=x.device)
-        rows = pos[valid]
-        x, y = x[rows], y[rows]
-    opts = NetworkOptions()
-    out = clipped_grad_sums(model, x, y, clip=sim.privacy.clip, norm=spec.norm,
-                            offsets=np.array([0, x.shape[0]]), chunk_rows=opts.chunk_rows,
-                            method=opts.method)
-    return GradSums(grad=out.grad.view(1, 1, -1), rows=out.rows.view(1, 1),
-                    clipped=out.clipped.view(1, 1), loss_sum=None)
-
-
 def compute_reply(data: ClientData, theta: np.ndarray, *, sim: SimConfig, client: int,
                   round: int, noise_std: float, noise_param: float = 0.0,
                   charge: Callable[[], None] | None = None,
                   ) -> tuple[np.ndarray, GradSums, float]:
-    """``theta_t - eta_t (g + w)`` of one client: the engines' step for a batch of one reply.
+    """``theta_t - eta_t (g + w)`` of one client: the round loop's step for a batch of one reply.
 
-    The clipped sums come from the pass of the run's model (the batched engine's fused pass
-    for logistic regression, the network engine's per-sample clipping for the CNN); the
-    reply itself from :func:`fedqr.sim.reply.client_replies`, as in both engines. ``charge``
-    is called before the noise is drawn. Returns the new parameters (``theta``'s shape), the
-    clipped-gradient sums and ``||g||_2``.
+    The clipped sums come from the run's kernel attached to the client's rows
+    (:meth:`~fedqr.models.kernel.Attached.full_sums`, or
+    :meth:`~fedqr.models.kernel.Attached.sample_sums` over the reply's Poisson batch), as in
+    :func:`fedqr.sim.loop.run_rounds`; the reply itself from
+    :func:`fedqr.sim.reply.client_replies`. ``charge`` is called before the noise is drawn.
+    Returns the new parameters (``theta``'s shape), the clipped-gradient sums and ``||g||_2``.
     """
     spec = sim.privacy.spec
     dev = torch.device("cpu")
     q = spec.batch_rate(sim.privacy.sample_rate)
-    gen = None if q >= 1 else reply_generator(seed=sim.seed, repeat=0, round=round,
-                                               client=client, stream=SAMPLE_STREAM, device=dev)
-    th = torch.as_tensor(np.ascontiguousarray(theta, dtype=np.float32)).reshape(1, 1, -1)
-    sums_of = _logreg_sums if data.model is ModelName.LOGREG else _network_sums
-    sums = sums_of(data, th.view(-1) if data.model is not ModelName.LOGREG else th, sim=sim,
-                   gen=gen)
+    model = data.attached(norm=spec.norm, chunk_rows=sim.chunk_rows)
+    th = torch.as_tensor(np.ascontiguousarray(theta, dtype=np.float32)).reshape(1, -1)
+    sel = np.zeros((1, 1), dtype=np.int64)
+    size = data.x.shape[0]
+    if q < 1:
+        gen = reply_generator(seed=sim.seed, repeat=0, round=round, client=client,
+                              stream=SAMPLE_STREAM, device=dev)
+        pos, valid = reply_positions(size, sample_rate=q, generator=gen, device=dev)
+        sums = model.sample_sums(th, sel, clip=sim.privacy.clip,
+                                 positions=(pos.unsqueeze(0), valid.unsqueeze(0)))
+    else:
+        sums = model.full_sums(th, sel, clip=sim.privacy.clip, with_train_loss=False)
     noise_gen = reply_generator(seed=sim.seed, repeat=0, round=round, client=client,
                                 stream=NOISE_STREAM, device=dev)
     out = client_replies(
-        sums.grad, sizes=np.array([[data.x.shape[0]]]), theta=th, config=sim, round=round,
+        sums.grad, sizes=np.array([[size]]), theta=th.unsqueeze(1), config=sim, round=round,
         std=torch.full((1, 1), noise_std, dtype=torch.float32),
         param=torch.full((1, 1), noise_param, dtype=torch.float64),
         noise=lambda s, p, n: draw_noise(spec, s, n, noise_gen, param=p), charge=charge)

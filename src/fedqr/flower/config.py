@@ -11,13 +11,16 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import os
 from collections.abc import Mapping
 from dataclasses import dataclass
 from enum import StrEnum
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
-from fedqr.data import Dataset, DatasetName, DataSpec, Partition, PartitionKind
+from fedqr.data import Dataset, DatasetName, DataSpec, FederatedData, Partition, PartitionKind
+from fedqr.data.presets import default_model_name
+from fedqr.flower.run_values import parse_floats, parse_value, parse_widths
 from fedqr.privacy import Accountant, Mechanism
 from fedqr.sim.config import (
     Aggregation,
@@ -30,23 +33,7 @@ from fedqr.sim.config import (
 )
 
 RunConfigValue = bool | int | float | str
-_E = TypeVar("_E", bound=StrEnum)
-
-
-def parse_floats(name: str, text: str) -> tuple[float, ...]:
-    try:
-        return tuple(float(v) for v in text.split(","))
-    except ValueError:
-        raise ValueError(f"{name} must be a number or comma-separated per-client numbers, "
-                         f"got {name}={text!r}") from None
-
-
-def _enum(kind: type[_E], name: str, value: object) -> _E:
-    try:
-        return kind(str(value))
-    except ValueError:
-        allowed = ", ".join(m.value for m in kind)
-        raise ValueError(f"{name} must be one of {allowed}, got {name}={value!r}") from None
+__all__ = ["FlowerRunConfig", "RunConfigValue", "parse_floats", "parse_widths"]
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -62,6 +49,15 @@ class FlowerRunConfig:
         the stratified share of its training set used (``1.0``: all).
     partition, alpha:
         How the training set is split into N clients, seeded by ``seed``.
+    data_file, test_data, test_share, client_column, label_column, standardize:
+        Your own federated data instead of ``dataset``, as ``fedqr run --data`` reads it (a
+        ``.npz``, ``.csv`` or ``.parquet`` file, an absolute path; ``test_share`` ``0``: none):
+        the server and every client read it alike, each client keeps its own rows. With
+        ``client_data`` (the clients bring their rows), ``test_data`` alone is the server's
+        test set (standardised by its own statistics with ``standardize``).
+    model, hidden:
+        ``logreg``, ``mlp`` (hidden widths ``hidden``, e.g. ``"64,32"``), ``cnn`` or
+        ``FILE.py:FUNCTION``; ``""``: the data set's paper model (:mod:`fedqr.data.presets`).
     mechanism, eps, delta, clip, sample_rate, accountant:
         Client-side privacy, as in ``fedqr run``; ``eps`` and ``delta`` hold one value or N.
     lr, lr_decay, weight_decay, aggregation:
@@ -102,6 +98,14 @@ class FlowerRunConfig:
     fraction: float = 1.0
     partition: PartitionKind = PartitionKind.TWO_DIGITS
     alpha: float = 0.5
+    data_file: str = ""
+    test_data: str = ""
+    test_share: float = 0.0
+    client_column: str = "client"
+    label_column: str = "label"
+    standardize: bool = True
+    model: str = ""
+    hidden: str = "64"
     mechanism: Mechanism = Mechanism.GAUSSIAN
     eps: tuple[float, ...] = (1.0,)
     delta: tuple[float, ...] = (1e-5,)
@@ -131,6 +135,7 @@ class FlowerRunConfig:
             value = getattr(self, name)
             if not value > 0 or math.isinf(value):
                 raise ValueError(f"{name} must be > 0 and finite, got {name}={value}")
+        self._check_data()
         self.sim_config()  # N, b, T, privacy and learning rate, checked by SimConfig
         if not 1 <= self.min_replies <= self.clients_per_round:
             raise ValueError(f"min_replies must be in [1, clients_per_round="
@@ -146,7 +151,43 @@ class FlowerRunConfig:
                                   clip=self.clip, sample_rate=self.sample_rate,
                                   accountant=self.accountant),
             repeats=1, seed=self.seed, eval_every=1, noise_seeding=NoiseSeeding.PER_REPLY,
-            train_eval=EvalTrain.EVERY)  # the server evaluates it every round
+            train_eval=EvalTrain.NONE if self.server_test_only else EvalTrain.EVERY)
+
+    def _check_data(self) -> None:
+        if not 0 <= self.test_share < 1:
+            raise ValueError(f"test_share must be in (0, 1) (0: none), got "
+                             f"test_share={self.test_share}")
+        if self.test_share and not self.data_file:
+            raise ValueError(f"test_share needs a data file (--data), got test_share="
+                             f"{self.test_share}")
+        if self.test_share and self.test_data:
+            raise ValueError("give a test file (test_data) or test_share, not both")
+        if self.client_data and self.data_file:
+            raise ValueError("the clients bring their own rows (fedqr flower supernode --data): "
+                             "the server holds none; give it a test set with --test-data, got "
+                             f"--data {self.data_file}")
+        parse_widths(self.hidden)
+
+    @property
+    def own_data(self) -> bool:
+        """Whether the run's data are a file (``data_file``, or the server's ``test_data``)."""
+        return bool(self.data_file or self.test_data)
+
+    @property
+    def server_test_only(self) -> bool:
+        """Whether the server holds a test set only (clients with their own rows and
+        ``test_data``): it evaluates no training objective."""
+        return self.client_data and bool(self.test_data)
+
+    @property
+    def model_name(self) -> str:
+        """The model trained: ``model``, or the paper's for the data set (a file: ``logreg``)."""
+        return self.model or default_model_name(None if self.own_data else self.dataset)
+
+    @property
+    def hidden_widths(self) -> tuple[int, ...]:
+        """``hidden`` as widths."""
+        return parse_widths(self.hidden)
 
     def to_run_config(self) -> dict[str, RunConfigValue]:
         """The ``[tool.flwr.app.config]`` table (kebab-case keys)."""
@@ -179,7 +220,7 @@ class FlowerRunConfig:
         for key, value in run_config.items():
             name = known[key].name
             default = getattr(cls, name, None)
-            kwargs[name] = _parse(key, value, default)
+            kwargs[name] = parse_value(key, value, default)
         return cls(**kwargs)
 
     def data_spec(self) -> DataSpec:
@@ -188,35 +229,38 @@ class FlowerRunConfig:
                         alpha=self.alpha, num_clients=self.num_clients, seed=self.seed,
                         data_dir=Path(self.data_dir) if self.data_dir else None)
 
+    def federated(self) -> FederatedData:
+        """The data file as ``fedqr run --data`` reads it with these options and seed."""
+        return FederatedData.from_file(
+            Path(self.data_file), client_column=self.client_column,
+            label_column=self.label_column, test_path=self.test_data or None,
+            test_share=self.test_share or None, standardize=self.standardize, seed=self.seed)
+
     def load_data(self) -> tuple[Dataset, Partition]:
-        """The data set and its partition, exactly as every client and the server see them."""
-        data = self.data_spec().build()
+        """The data set and its partition, exactly as every client and the server see them.
+
+        Raises
+        ------
+        ValueError
+            If the data file's clients are not ``num_clients``.
+        """
+        if self.data_file:
+            own = self.federated()
+            if own.num_clients != self.num_clients:
+                raise ValueError(f"num_clients must match the clients of --data "
+                                 f"({own.num_clients}), got num_clients={self.num_clients}")
+            data = own.to_client_data()
+        else:
+            data = self.data_spec().build()
         return data.dataset, data.partition
 
-
-def _parse(key: str, value: object, default: object) -> object:
-    """One run-config value, converted to the type of its default."""
-    if isinstance(default, StrEnum):
-        return _enum(type(default), key, value)
-    if isinstance(default, tuple):
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return (float(value),)
-        if isinstance(value, str):
-            return parse_floats(key, value)
-    elif isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-    elif default is None:
-        pass
-    elif isinstance(default, int):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif isinstance(default, float):
-        if isinstance(value, int | float) and not isinstance(value, bool):
-            return float(value)
-        if value == "inf":
-            return math.inf
-    elif isinstance(default, str) and isinstance(value, str):
-        return value
-    kind = "number list" if isinstance(default, tuple) else type(default).__name__
-    raise ValueError(f"{key} must be a {kind}, got {key}={value!r}")
+    def data_key(self) -> tuple[object, ...]:
+        """What the clients' rows depend on (a data file by its path, size and time)."""
+        key: tuple[object, ...] = (self.dataset.value, self.data_dir, self.fraction, self.seed,
+                                   self.partition.value, self.alpha, self.num_clients)
+        if self.data_file:
+            files = tuple((p, os.stat(p).st_size, os.stat(p).st_mtime_ns)
+                          for p in (self.data_file, self.test_data) if p)
+            key += (files, self.test_share, self.client_column, self.label_column,
+                    self.standardize)
+        return key

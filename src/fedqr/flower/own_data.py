@@ -1,11 +1,12 @@
 """A client that brings its own data and its own budget (``fedqr flower supernode``).
 
 The node's settings come from its own command line (Flower's node config), never from the
-server: the data file (``.npz`` with ``x`` ``(n, p)`` float and ``y`` ``(n,)`` int), the
-budget ``eps`` / ``delta`` and the state folder of its ledger. The run (from the server)
-says N, b, T, the mechanism, the clip, q, the learning rate and, optionally, the epsilon it
-asks; a node whose budget is below what the run asks refuses, naming its budget, and its
-ledger refuses any reply beyond its budget whatever the run says.
+server: the data file (one client's rows: :mod:`fedqr.flower.node_data`), its model (the
+run's, or a model file of its own), the budget ``eps`` / ``delta`` and the state folder of its
+ledger. The run (from the server) says N, b, T, the model, the mechanism, the clip, q, the
+learning rate and, optionally, the epsilon it asks; a node whose budget is below what the run
+asks refuses, naming its budget, and its ledger refuses any reply beyond its budget whatever
+the run says.
 
 The node's randomness (Poisson batches and noise) is seeded by its own secret seed, kept in
 ``<state-dir>/noise-seed`` (made once from the operating system's secure generator), unless
@@ -21,12 +22,15 @@ import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import numpy as np
+from fedqr.flower.config import FlowerRunConfig, parse_widths
+from fedqr.flower.node_data import NodeRows, read_node_rows
 
-from fedqr.flower.config import FlowerRunConfig
+if TYPE_CHECKING:
+    from fedqr.flower.client_data import ClientData
 
-_CACHE: dict[tuple[str, int, int], tuple[np.ndarray, np.ndarray]] = {}
+_DATA: dict[tuple[object, ...], ClientData] = {}
 
 
 class BudgetRefused(RuntimeError):
@@ -35,7 +39,13 @@ class BudgetRefused(RuntimeError):
 
 @dataclass(frozen=True, kw_only=True)
 class NodeSettings:
-    """What the client's operator set on its own machine."""
+    """What the client's operator set on its own machine.
+
+    ``model`` and ``hidden`` (``""``: the run's) choose the model this node trains; a model
+    file (``FILE.py:FUNCTION``) is only ever this node's own: a node never loads code the
+    server names. ``client_column``, ``label_column`` and ``standardize`` say how its data file
+    is read (:func:`fedqr.flower.node_data.read_node_rows`).
+    """
 
     data_file: Path
     eps: float
@@ -43,6 +53,11 @@ class NodeSettings:
     state_dir: Path
     client_id: int | None = None  # this client's index i in 0..N-1, or None: the server picks
     noise_seed: int | None = None  # None: the node's own secret seed
+    model: str = ""
+    hidden: str = ""
+    client_column: str = "client"
+    label_column: str = "label"
+    standardize: bool = False
 
     @classmethod
     def from_node_config(cls, node: Mapping[str, object]) -> NodeSettings | None:
@@ -60,9 +75,15 @@ class NodeSettings:
         eps, delta = node["eps"], node["delta"]
         if not isinstance(eps, int | float) or not isinstance(delta, int | float):
             raise ValueError(f"eps and delta must be numbers, got eps={eps!r}, delta={delta!r}")
+        text = {k: str(node.get(k, d)) for k, d in (("model", ""), ("hidden", ""),
+                                                     ("client-column", "client"),
+                                                     ("label-column", "label"))}
         return cls(data_file=Path(str(node["data-file"])), eps=float(eps), delta=float(delta),
                    state_dir=Path(str(node["state-dir"])), client_id=cid if cid >= 0 else None,
-                   noise_seed=seed if seed >= 0 else None)
+                   noise_seed=seed if seed >= 0 else None, model=text["model"],
+                   hidden=text["hidden"], client_column=text["client-column"],
+                   label_column=text["label-column"],
+                   standardize=node.get("standardize", 0) not in (0, False, "0", "false"))
 
     def seed(self) -> int:
         """The node's noise seed: fixed by its operator, or its own secret (made once)."""
@@ -76,51 +97,56 @@ class NodeSettings:
                 fh.write(str(secrets.randbits(63)))
         return int(path.read_text().strip())
 
+    def rows(self) -> NodeRows:
+        """This node's rows, read and checked (cached)."""
+        return read_node_rows(self.data_file, client_column=self.client_column,
+                              label_column=self.label_column, standardize=self.standardize)
 
-def load_data_file(path: Path) -> tuple[np.ndarray, np.ndarray]:
-    """``x`` (float32, ``(n, p)``) and ``y`` (int64, ``(n,)``) of a client's ``.npz`` file.
+
+@dataclass(frozen=True, kw_only=True)
+class RunModel:
+    """The run's data shape and model, as the server describes them to the clients."""
+
+    num_features: int
+    num_classes: int
+    image_shape: tuple[int, ...]
+    model: str
+    hidden: str
+
+
+def node_data(settings: NodeSettings, run: RunModel) -> ClientData:
+    """This node's rows and the model it trains, after checking both fit the run.
 
     Raises
     ------
     ValueError
-        Naming the file and what is wrong with it.
+        If the rows' features or labels do not fit, or the run's model is a file this node
+        was not given (``--model``), or the node's model is not the run's.
     """
-    try:
-        stat = path.stat()
-    except OSError:
-        raise ValueError(f"--data: no such file: {path}") from None
-    key = (str(path.resolve()), stat.st_mtime_ns, stat.st_size)
-    if key in _CACHE:
-        return _CACHE[key]
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            arrays = {name: np.asarray(f[name]) for name in f.files if name in ("x", "y")}
-            names = sorted(f.files)
-    except (OSError, EOFError, ValueError, AttributeError) as e:  # not an npz (zip) file
-        raise ValueError(f"--data: {path} is not a NumPy .npz file ({e})") from None
-    if "x" not in arrays or "y" not in arrays:
-        raise ValueError(f"--data: {path} must hold arrays 'x' and 'y', got {names}")
-    x, y = arrays["x"], arrays["y"]
-    if x.ndim != 2 or y.ndim != 1 or x.shape[0] != y.shape[0] or x.shape[0] == 0:
-        raise ValueError(f"--data: {path} must hold x of shape (n, p) and y of shape (n,) with "
-                         f"n >= 1, got x.shape={x.shape}, y.shape={y.shape}")
-    if not np.issubdtype(x.dtype, np.number) or not np.isfinite(x).all():
-        raise ValueError(f"--data: x in {path} must be finite numbers, got dtype {x.dtype}")
-    if not np.issubdtype(y.dtype, np.integer) or int(y.min()) < 0:
-        raise ValueError(f"--data: y in {path} must be integer labels >= 0, got dtype "
-                         f"{y.dtype}, min {y.min()}")
-    _CACHE[key] = (np.ascontiguousarray(x, dtype=np.float32), y.astype(np.int64))
-    return _CACHE[key]
+    rows = settings.rows()
+    f = settings.data_file
+    if rows.x.shape[1] != run.num_features or int(rows.y.max()) >= run.num_classes:
+        raise ValueError(f"--data: {f} has p={rows.x.shape[1]} features and labels up to "
+                         f"{int(rows.y.max())}; the run's model needs p={run.num_features} "
+                         f"and labels in [0, {run.num_classes - 1}]")
+    model = settings.model or run.model
+    if not settings.model and ":" in run.model:
+        raise ValueError(f"the run trains the model {run.model!r}, a Python file: a SuperNode "
+                         "never loads code the server names; give this node the model with "
+                         "--model FILE.py:FUNCTION (its own copy)")
+    label = run.model.rpartition(":")[2]
+    if model.rpartition(":")[2] != label:
+        raise ValueError(f"--model {model} is not the run's model {label!r}")
+    key = (str(f.resolve()), settings.client_column, settings.label_column,
+           settings.standardize, model, settings.hidden or run.hidden, run)
+    if key not in _DATA:
+        from fedqr.flower.client_data import ClientData
 
-
-def check_fits(settings: NodeSettings, *, num_features: int, num_classes: int) -> int:
-    """The number of rows, after checking the data fit the run's model."""
-    x, y = load_data_file(settings.data_file)
-    if x.shape[1] != num_features or int(y.max()) >= num_classes:
-        raise ValueError(f"--data: {settings.data_file} has p={x.shape[1]} features and labels "
-                         f"up to {int(y.max())}; the run's model needs p={num_features} and "
-                         f"labels in [0, {num_classes - 1}]")
-    return int(x.shape[0])
+        _DATA.clear()  # one client per node
+        _DATA[key] = ClientData(x=rows.x, y=rows.y, num_classes=run.num_classes,
+                                image_shape=run.image_shape, model=model,
+                                hidden=parse_widths(settings.hidden or run.hidden))
+    return _DATA[key]
 
 
 def effective_budget(settings: NodeSettings, cfg: FlowerRunConfig, *,

@@ -31,7 +31,13 @@ from fedqr.data import Dataset
 from fedqr.flower.client_app import FAILED, REFUSED
 from fedqr.flower.config import FlowerRunConfig
 from fedqr.flower.results import REPORTS, write_error, write_result
-from fedqr.flower.server_logic import ClientReply, ClientReports, FlowerRunError, ServerRun
+from fedqr.flower.server_logic import (
+    ClientReply,
+    ClientReports,
+    FlowerRunError,
+    ServerRun,
+    server_dataset,
+)
 
 POLL_S = 0.01  # first wait before the server asks the SuperLink again for replies
 POLL_MAX_S = 0.2  # the wait grows by half each time up to this
@@ -151,11 +157,12 @@ class Directory:
                              delta=tuple(r[2] for r in rows))
 
 
-def model_record(ds: Dataset) -> ConfigRecord:
-    """The run's data as clients with their own data must match it."""
+def model_record(ds: Dataset, cfg: FlowerRunConfig) -> ConfigRecord:
+    """The run's data and model as clients with their own data must match them."""
     return ConfigRecord({"num-features": int(ds.x_train.shape[1]),
                          "num-classes": int(ds.num_classes),
-                         "image-shape": ",".join(str(v) for v in ds.image_shape or ())})
+                         "image-shape": ",".join(str(v) for v in ds.image_shape or ()),
+                         "model": cfg.model_name, "hidden": cfg.hidden})
 
 
 def _train_messages(run: ServerRun, directory: Directory, t: int,
@@ -211,8 +218,8 @@ def _float(value: object) -> float:
 def run_rounds(grid: Grid, cfg: FlowerRunConfig, *, progress: Path | None) -> ServerRun:
     """Discover the clients and run T rounds; returns the finished run."""
     if cfg.client_data:  # the clients report sizes and budgets first
-        ds = cfg.data_spec().load()
-        directory = Directory(cfg.num_clients, model=model_record(ds))
+        ds = server_dataset(cfg)
+        directory = Directory(cfg.num_clients, model=model_record(ds, cfg))
         directory.wait_all(grid, cfg)
         run = ServerRun.start(cfg, reported=directory.reports(), dataset=ds)
     else:
@@ -252,7 +259,7 @@ def survey(grid: Grid, cfg: FlowerRunConfig) -> ClientReports:
     if not cfg.client_data:
         raise FlowerRunError("a survey asks clients with their own data (fedqr flower "
                              "supernode --data), got client-data=false")
-    directory = Directory(cfg.num_clients, model=model_record(cfg.data_spec().load()))
+    directory = Directory(cfg.num_clients, model=model_record(server_dataset(cfg), cfg))
     directory.wait_all(grid, cfg)
     return directory.reports()
 

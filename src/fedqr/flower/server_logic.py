@@ -12,22 +12,52 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
-from fedqr.data import Dataset
+from fedqr.data import Dataset, Partition
+from fedqr.flower.client_data import input_shape, run_kernel
 from fedqr.flower.config import FlowerRunConfig
-from fedqr.models.factory import ModelSpec, build_model, flat_parameters, model_for
-from fedqr.models.logreg_pass import evaluate
+from fedqr.models.kernel import Attached, Kernel, KernelData
 from fedqr.sim.budget import ClientPrivacy, plan_client_privacy
 from fedqr.sim.config import SimConfig
-from fedqr.sim.engine import aggregation_weights
-from fedqr.sim.network_parts import NetworkOptions, evaluate_model, load_flat, place_model
+from fedqr.sim.loop import aggregation_weights
 from fedqr.sim.provenance import provenance
 from fedqr.sim.result import RoundMetrics, SimResult
 from fedqr.sim.schedule import make_schedule
+
+
+def server_dataset(cfg: FlowerRunConfig) -> Dataset:
+    """What the server of a run whose clients bring their own rows evaluates on: the built-in
+    data set, or the test file ``test_data`` (then its rows are both splits, and no training
+    objective is reported)."""
+    if not cfg.test_data:
+        return cfg.data_spec().load()
+    from fedqr.flower.node_data import read_node_rows
+
+    rows = read_node_rows(Path(cfg.test_data), option="--test-data",
+                          client_column=cfg.client_column, label_column=cfg.label_column,
+                          standardize=cfg.standardize, one_client=False)
+    k = rows.num_classes if rows.num_classes is not None else max(int(rows.y.max()) + 1, 2)
+    return Dataset(name=rows.name, x_train=rows.x, y_train=rows.y, x_test=rows.x,
+                   y_test=rows.y, num_classes=k,
+                   image_shape=rows.input_shape if len(rows.input_shape) == 3 else None)
+
+
+def _kernel_data(ds: Dataset, part: Partition, sim: SimConfig) -> KernelData:
+    """The server's rows as the round loop lays them out (:func:`fedqr.sim.loop.kernel_data`:
+    training rows sorted by client), for a partition of any number of clients."""
+    order = np.concatenate(part.indices)
+    return KernelData(
+        x=torch.as_tensor(ds.x_train[order], dtype=torch.float32),
+        y=torch.as_tensor(ds.y_train[order], dtype=torch.int64),
+        offsets=np.concatenate([[0], np.cumsum(part.sizes)]).astype(np.int64),
+        x_test=torch.as_tensor(ds.x_test, dtype=torch.float32),
+        y_test=torch.as_tensor(ds.y_test, dtype=torch.int64),
+        norm=sim.privacy.spec.norm, chunk_rows=sim.chunk_rows)
 
 
 class FlowerRunError(RuntimeError):
@@ -65,9 +95,10 @@ class ServerRun:
     sizes: np.ndarray
     schedule: np.ndarray  # (T, b)
     privacy: ClientPrivacy
-    theta: torch.Tensor  # (1, k, p) for logistic regression, (1, P) for a torch model
-    model: ModelSpec
-    network: torch.nn.Module | None = None  # the torch model theta is loaded into, if any
+    theta: torch.Tensor  # (1, *kernel.param_shape): (1, k, p) for logistic regression
+    kernel: Kernel
+    model: Attached  # the kernel bound to the server's evaluation rows
+    train_rows: bool = True  # whether the server holds training rows (else: no objective)
     history: list[RoundMetrics] = field(default_factory=list)
     stats: np.ndarray = field(default_factory=lambda: np.zeros(0))
     reported_eps: list[float] = field(default_factory=list)
@@ -76,7 +107,8 @@ class ServerRun:
     @classmethod
     def start(cls, cfg: FlowerRunConfig, *, reported: ClientReports | None = None,
               dataset: Dataset | None = None) -> ServerRun:
-        """Load the data, fix the schedule and every client's noise, theta_0 = 0.
+        """Load the data, fix the schedule and every client's noise, and theta_0 (the kernel's
+        initial parameters for repeat 0, as the round loop draws them).
 
         ``reported``: the sizes and budgets the clients reported (clients with their own
         data); then ``dataset`` (loaded when ``None``) only evaluates the model.
@@ -84,8 +116,9 @@ class ServerRun:
         if reported is not None:
             cfg = dataclasses.replace(cfg, eps=reported.eps, delta=reported.delta,
                                       client_budgets=False)
-            ds = dataset if dataset is not None else cfg.data_spec().load()
+            ds = dataset if dataset is not None else server_dataset(cfg)
             sizes = np.asarray(reported.sizes, dtype=np.int64)
+            part = Partition(indices=(np.arange(ds.num_train, dtype=np.int64),))
         else:
             ds, part = cfg.load_data()
             sizes = np.asarray(part.sizes, dtype=np.int64)
@@ -94,20 +127,15 @@ class ServerRun:
                                  clients_per_round=sim.clients_per_round, rounds=sim.rounds,
                                  selection=sim.selection, repeats=1,
                                  rng=np.random.default_rng(sim.seed))
-        spec = model_for(ds)
+        kernel = run_kernel(cfg.model_name, input_shape=input_shape(ds),
+                            num_classes=ds.num_classes, hidden=cfg.hidden_widths)
         privacy = plan_client_privacy(sim, sizes=sizes, schedule=schedule,
-                                      num_params=spec.num_params)
-        network = None
-        if spec.is_network:  # theta_0 as the network engine draws it for repeat 0
-            init = build_model(spec.name, dataset=ds,
-                               generator=torch.Generator().manual_seed(sim.seed))
-            theta = flat_parameters(init).unsqueeze(0)
-            network = place_model(init, torch.device("cpu"),
-                                  channels_last=NetworkOptions().channels_last)
-        else:
-            theta = torch.zeros(1, ds.num_classes, ds.x_train.shape[1], dtype=torch.float32)
+                                      num_params=kernel.num_params)
+        theta = kernel.init(repeats=1, generator=torch.Generator().manual_seed(sim.seed))
+        data = _kernel_data(ds, part, sim)
         return cls(cfg=cfg, sim=sim, dataset=ds, sizes=sizes, schedule=schedule[0],
-                   privacy=privacy, theta=theta, model=spec, network=network,
+                   privacy=privacy, theta=theta.view(1, *kernel.param_shape), kernel=kernel,
+                   model=kernel.attach(data), train_rows=not cfg.server_test_only,
                    stats=np.zeros((3, 1, sim.num_clients)),
                    reported_eps=[0.0] * sim.num_clients)
 
@@ -121,29 +149,15 @@ class ServerRun:
 
     def record(self, t: int) -> RoundMetrics:
         """Test loss and accuracy, training objective and spent epsilon of theta_t."""
-        ds = self.dataset
-        loss, correct = self._evaluate(ds.x_test, ds.y_test)
-        train, _ = self._evaluate(ds.x_train, ds.y_train)
-        reg = 0.5 * self.sim.weight_decay * float(self.theta.double().pow(2).sum())
-        metrics = RoundMetrics(
-            round=t, test_loss=[loss / len(ds.y_test)],
-            test_accuracy=[correct / len(ds.y_test)],
-            train_loss=[train / len(ds.y_train) + reg],
-            epsilon_spent=[self._spent_eps()])
+        flat = self.theta.view(1, -1)
+        loss, acc = self.model.test_metrics(flat)
+        train = self.model.train_objective(flat, None, sel=None,
+                                           weight_decay=self.sim.weight_decay)
+        metrics = RoundMetrics(round=t, test_loss=loss, test_accuracy=acc,
+                               train_loss=train if self.train_rows else None,
+                               epsilon_spent=[self._spent_eps()])
         self.history.append(metrics)
         return metrics
-
-    def _evaluate(self, x: np.ndarray, y: np.ndarray) -> tuple[float, int]:
-        """Summed cross-entropy and correct predictions of theta_t on ``(x, y)``."""
-        xt, yt = torch.as_tensor(x), torch.as_tensor(y)
-        if self.network is None:
-            loss, correct = evaluate(xt, yt, self.theta, chunk_rows=self.sim.chunk_rows)
-            return float(loss[0]), int(correct[0])
-        opts = NetworkOptions()
-        load_flat(self.network, self.theta[0])
-        shape = self.dataset.image_shape or (self.dataset.num_features,)
-        return evaluate_model(self.network, xt.view(-1, *shape), yt, chunk_rows=opts.eval_rows,
-                              channels_last=opts.channels_last)
 
     def _spent_eps(self) -> list[float | None]:
         """Per client: the larger of the server's count of received replies and the client's
@@ -178,7 +192,7 @@ class ServerRun:
         stacked = torch.cat(rows, dim=1)  # (1, b, k p)
         weights = aggregation_weights(self.sim, self.sizes, np.array([sel]))
         c_t = torch.as_tensor(weights, dtype=torch.float32)
-        if self.network is None:  # the operation of the engine that trains this model
+        if self.kernel.batched:  # the round loop's product for this kernel (sim.loop)
             self.theta = torch.bmm(c_t.unsqueeze(1), stacked).view(self.theta.shape)
         else:
             self.theta = (c_t[0] @ stacked[0]).view(self.theta.shape)
@@ -206,5 +220,9 @@ class ServerRun:
             client["per_repeat"]["epsilon_spent"] = [final_eps[i]]  # one repeat
             client["replies_received"] = int(self.stats[2, 0, i])
         doc["flower"] = {"run_config": self.cfg.to_run_config(), "missing_replies": self.missing}
-        doc["provenance"] = provenance(model=self.model, device="cpu")
+        doc["provenance"] = provenance(model=self.kernel.describe(), device="cpu")
+        if self.cfg.data_file:  # what fedqr run --data records of the file
+            from fedqr.data.source import OwnData
+
+            doc["data"] = OwnData(data=self.cfg.federated(), seed=self.cfg.seed).identity()
         return doc

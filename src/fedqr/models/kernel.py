@@ -97,6 +97,12 @@ class Kernel(Protocol):
         ...
 
     @property
+    def param_shape(self) -> tuple[int, ...]:
+        """Shape of one repeat's parameters outside the round loop (results, Flower messages):
+        ``(k, p)`` for softmax regression's weight matrix, ``(P,)`` for a flat vector."""
+        ...
+
+    @property
     def batched(self) -> bool:
         """Whether repeats run as one batch sharing one random generator (``True``) or one
         after another, each with its own generator (``False``)."""

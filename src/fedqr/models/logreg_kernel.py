@@ -45,6 +45,11 @@ class LogRegKernel:
         return self.num_classes * self.num_features
 
     @property
+    def param_shape(self) -> tuple[int, ...]:
+        """The weight matrix, ``(k, p)``."""
+        return (self.num_classes, self.num_features)
+
+    @property
     def batched(self) -> bool:
         """Repeats share every pass (columns of one GEMM) and one generator."""
         return True

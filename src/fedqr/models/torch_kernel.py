@@ -130,6 +130,11 @@ class TorchKernel:
         return sum(p.numel() for p in model.parameters())
 
     @property
+    def param_shape(self) -> tuple[int, ...]:
+        """Flat, ``(P,)``."""
+        return (self.num_params,)
+
+    @property
     def batched(self) -> bool:
         """Repeats run one after another, each with its own generator."""
         return False

@@ -1,0 +1,108 @@
+"""Bad ``--data`` input to ``fedqr flower simulate | deploy | run | supernode``: exit 2, a
+message naming the option, file or column, nothing written and no process started."""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from fedqr.data import FederatedData
+from fedqr.data.tabular import write_csv
+from fedqr.flower.cli import flower_app
+
+
+def _invoke(args: list[str]) -> tuple[int, str]:
+    result = CliRunner().invoke(flower_app, args)
+    assert result.exception is None or isinstance(result.exception, SystemExit), result.output
+    return result.exit_code, " ".join(result.output.split())
+
+
+@pytest.fixture
+def files(tmp_path: Path) -> Path:
+    """tmp_path/in holds own.npz (3 clients, 5 features), own.csv, own_test.csv, one.csv (one
+    client) and bad_model.py."""
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 2, size=60)
+    own = FederatedData.from_arrays(x=rng.normal(size=(60, 5)) + y[:, None], y=y,
+                                    client=np.repeat([0, 1, 2], 20), test_share=0.25)
+    folder = tmp_path / "in"
+    folder.mkdir()
+    own.to_npz(folder / "own.npz")
+    write_csv(folder / "own.csv", own, test_path=folder / "own_test.csv")
+    text = (folder / "own.csv").read_text().splitlines()
+    (folder / "one.csv").write_text("\n".join([text[0], *[r for r in text[1:]
+                                                          if r.startswith("0,")]]) + "\n")
+    (folder / "bad_model.py").write_text("def make(shape, k):\n    return 3\n")
+    return folder
+
+
+@pytest.fixture
+def listening() -> Iterator[int]:
+    """A TCP port something listens on (a reachable SuperLink, as far as the checks go)."""
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        yield int(s.getsockname()[1])
+
+
+@pytest.mark.parametrize(("extra", "needle"), [
+    (["--data", "{in}/nothing.csv"], "data must be an existing .npz, .csv or .parquet file"),
+    (["--data", "{in}/own.csv", "--test-data", "{in}/own_test.csv", "--client-column",
+      "hospital"], "has no column 'hospital' (client_column='hospital')"),
+    (["--data", "{in}/own.npz", "--test-share", "0.3"], "give a test set (in the file or "
+                                                         "test_path) or test_share, not both"),
+    (["--data", "{in}/own.csv"], "give x_test and y_test, or test_share"),
+    (["--data", "{in}/own.npz", "--num-clients", "5"],
+     "num_clients must match the clients of --data (3), got num_clients=5"),
+    (["--test-share", "0.2"], "test_share needs --data FILE"),
+    (["--test-data", "{in}/own_test.csv"], "test_data needs --data FILE"),
+    (["--data", "{in}/own.npz", "--model", "{in}/none.py:make"], "does not exist"),
+    (["--data", "{in}/own.npz", "--model", "{in}/bad_model.py:make"],
+     "must return a torch.nn.Module"),
+    (["--data", "{in}/own.npz", "--model", "cnn"], "needs square images"),
+    (["--data", "{in}/own.npz", "--model", "mlp", "--hidden", "8,0"], "hidden must be"),
+])
+@pytest.mark.parametrize("command", ["simulate", "deploy"])
+def test_bad_data_options_exit_2_naming_them_and_write_nothing(
+        tmp_path: Path, files: Path, command: str, extra: list[str], needle: str) -> None:
+    out = tmp_path / "out"
+    args = [command, "--clients-per-round", "2", "--out", str(out), "--state-dir",
+            str(tmp_path / "state"), *[a.replace("{in}", str(files)) for a in extra]]
+    code, text = _invoke(args)
+    assert code == 2 and needle in text, text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+
+
+def test_run_takes_the_server_s_test_set_not_the_clients_rows(
+        tmp_path: Path, files: Path, listening: int) -> None:
+    base = ["run", "--superlink", f"127.0.0.1:{listening}", "--insecure", "--out",
+            str(tmp_path / "out"), "--num-clients", "3", "--clients-per-round", "2"]
+    code, text = _invoke([*base, "--data", str(files / "own.npz")])
+    assert code == 2 and "the SuperNodes hold the rows" in text and "--test-data" in text, text
+    code, text = _invoke([*base, "--test-data", str(files / "own_test.csv"), "--model",
+                          "cnn"])
+    assert code == 2 and "needs square images" in text, text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+
+
+@pytest.mark.parametrize(("data", "extra", "needle"), [
+    ("own.csv", [], "holds the rows of 3 clients"),
+    ("one.csv", ["--label-column", "y"], "has no column 'y' (label_column='y')"),
+    ("one.csv", ["--model", "{in}/bad_model.py:make"], "--model: model 'make'"),
+    ("one.csv", ["--model", "mlp", "--hidden", "x"], "hidden must be"),
+    ("bad_model.py", [], "--data must end in .npz, .csv, .parquet"),
+])
+def test_bad_supernode_data_or_model_is_named(tmp_path: Path, files: Path, listening: int,
+                                              data: str, extra: list[str], needle: str) -> None:
+    code, text = _invoke(["supernode", "--superlink", f"127.0.0.1:{listening}", "--insecure",
+                          "--data", str(files / data), "--eps", "1", "--state-dir",
+                          str(tmp_path / "state"),
+                          *[a.replace("{in}", str(files)) for a in extra]])
+    assert code == 2 and needle in text, text
+    assert "--data" in text or "--model" in text or "hidden" in text, text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
