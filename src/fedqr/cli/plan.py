@@ -70,6 +70,7 @@ def _plan_bound(
     from fedqr.cli.constants import estimate_for, read_constants
     from fedqr.cli.tables import print_gaussian, print_laplace
     from fedqr.data import DataNotFoundError
+    from fedqr.data.presets import is_table_one_setting
     from fedqr.privacy import PaperBound
     from fedqr.theory import constants_from_json
     from fedqr.theory.tables import gaussian_rows, laplace_rows
@@ -106,9 +107,7 @@ def _plan_bound(
         # the paper's two theorems give two tables (Theorem 3: closed forms; Theorem 4: an
         # accountant-calibrated grid): a branch on the theorem, not on the mechanism
         closed_form = spec.bound is PaperBound.THEOREM_3
-        paper_ok = (dataset is DatasetName.MNIST and closed_form
-                    and partition in (None, PartitionKind.TWO_DIGITS) and base.N == 10
-                    and base.xi == 300.0)
+        paper_ok = closed_form and is_table_one_setting(dataset, partition, base.N, base.xi)
         if closed_form:
             rows, panels = laplace_rows(base, eps_list, rounding=rounding)
         else:

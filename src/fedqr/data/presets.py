@@ -18,7 +18,7 @@ from fedqr.data.partition import PartitionKind
 from fedqr.privacy import Mechanism, mechanism_for
 
 __all__ = ["PRESETS", "Preset", "default_clip", "default_eval_every", "default_model_name",
-           "default_partition"]
+           "default_partition", "is_table_one_setting"]
 
 
 @dataclass(frozen=True)
@@ -88,3 +88,19 @@ def default_eval_every(dataset: DatasetName | str | None, rounds: int) -> int:
     if preset is None or preset.evaluations is None:
         return 1
     return max(1, rounds // preset.evaluations)
+
+
+TABLE_ONE = (DatasetName.MNIST, PartitionKind.TWO_DIGITS, 10, 300.0)
+"""The setting of the paper's Table I (Laplace): MNIST, two digits per client, N = 10,
+xi1 = 300."""
+
+
+def is_table_one_setting(dataset: DatasetName | str | None, partition: PartitionKind | None,
+                         num_clients: int, clip: float) -> bool:
+    """Whether a Laplace plan is made in the paper's Table I setting (``partition=None``:
+    the data set's default)."""
+    if dataset is None or _preset(dataset) is None:
+        return False
+    name = DatasetName(dataset)
+    kind = default_partition(name) if partition is None else partition
+    return (name, kind, num_clients, clip) == TABLE_ONE

@@ -4,7 +4,7 @@
 from __future__ import annotations
 
 from fedqr.data import Dataset
-from fedqr.models.factory import ModelName, build_model
+from fedqr.models.factory import build_model
 from fedqr.models.torch_kernel import ModelFactory, evaluate_model, load_flat, place_model
 from fedqr.models.torch_kernel import TorchOptions as NetworkOptions
 from fedqr.sim.streams import repeat_seeds
@@ -15,5 +15,5 @@ __all__ = ["ModelFactory", "NetworkOptions", "evaluate_model", "load_flat", "pap
 
 def paper_cnn_factory(dataset: Dataset) -> ModelFactory:
     """The paper's CNN sized for ``dataset`` (square images with a side divisible by 4)."""
-    build_model(ModelName.CNN, dataset=dataset, generator=None)  # fail early on bad shapes
-    return lambda gen: build_model(ModelName.CNN, dataset=dataset, generator=gen)
+    build_model("cnn", dataset=dataset, generator=None)  # fail early on bad shapes
+    return lambda gen: build_model("cnn", dataset=dataset, generator=gen)
