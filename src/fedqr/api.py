@@ -16,11 +16,11 @@ from typing import Any
 import torch
 
 from fedqr.data import DataSpec, FederatedData
-from fedqr.data.presets import default_clip, default_eval_every, default_model_name
+from fedqr.data.presets import default_clip, default_eval_every
 from fedqr.data.source import DataSource, OwnData
 from fedqr.models.kernel import Kernel
 from fedqr.models.losses import LossFn
-from fedqr.models.zoo import UserFactory, make_kernel
+from fedqr.models.workload import Model, kernel_for
 from fedqr.planner import DataUse, Plan, ProxyChoice, Scenario, SearchSettings, make_plan
 from fedqr.privacy import Accountant, Mechanism, mechanism_for
 from fedqr.sim.config import (
@@ -38,9 +38,6 @@ from fedqr.sim.result import write_json_atomic
 
 __all__ = ["PlanResult", "SimulationResult", "plan", "simulate"]
 
-Model = str | UserFactory | Kernel
-"""``"logreg"``, ``"mlp"``, ``"cnn"``, ``"FILE.py:FUNCTION"``, a factory
-``(input_shape, num_classes) -> nn.Module`` or a ready kernel."""
 
 
 @dataclass(frozen=True)
@@ -107,11 +104,8 @@ def _source(data: FederatedData | DataSpec | DataSource, seed: int) -> DataSourc
 
 def _kernel(model: Model | None, source: DataSource, client_data: Any, *,
             hidden: Sequence[int], loss_fn: LossFn | None) -> Kernel:
-    ds = client_data.dataset
-    shape = ds.image_shape or (ds.num_features,)
-    choice = model if model is not None else default_model_name(source.dataset)
-    return make_kernel(choice, input_shape=tuple(shape), num_classes=ds.num_classes,
-                       hidden=hidden, loss_fn=loss_fn)
+    return kernel_for(model, client_data.dataset, preset=source.dataset, hidden=hidden,
+                      loss_fn=loss_fn)
 
 
 def simulate(

@@ -161,20 +161,15 @@ def estimate_for(spec: EstimateSpec, *, data_dir: Path | None, eps: float, delta
 def _workload(spec: EstimateSpec, data_dir: Path | None) -> tuple[ClientData, Kernel]:
     """A built-in spec's client data and its model kernel."""
     from fedqr.cli.data_options import parse_hidden
-    from fedqr.data.presets import default_model_name
-    from fedqr.models.zoo import make_kernel
+    from fedqr.models.workload import kernel_for
 
     if spec.dataset is None or spec.partition is None or spec.alpha is None:
         raise ValueError("a data file's estimate needs its workload (the spec holds only "
                          "its digest)")
     data = DataSpec(dataset=spec.dataset, partition=spec.partition, alpha=spec.alpha,
                     num_clients=spec.num_clients, seed=spec.seed, data_dir=data_dir).build()
-    ds = data.dataset
-    kernel = make_kernel(spec.model if spec.model is not None
-                         else default_model_name(spec.dataset),
-                         input_shape=ds.image_shape or (ds.num_features,),
-                         num_classes=ds.num_classes,
-                         hidden=parse_hidden(spec.hidden) if spec.hidden else (64,))
+    kernel = kernel_for(spec.model, data.dataset, preset=spec.dataset,
+                        hidden=parse_hidden(spec.hidden) if spec.hidden else (64,))
     return data, kernel
 
 

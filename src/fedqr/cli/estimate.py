@@ -208,12 +208,13 @@ def _own_estimate(o: _Options, *, eps: float, delta: float, cache: bool) -> dict
     from fedqr.data.presets import default_clip
     from fedqr.data.source import OwnData
 
-    source, kernel, client_data = workload(
+    work = workload(
         dataset=DatasetName.MNIST, partition=None, alpha=o.alpha, fraction=1.0,
         num_clients=o.num_clients, seed=o.seed, data_dir=None, data=o.data,
         test_data=o.test_data, test_share=o.test_share, client_column=o.client_column,
         label_column=o.label_column, standardize=o.standardize, model=o.model,
         hidden=o.hidden)
+    source, kernel, client_data = work.data, work.kernel, work.build()
     assert isinstance(source, OwnData)  # --data was given
     model, widths = _model_key(o.model, o.hidden, None)
     spec = EstimateSpec(

@@ -303,13 +303,14 @@ def _plan_twin(o: dict[str, Any]) -> None:
         if o["constants"] is not None:
             raise ValueError("constants is for --method bound|paper, got method=twin")
         check_out_file("plot", o["plot"])
-        source, kernel, _ = workload(
+        work = workload(
             dataset=o["dataset"] or DatasetName.MNIST, partition=o["partition"],
             alpha=o["alpha"], fraction=o["fraction"], num_clients=o["num_clients"],
             seed=o["seed"], data_dir=o["data_dir"], data=o["data"], test_data=o["test_data"],
             test_share=o["test_share"], client_column=o["client_column"],
             label_column=o["label_column"], standardize=o["standardize"], model=o["model"],
             hidden=o["hidden"])
+        source, kernel = work.data, work.kernel
         scenario = scenario_from_options(
             num_clients=source.num_clients, mechanism=o["mechanism"], eps=o["eps"],
             delta=o["delta"], clip=o["clip"],

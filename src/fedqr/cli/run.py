@@ -157,11 +157,12 @@ def run(
     try:
         check_out_dir("out", out_dir)
         parse_train_eval(eval_train)  # checked before any work
-        source, kernel, _ = workload(
+        work = workload(
             dataset=dataset, partition=partition, alpha=alpha, fraction=fraction,
             num_clients=num_clients, seed=seed, data_dir=data_dir, data=data,
             test_data=test_data, test_share=test_share, client_column=client_column,
             label_column=label_column, standardize=standardize, model=model, hidden=hidden)
+        source, kernel = work.data, work.kernel
         settings: dict[str, Any] = dict(
             mechanism=mechanism, eps=floats("eps", eps), delta=floats("delta", delta),
             clip=clip, accountant=accountant, rounds=int_or_auto("rounds", rounds, low=0),

@@ -9,11 +9,11 @@ import torch
 
 from fedqr.cli._common import err, floats, progress
 from fedqr.cli.data_options import load_own, parse_hidden
-from fedqr.data import ClientData, DatasetName, DataSpec, PartitionKind
-from fedqr.data.presets import default_model_name
+from fedqr.data import DatasetName, DataSpec, PartitionKind
 from fedqr.data.source import DataSource, OwnData
 from fedqr.models.factory import ModelName
 from fedqr.models.kernel import Kernel
+from fedqr.models.workload import Workload
 from fedqr.planner import DataUse, Plan, ProxyChoice, Scenario, SearchSettings, make_plan
 from fedqr.privacy import Accountant, Mechanism, mechanism_for
 from fedqr.sim.config import Aggregation, LearningRate, LrSchedule
@@ -150,9 +150,8 @@ def workload(*, dataset: DatasetName, partition: PartitionKind | None, alpha: fl
               fraction: float, num_clients: int | None, seed: int, data_dir: Path | None,
               data: Path | None, test_data: Path | None, test_share: float | None,
               client_column: str, label_column: str, standardize: bool, model: str | None,
-              hidden: str) -> tuple[DataSource, Kernel, ClientData]:
-    """The run's data source (a built-in recipe or ``--data``) and its model kernel."""
-    from fedqr.models.zoo import make_kernel
+              hidden: str) -> Workload:
+    """The run's workload: its data (a built-in recipe or ``--data``) and model kernel."""
 
     if data is None:
         for name, given in (("test_data", test_data), ("test_share", test_share)):
@@ -173,9 +172,4 @@ def workload(*, dataset: DatasetName, partition: PartitionKind | None, alpha: fl
         if num_clients is not None and num_clients != source.num_clients:
             raise ValueError(f"num_clients must match the clients of --data "
                              f"({source.num_clients}), got num_clients={num_clients}")
-    client_data = source.build()
-    ds = client_data.dataset
-    return source, make_kernel(
-        model if model is not None else default_model_name(source.dataset),
-        input_shape=ds.image_shape or (ds.num_features,), num_classes=ds.num_classes,
-        hidden=parse_hidden(hidden)), client_data
+    return Workload.of(source, model, hidden=parse_hidden(hidden))
