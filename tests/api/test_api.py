@@ -36,27 +36,32 @@ def test_readme_python_example_runs_as_written(tmp_path: Path,
     assert result.final_test_accuracy > 0.6  # above the majority class on this data
 
 
-def _digits_npz(tmp_path: Path) -> Path:
-    data = DataSpec(dataset="digits", num_clients=6, seed=3).build()
-    path = tmp_path / "digits.npz"
+def _builtin_npz(tmp_path: Path, dataset: str, fraction: float) -> Path:
+    data = DataSpec(dataset=dataset, fraction=fraction, num_clients=6, seed=3).build()
+    path = tmp_path / f"{dataset}.npz"
     fedqr.FederatedData.from_client_data(data).to_npz(path)
     return path
 
 
-@pytest.mark.parametrize("mechanism", ["laplace", "gaussian"])
-def test_data_file_gives_the_builtin_numbers(tmp_path: Path, mechanism: str) -> None:
-    """The built-in partition written to a file runs to the same numbers through --data."""
+@pytest.mark.parametrize(("dataset", "fraction", "mechanism"), [
+    ("digits", 1.0, "laplace"), ("digits", 1.0, "gaussian"),
+    ("mnist", 0.1, "laplace"), ("mnist", 0.1, "gaussian")])
+def test_data_file_gives_the_builtin_numbers(tmp_path: Path, dataset: str, fraction: float,
+                                             mechanism: str) -> None:
+    """The built-in data and partition written to a file (with the partition's client ids)
+    run to the same numbers through --data as through --dataset (logistic regression)."""
     common = ["--mechanism", mechanism, "--eps", "3", "--clip", "5", "--rounds", "4",
               "--clients-per-round", "3", "--repeats", "2", "--seed", "3", "--eval-train", "every",
               *(["--sample-rate", "0.2"] if mechanism == "gaussian" else [])]
     runner = CliRunner()
-    a = runner.invoke(app, ["run", "--dataset", "digits", "--num-clients", "6",
-                            "--out", str(tmp_path / "a"), *common])
-    b = runner.invoke(app, ["run", "--data", str(_digits_npz(tmp_path)), "--no-standardize",
-                            "--out", str(tmp_path / "b"), *common])
+    a = runner.invoke(app, ["run", "--dataset", dataset, "--fraction", str(fraction),
+                            "--num-clients", "6", "--out", str(tmp_path / "a"), *common])
+    b = runner.invoke(app, ["run", "--data", str(_builtin_npz(tmp_path, dataset, fraction)),
+                            "--no-standardize", "--out", str(tmp_path / "b"), *common])
     assert a.exit_code == 0 and b.exit_code == 0, (a.output, b.output)
     ra = json.loads((tmp_path / "a" / "result.json").read_text())
     rb = json.loads((tmp_path / "b" / "result.json").read_text())
+    assert [c["num_samples"] for c in ra["clients"]] == [c["num_samples"] for c in rb["clients"]]
     for run_a, run_b in zip(ra["runs"], rb["runs"], strict=True):
         for x, y in zip(run_a["rounds"], run_b["rounds"], strict=True):
             assert x["test_loss"] == pytest.approx(y["test_loss"], rel=1e-6)
