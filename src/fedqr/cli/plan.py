@@ -344,7 +344,6 @@ def plan(
                     seed=seed, data_dir=data_dir, cache=cache, as_json=as_json, plot=plot)
         return
     from fedqr.cli._common import device as _device
-    from fedqr.cli.data_options import load_own
     from fedqr.cli.scenario import (
         plan_document,
         print_plan,
@@ -379,11 +378,9 @@ def plan(
             clients_per_round=int_or_auto("clients_per_round", clients_per_round, low=1))
         choice = proxy_choice(data_use=data_use, proxy_share=proxy_share,
                               proxy_dataset=proxy_dataset, scenario=scenario,
-                              pilot_share=pilot_share,
-                              proxy_data=None if proxy_data is None else load_own(
-                                  proxy_data, test_data=None, test_share=0.2,
-                                  client_column=client_column, label_column=label_column,
-                                  standardize=True, seed=seed + 1, classes=proxy_classes))
+                              pilot_share=pilot_share, proxy_data=proxy_data,
+                              proxy_classes=proxy_classes, client_column=client_column,
+                              label_column=label_column)
         result = run_planner(scenario, choice, twin_repeats=twin_repeats,
                              device=_device(device), use_cache=cache, pilot_share=pilot_share)
     except (DataNotFoundError, OSError) as e:

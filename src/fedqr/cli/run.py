@@ -199,16 +199,13 @@ def _planned(scenario: "Scenario", *, data_use: DataUse, proxy_dataset: DatasetN
              client_column: str, label_column: str, eps: str, delta: str,
              device: str) -> tuple[int, int, float, str, str, dict[str, object]]:
     """T, b and q from the twin planner; the budgets a private pilot left for the run."""
-    from fedqr.cli.data_options import load_own
     from fedqr.cli.scenario import proxy_choice, run_planner
 
     mechanism = scenario.mechanism
-    proxy = None if proxy_data is None else load_own(
-        proxy_data, test_data=None, test_share=0.2, client_column=client_column,
-        label_column=label_column, standardize=True, seed=scenario.data.seed + 1,
-        classes=proxy_classes)
     choice = proxy_choice(data_use=data_use, proxy_share=None, proxy_dataset=proxy_dataset,
-                          scenario=scenario, pilot_share=pilot_share, proxy_data=proxy)
+                          scenario=scenario, pilot_share=pilot_share, proxy_data=proxy_data,
+                          proxy_classes=proxy_classes, client_column=client_column,
+                          label_column=label_column)
     the_plan = run_planner(scenario, choice, twin_repeats=None, device=_device(device),
                            use_cache=True, pilot_share=pilot_share)
     the_plan.check_useful()
