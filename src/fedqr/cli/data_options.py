@@ -50,7 +50,8 @@ ModelOpt = Annotated[str | None, typer.Option(
 HiddenOpt = Annotated[str, typer.Option(help="mlp: hidden widths, comma-separated.")]
 ProxyDataOpt = Annotated[Path | None, typer.Option(
     help="public-proxy/private-pilot: a public data file (the --data format), standardised by "
-         "its own statistics.")]
+         "its own statistics; its rows are dealt to the N clients by their sizes, its test "
+         "set (else 20% of its rows) evaluates the twin.")]
 ProxyClassesOpt = Annotated[str | None, typer.Option(
     help="With a public proxy (--proxy-data or --proxy-dataset): the proxy classes kept, e.g. "
          "0-9 or 0,1,5 (relabelled 0..k-1 in that order), or MAP.json, a label map "

@@ -205,6 +205,12 @@ def print_plan(plan: Plan, scenario: Scenario) -> None:
         table.add_row(str(i + 1), str(p.rounds), str(p.clients_per_round), f"{p.sample_rate:g}",
                       f"{p.mean:.4f}", f"{p.stderr:.4f}", "fit" if p.fitted else "twin")
     out.print(table)
+    shift = plan.proxy_shift
+    if shift.get("proxy_std") is not None:
+        lo, hi = shift["range"]
+        out.print(f"proxy shift: +- {shift['proxy_std']:.4f} over {len(shift['alternatives'])} "
+                  f"other draws of the proxy (range {lo:.4f} to {hi:.4f}); the schedule stays "
+                  f"the best of the candidates on {shift['recommended_still_best']}")
     out.print(f"untrained model: {plan.untrained_loss:.4f}; data used: {plan.data_used['kind']} "
               f"({plan.data_used['rows']} rows); privacy cost of planning: "
               f"{plan.privacy_cost['note']}; {plan.simulated_rounds} twin rounds in "
