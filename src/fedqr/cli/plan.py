@@ -288,7 +288,6 @@ def plan(
 def _plan_twin(o: dict[str, Any]) -> None:
     """``--method twin``: plan one scenario with the twin (``o``: the options of :func:`plan`)."""
     from fedqr.cli._common import device as _device
-    from fedqr.cli.data_options import load_own
     from fedqr.cli.scenario import (
         plan_document,
         print_plan,
@@ -320,13 +319,12 @@ def _plan_twin(o: dict[str, Any]) -> None:
             aggregation=o["aggregation"], seed=o["seed"], source=source, kernel=kernel,
             rounds=int_or_auto("rounds", o["rounds"], low=1),
             clients_per_round=int_or_auto("clients_per_round", o["clients_per_round"], low=1))
-        proxy = None if o["proxy_data"] is None else load_own(
-            o["proxy_data"], test_data=None, test_share=0.2, client_column=o["client_column"],
-            label_column=o["label_column"], standardize=True, seed=o["seed"] + 1,
-            classes=o["proxy_classes"])
         choice = proxy_choice(data_use=o["data_use"], proxy_share=o["proxy_share"],
                               proxy_dataset=o["proxy_dataset"], scenario=scenario,
-                              pilot_share=o["pilot_share"], proxy_data=proxy)
+                              pilot_share=o["pilot_share"], proxy_data=o["proxy_data"],
+                              proxy_classes=o["proxy_classes"],
+                              client_column=o["client_column"],
+                              label_column=o["label_column"])
         result = run_planner(scenario, choice, twin_repeats=o["twin_repeats"],
                              device=_device(o["device"]), use_cache=o["cache"],
                              pilot_share=o["pilot_share"])

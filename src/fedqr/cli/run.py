@@ -193,7 +193,6 @@ def _planned(source: "DataSource", kernel: "Kernel", settings: dict[str, Any], *
              client_column: str, label_column: str) -> dict[str, object]:
     """Fill T, b and q of ``settings`` from the twin planner (and the budgets a private pilot
     left for the run); the plan's document."""
-    from fedqr.cli.data_options import load_own
     from fedqr.cli.scenario import proxy_choice, run_planner, scenario_from_options
     from fedqr.planner import PlanNotUseful
 
@@ -204,11 +203,10 @@ def _planned(source: "DataSource", kernel: "Kernel", settings: dict[str, Any], *
         lr_decay=s["lr_decay"], lr_schedule=s["lr_schedule"], weight_decay=s["weight_decay"],
         aggregation=s["aggregation"], seed=s["seed"], rounds=s["rounds"],
         clients_per_round=s["clients_per_round"], source=source, kernel=kernel)
-    proxy = None if proxy_data is None else load_own(
-        proxy_data, test_data=None, test_share=0.2, client_column=client_column,
-        label_column=label_column, standardize=True, seed=s["seed"] + 1, classes=proxy_classes)
     choice = proxy_choice(data_use=data_use, proxy_share=None, proxy_dataset=proxy_dataset,
-                          scenario=scenario, pilot_share=pilot_share, proxy_data=proxy)
+                          scenario=scenario, pilot_share=pilot_share, proxy_data=proxy_data,
+                          proxy_classes=proxy_classes, client_column=client_column,
+                          label_column=label_column)
     the_plan = run_planner(scenario, choice, twin_repeats=None, device=s["device"],
                            use_cache=True, pilot_share=pilot_share)
     try:

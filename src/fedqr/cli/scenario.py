@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -52,9 +53,15 @@ def scenario_from_options(
 
 def proxy_choice(*, data_use: DataUse, proxy_share: float | None,
                  proxy_dataset: DatasetName | None, scenario: Scenario,
-                 pilot_share: float | None, proxy_data: DataSource | None = None
-                 ) -> ProxyChoice:
-    """The twin's data from the CLI options (checked before any work)."""
+                 pilot_share: float | None, proxy_data: Path | DataSource | None = None,
+                 proxy_classes: str | None = None, client_column: str = "client",
+                 label_column: str = "label") -> ProxyChoice:
+    """The twin's data from the CLI options (checked before any work).
+
+    ``proxy_data``: a public data file (or its source, already loaded); ``proxy_classes``
+    selects or maps its classes (or those of ``proxy_dataset``). The proxy must fit the
+    scenario's model (its features and classes): a clear error naming the option otherwise.
+    """
     if pilot_share is not None and data_use is not DataUse.PRIVATE_PILOT:
         raise ValueError("pilot_share needs --data-use private-pilot, got "
                          f"data_use={data_use.value}")
@@ -65,30 +72,89 @@ def proxy_choice(*, data_use: DataUse, proxy_share: float | None,
     if proxy_data is not None and proxy_dataset is not None:
         raise ValueError("give --proxy-data FILE or --proxy-dataset NAME, not both")
     if data_use is DataUse.CLEAR_PROXY:
-        if proxy_data is not None:
-            raise ValueError("proxy_data needs --data-use public-proxy or private-pilot, "
-                             "got data_use=clear-proxy")
-        if proxy_dataset is not None:
-            raise ValueError("proxy_dataset needs --data-use public-proxy or private-pilot, "
-                             "got data_use=clear-proxy")
+        for name, given in (("proxy_data", proxy_data), ("proxy_dataset", proxy_dataset),
+                            ("proxy_classes", proxy_classes)):
+            if given is not None:
+                raise ValueError(f"{name} needs --data-use public-proxy or private-pilot, "
+                                 "got data_use=clear-proxy")
         return ProxyChoice(use=data_use, share=proxy_share)
-    if proxy_data is not None:
-        return ProxyChoice(use=DataUse.PUBLIC_PROXY, share=proxy_share, public=proxy_data,
-                           public_label=proxy_data.data.name
-                           if isinstance(proxy_data, OwnData) else "file")
-    if proxy_dataset is None:
+    if proxy_data is None and proxy_dataset is None:
         raise ValueError(f"data use {data_use.value} needs --proxy-dataset NAME or --proxy-data "
                          "FILE (public data with the deployment's features), got none")
-    d = scenario.data
-    if not isinstance(d, DataSpec):
-        raise ValueError("with --data, a public proxy is a file: --proxy-data FILE")
-    public = DataSpec(dataset=proxy_dataset, partition=d.partition_kind
-                      if proxy_dataset is DatasetName.FEMNIST or d.partition_kind
-                      is not PartitionKind.BY_WRITER else PartitionKind.IID,
-                      alpha=d.alpha, num_clients=d.num_clients, seed=d.seed + 1,
-                      data_dir=d.data_dir)
+    public, label, option = _public_source(
+        proxy_data=proxy_data, proxy_dataset=proxy_dataset, proxy_classes=proxy_classes,
+        scenario=scenario, client_column=client_column, label_column=label_column)
+    _check_proxy_fits(public, scenario, option=option, classes=proxy_classes)
     return ProxyChoice(use=DataUse.PUBLIC_PROXY, share=proxy_share, public=public,
-                       public_label=proxy_dataset.value)
+                       public_label=label)
+
+
+def _public_source(*, proxy_data: Path | DataSource | None, proxy_dataset: DatasetName | None,
+                   proxy_classes: str | None, scenario: Scenario, client_column: str,
+                   label_column: str) -> tuple[DataSource, str, str]:
+    """The public data as a source, its label in the plan, and the option that named it."""
+    from fedqr.cli.data_options import load_proxy, select_proxy_classes
+    from fedqr.data import FederatedData
+
+    suffix = "" if proxy_classes is None else f", classes {proxy_classes}"
+    seed = scenario.data.seed + 1
+    if isinstance(proxy_data, Path):
+        src = load_proxy(proxy_data, classes=proxy_classes, client_column=client_column,
+                         label_column=label_column, seed=seed)
+        return src, f"{src.data.name}{suffix}", "proxy_data"
+    if proxy_data is not None:
+        if proxy_classes is not None and isinstance(proxy_data, OwnData):
+            proxy_data = OwnData(data=select_proxy_classes(proxy_data.data, proxy_classes),
+                                 seed=proxy_data.seed)
+        name = proxy_data.data.name if isinstance(proxy_data, OwnData) else "file"
+        return proxy_data, f"{name}{suffix}", "proxy_data"
+    assert proxy_dataset is not None  # checked by proxy_choice
+    d = scenario.data
+    if isinstance(d, DataSpec) and proxy_classes is None:  # split by the deployment's recipe
+        return DataSpec(dataset=proxy_dataset, partition=d.partition_kind
+                        if proxy_dataset is DatasetName.FEMNIST or d.partition_kind
+                        is not PartitionKind.BY_WRITER else PartitionKind.IID,
+                        alpha=d.alpha, num_clients=d.num_clients, seed=seed,
+                        data_dir=d.data_dir), proxy_dataset.value, "proxy_dataset"
+    pool = FederatedData.from_client_data(DataSpec(
+        dataset=proxy_dataset, partition=PartitionKind.IID, num_clients=1, seed=seed,
+        data_dir=d.data_dir if isinstance(d, DataSpec) else None).build())
+    if proxy_classes is not None:
+        pool = select_proxy_classes(pool, proxy_classes)
+    return OwnData(data=pool, seed=seed), f"{proxy_dataset.value}{suffix}", "proxy_dataset"
+
+
+def _check_proxy_fits(public: DataSource, scenario: Scenario, *, option: str,
+                      classes: str | None) -> None:
+    """The proxy must have the features and classes of the scenario's model."""
+    from fedqr.planner.public import check_fits, kernel_io
+
+    io = kernel_io(scenario.kernel)
+    if io is None:
+        return  # checked by the planner against the clients' data
+    if isinstance(public, OwnData):
+        features, k = public.data.num_features, public.data.num_classes
+    else:
+        features, k = _BUILTIN_IO[public.dataset]
+    try:
+        check_fits(_Shape(num_features=features, num_classes=k), features=io[0],
+                   classes=io[1], option=option)
+    except ValueError as e:
+        if classes is not None and features == io[0]:
+            raise ValueError(f"proxy_classes={classes!r} gives the proxy {k} classes, the "
+                             f"model has {io[1]}: {e}") from None
+        raise
+
+
+@dataclass(frozen=True)
+class _Shape:
+    num_features: int
+    num_classes: int
+
+
+_BUILTIN_IO = {DatasetName.MNIST: (784, 10), DatasetName.DIGITS: (64, 10),
+               DatasetName.FEMNIST: (784, 62)}
+"""(features, classes) of the built-in data sets."""
 
 
 def run_planner(scenario: Scenario, choice: ProxyChoice, *, twin_repeats: int | None,
@@ -140,6 +206,12 @@ def print_plan(plan: Plan, scenario: Scenario) -> None:
         table.add_row(str(i + 1), str(p.rounds), str(p.clients_per_round), f"{p.sample_rate:g}",
                       f"{p.mean:.4f}", f"{p.stderr:.4f}", "fit" if p.fitted else "twin")
     out.print(table)
+    shift = plan.proxy_shift
+    if shift.get("proxy_std") is not None:
+        lo, hi = shift["range"]
+        out.print(f"proxy shift: +- {shift['proxy_std']:.4f} over {len(shift['alternatives'])} "
+                  f"other draws of the proxy (range {lo:.4f} to {hi:.4f}); the schedule stays "
+                  f"the best of the candidates on {shift['recommended_still_best']}")
     out.print(f"untrained model: {plan.untrained_loss:.4f}; data used: {plan.data_used['kind']} "
               f"({plan.data_used['rows']} rows); privacy cost of planning: "
               f"{plan.privacy_cost['note']}; {plan.simulated_rounds} twin rounds in "

@@ -21,6 +21,7 @@ from fedqr.planner.cache import (
 from fedqr.planner.proxy import AUTO_PROXY_ROWS, ProxyChoice, Twin, build_twin, cost_model
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import Prediction, Searcher, SearchSettings
+from fedqr.planner.shift import proxy_shift
 from fedqr.planner.twin import Proxy
 from fedqr.planner.twin_kernel import KernelProxy
 from fedqr.privacy import Mechanism, mechanism_for
@@ -52,6 +53,7 @@ class Plan:
     wall_time_s: float = 0.0
     from_cache: bool = False
     settings: dict[str, Any] = field(default_factory=dict)
+    proxy_shift: dict[str, Any] = field(default_factory=dict)
 
     def check_useful(self) -> None:
         """Raise :class:`PlanNotUseful` (with the plan's message) unless the plan helps."""
@@ -69,7 +71,10 @@ class Plan:
                 "sample_rate": r.sample_rate if mechanism_for(mechanism).batch_rate(0.5) < 1
                 else None,
                 "predicted_test_loss": {"mean": r.mean, "stderr": r.stderr,
-                                        "fitted": r.fitted},
+                                        "fitted": r.fitted,
+                                        "proxy_std": self.proxy_shift.get("proxy_std"),
+                                        "proxy_range": self.proxy_shift.get("range")},
+                "proxy_shift": self.proxy_shift,
                 "method": self.method, "data_used": self.data_used,
                 "privacy_cost": self.privacy_cost, "useful": self.useful,
                 "message": self.message,
@@ -161,6 +166,9 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     if use_cache and searcher.simulated_rounds:
         save_memo(path, searcher.memo)
     best = predictions[0]
+    shift = proxy_shift(scenario, choice, real, real_sizes, dev, run_settings, twin,
+                        predictions, key=key, use_cache=use_cache, repeats=searcher.repeats,
+                        count=st.proxy_alternatives)
     base = searcher.untrained_loss()
     useful = best.rounds > 0 and best.mean < (1 - USEFUL_MARGIN) * base
     message = (f"predicted test loss {best.mean:.4f} +- {best.stderr:.4f} at T={best.rounds}, "
@@ -169,6 +177,10 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
                f"{best.mean:.4f} is not {USEFUL_MARGIN:.0%} below the untrained model's "
                f"{base:.4f}; the budget is too small for even one useful reply at this clip "
                f"(raise eps, lower the clip, or use more data per client)")
+    if useful and shift.get("proxy_std") is not None:
+        message += (f"; proxy shift: +- {shift['proxy_std']:.4f} over "
+                    f"{len(shift['alternatives'])} other draws of the proxy, the schedule "
+                    f"stays the best of the candidates on {shift['recommended_still_best']}")
     for b, q, t in searcher.cut_short:
         if (b, q) == (best.clients_per_round, best.sample_rate) and useful:
             message += (f"; the twin's time budget ended the search of b={b} at T={t}, where "
@@ -181,7 +193,8 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
                 searcher.simulated_rounds == 0,
                 settings={**asdict(st), "repeats": searcher.repeats,
                           "t_first": run_settings.t_first,
-                          "simulated": _simulated(searcher, twin)})
+                          "simulated": _simulated(searcher, twin)},
+                proxy_shift=shift)
 
 
 def _budget(twin: Twin) -> dict[str, Any]:

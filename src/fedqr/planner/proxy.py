@@ -9,11 +9,12 @@ from typing import Any
 import numpy as np
 import torch
 
-from fedqr.data import ClientData, Dataset
+from fedqr.data import ClientData
 from fedqr.data.source import DataSource
 from fedqr.models.kernel import Kernel
 from fedqr.planner.budget import CostModel, TwinSize, default_budget_s, size_twin
 from fedqr.planner.kernels import forward_flops, twin_kernel
+from fedqr.planner.public import check_fits, split_like_deployment
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import SearchSettings, auto_repeats, first_arms, first_grid
 from fedqr.planner.twin import Proxy, make_proxy, proxy_rows
@@ -71,43 +72,56 @@ class Twin:
     data_used: dict[str, Any]
 
 
-def _train_data(choice: ProxyChoice, real: ClientData | None
-                ) -> tuple[ClientData, dict[str, Any]]:
+def _train_data(choice: ProxyChoice, real: ClientData | None, sizes: np.ndarray, seed: int,
+                draw: int, label_alpha: float | None) -> tuple[ClientData, dict[str, Any]]:
     if choice.use is DataUse.CLEAR_PROXY:
         assert real is not None  # make_plan builds the clients' data for a clear proxy
         return real, {"kind": DataUse.CLEAR_PROXY.value, "reads_private_data": True,
                       "warning": "the twin trains on a share of the clients' own data, read "
                                  "WITHOUT differential privacy (simulation only)"}
     assert choice.public is not None  # checked by ProxyChoice
-    pub = choice.public.build()
+    label = choice.public_label or str(choice.public.dataset)
+    pub, split = split_like_deployment(choice.public, np.asarray(sizes, dtype=np.int64),
+                                       seed=seed, draw=draw, label_alpha=label_alpha)
     if real is not None:
-        _check_compatible(pub.dataset, real.dataset)
-    return pub, {"kind": DataUse.PUBLIC_PROXY.value,
-                 "proxy": choice.public_label or str(choice.public.dataset),
-                 "reads_private_data": False, "reads_client_sizes": True}
+        check_fits(pub.dataset, features=real.dataset.num_features,
+                   classes=real.dataset.num_classes, option=f"the public proxy {label!r}")
+    return pub, {"kind": DataUse.PUBLIC_PROXY.value, "proxy": label,
+                 "reads_private_data": False, "reads_client_sizes": True, "split": split,
+                 "client_facts_used": {
+                     "split": split["client_facts"],
+                     "noise": ["sizes", "budgets (eps, delta)"],
+                     "labels": "none (no label counts are reported)"}}
 
 
 def build_twin(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,
-               sizes: np.ndarray, device: torch.device, settings: SearchSettings) -> Twin:
+               sizes: np.ndarray, device: torch.device, settings: SearchSettings, *,
+               draw: int = 0, label_alpha: float | None = None,
+               size: TwinSize | None = None) -> Twin:
     """The proxy of the scenario's model: the logistic twin's as always, any other model's
-    sized to the time budget (:func:`fedqr.planner.budget.size_twin`)."""
-    train, info = _train_data(choice, real)
+    sized to the time budget (:func:`fedqr.planner.budget.size_twin`).
+
+    ``draw`` > 0 redraws the proxy (its rows, or the split of a public proxy) and
+    ``label_alpha`` skews a public proxy's label mixes: the proxy-shift alternatives of
+    :mod:`fedqr.planner.shift`, sized like the plan's own twin (``size``).
+    """
+    seed = scenario.data.seed
+    train, info = _train_data(choice, real, sizes, seed, draw, label_alpha)
     kernel = twin_kernel(scenario, train.dataset)
     share = _auto_share(train.partition.sizes) if choice.share is None else choice.share
     norm = scenario.spec.norm
-
-    def rows(sh: float) -> tuple[np.ndarray, ...]:
-        return proxy_rows(train.partition, share=sh, rng=np.random.default_rng(
-            [scenario.data.seed, 3]))
+    row_seed = [seed, 3] if draw == 0 else [seed, 3, draw]
 
     if kernel is None:
-        proxy: Proxy | KernelProxy = make_proxy(train, rows=rows(share), test=train.dataset,
+        rows = proxy_rows(train.partition, share=share, rng=np.random.default_rng(row_seed))
+        proxy: Proxy | KernelProxy = make_proxy(train, rows=rows, test=train.dataset,
                                                 real_sizes=sizes, norm=norm, device=device)
         used: dict[str, Any] = {"share": share, "rows": int(proxy.proxy_sizes.sum())}
         if choice.use is DataUse.PUBLIC_PROXY:
             del used["share"]
         return Twin(proxy, None, None, _ordered(info, used))
-    return _kernel_twin(scenario, kernel, train, info, sizes, device, settings, share)
+    return _kernel_twin(scenario, kernel, train, info, sizes, device, settings, share,
+                        row_seed, size)
 
 
 def cost_model(proxy: KernelProxy) -> CostModel:
@@ -120,29 +134,38 @@ def cost_model(proxy: KernelProxy) -> CostModel:
 
 def _kernel_twin(scenario: Scenario, kernel: Kernel, train: ClientData, info: dict[str, Any],
                  sizes: np.ndarray, device: torch.device, settings: SearchSettings,
-                 share: float) -> Twin:
-    """The kernel twin at the size its budget buys (:func:`fedqr.planner.budget.size_twin`)."""
+                 share: float, row_seed: list[int], fixed: TwinSize | None) -> Twin:
+    """The kernel twin at the size its budget buys (:func:`fedqr.planner.budget.size_twin`),
+    or at the size ``fixed`` of the plan's own twin."""
     seed, norm = scenario.data.seed, scenario.spec.norm
 
     def build(sh: float, test_rows: np.ndarray | None) -> KernelProxy:
-        rows = proxy_rows(train.partition, share=sh, rng=np.random.default_rng([seed, 3]))
+        rows = proxy_rows(train.partition, share=sh, rng=np.random.default_rng(row_seed))
         return make_kernel_proxy(kernel, train, rows=rows, test=train.dataset,
                                  real_sizes=sizes, norm=norm, device=device,
                                  test_rows=test_rows)
 
-    proxy = build(share, None)
-    bs, qs = first_arms(scenario, np.asarray(sizes))
-    size = size_twin(
-        budget_s=settings.time_budget_s or default_budget_s(int(proxy.proxy_sizes.sum())),
-        arms=[(b, q) for b in bs for q in qs],
-        grid_of=lambda tf: first_grid(scenario, settings if tf is None else replace(
-            settings, t_first=tf)),
-        t_first=None if scenario.rounds is not None else settings.t_first,
-        cost=cost_model(proxy), real_sizes=np.asarray(sizes), share=share,
-        repeats=settings.repeats, auto_repeats=auto_repeats)
-    if size.share != share or size.test_rows != proxy.num_test:
-        proxy = build(size.share, np.sort(np.random.default_rng([seed, 4]).choice(
-            proxy.num_test, size=size.test_rows, replace=False)))
+    def test_rows(count: int) -> np.ndarray | None:
+        total = len(train.dataset.y_test)
+        return None if count >= total else np.sort(np.random.default_rng([seed, 4]).choice(
+            total, size=count, replace=False))
+
+    if fixed is not None:
+        proxy = build(fixed.share, test_rows(fixed.test_rows))
+        size = fixed
+    else:
+        proxy = build(share, None)
+        bs, qs = first_arms(scenario, np.asarray(sizes))
+        size = size_twin(
+            budget_s=settings.time_budget_s or default_budget_s(int(proxy.proxy_sizes.sum())),
+            arms=[(b, q) for b in bs for q in qs],
+            grid_of=lambda tf: first_grid(scenario, settings if tf is None else replace(
+                settings, t_first=tf)),
+            t_first=None if scenario.rounds is not None else settings.t_first,
+            cost=cost_model(proxy), real_sizes=np.asarray(sizes), share=share,
+            repeats=settings.repeats, auto_repeats=auto_repeats)
+        if size.share != share or size.test_rows != proxy.num_test:
+            proxy = build(size.share, test_rows(size.test_rows))
     used = {"share": size.share, "rows": int(proxy.proxy_sizes.sum()),
             "test_rows": proxy.num_test, "model": kernel.name, "twin_engine": proxy.engine.name}
     return Twin(proxy, kernel, size, _ordered(info, used))
@@ -152,11 +175,3 @@ def _ordered(info: dict[str, Any], used: dict[str, Any]) -> dict[str, Any]:
     """``kind`` first, then what the proxy holds, then the flags (as plans always wrote)."""
     return {"kind": info["kind"], **{k: v for k, v in info.items() if k == "proxy"}, **used,
             **{k: v for k, v in info.items() if k not in ("kind", "proxy")}}
-
-
-def _check_compatible(proxy: Dataset, real: Dataset) -> None:
-    if proxy.x_train.shape[1] != real.x_train.shape[1] or proxy.num_classes != real.num_classes:
-        raise ValueError(
-            f"proxy must have the deployment's features and classes ({real.x_train.shape[1]} "
-            f"features, {real.num_classes} classes), got {proxy.x_train.shape[1]} features, "
-            f"{proxy.num_classes} classes")

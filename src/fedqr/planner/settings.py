@@ -45,6 +45,9 @@ class SearchSettings:
         (``None``: :func:`fedqr.planner.budget.default_budget_s`); the work is estimated,
         not clocked, so plans are reproducible (:mod:`fedqr.planner.budget`). The logistic
         twin always runs its whole search.
+    proxy_alternatives:
+        How many alternative proxies the plan's best schedules are simulated on after the
+        search (:mod:`fedqr.planner.shift`); ``None``: the automatic count, 0: none.
     """
 
     repeats: int | None = None
@@ -58,6 +61,7 @@ class SearchSettings:
     fine_simulate_up_to: int = 256
     seed: int = 0
     time_budget_s: float | None = None
+    proxy_alternatives: int | None = None
 
     def __post_init__(self) -> None:
         if self.repeats is not None and self.repeats < 2:
@@ -69,6 +73,9 @@ class SearchSettings:
             raise ValueError(f"coarse_ratio must be > 1, got {self.coarse_ratio}")
         if not 1 < self.fine_ratio <= 1.25:
             raise ValueError(f"fine_ratio must be in (1, 1.25], got {self.fine_ratio}")
+        if self.proxy_alternatives is not None and self.proxy_alternatives < 0:
+            raise ValueError(f"proxy_alternatives must be >= 0, got "
+                             f"proxy_alternatives={self.proxy_alternatives}")
         if self.time_budget_s is not None and not (
                 self.time_budget_s > 0 and math.isfinite(self.time_budget_s)):
             raise ValueError(f"time_budget_s must be > 0 and finite, got "

@@ -1,0 +1,292 @@
+"""Validate the planner on real deployments: own data, MLPs and the CNN, public proxies.
+
+The scenarios of issue #23 (``CASES``): heart disease (the four hospitals; and Hungary,
+Switzerland and VA planned with Cleveland's file as the public proxy), logistic regression and
+an MLP, Laplace and Gaussian, eps 1 to 20 per hospital; Adult (20 clients, Dirichlet over
+education), MLP; MNIST with an MLP, planned on a share of the clients' data and on FEMNIST's
+digits; FEMNIST with the paper's CNN (5% of it, CPU). For each: the plans (``clear-proxy``
+and, where the case names one, ``public-proxy``; each timed from scratch, one torch thread),
+then a real grid of ``fedqr run`` rounds (:func:`fedqr.sim.loop.run_rounds` with the case's
+model) b in {1, 2, 5, N/2, N} x T log-spaced (a b's T extended by doublings while its
+largest T is its best), the plans' schedules and the rules (b = N, T = 50), (b = 1,
+T = 10), each with 3 repeats from seeds 1000 + i that the planner never used. Regret of a
+plan = loss(plan) / loss(best schedule run) - 1, reported per data use. Resumable: every
+finished run is stored in ``OUT/<case>.json``.
+
+    python bench/planner_suite_models.py --out runs/planner-suite-models [--only NAME]
+        [--grid-only] [--plans-only] [--report]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+from planner_workloads import deployment, public_proxy  # bench/ is on sys.path as a script
+
+from fedqr.data.source import DataSource
+from fedqr.models.kernel import Kernel
+from fedqr.models.zoo import make_kernel
+from fedqr.planner import DataUse, ProxyChoice, Scenario, make_plan
+from fedqr.privacy import Mechanism
+from fedqr.sim.config import LearningRate
+from fedqr.sim.loop import run_rounds
+from fedqr.sim.result import write_json_atomic
+
+REPEATS = 3
+VALIDATION_SEED = 1000  # the planner's twin uses seed 0; the real runs 1000 + index
+CONFIRM_SEED = 3000  # --confirm K: fresh repeats of the best schedules, seeds 3000 + index
+T_GRID = (5, 10, 20, 40, 80, 160, 320)
+T_HEART = (2, 5, 10, 20, 40, 80, 160, 320)
+LAP, GAU = Mechanism.LAPLACE, Mechanism.GAUSSIAN
+
+
+@dataclass(frozen=True)
+class MCase:
+    name: str
+    workload: str
+    model: str
+    mechanism: Mechanism
+    eps: tuple[float, ...]
+    clip: float
+    q: float = 1.0
+    lr: float = 0.05
+    hidden: tuple[int, ...] = (32,)
+    public: str | None = None
+    t_grid: tuple[int, ...] = T_GRID
+    max_t_points: int = 9
+    bs: tuple[int, ...] | None = None  # the grid's b (None: 1, 2, 5, N/2, N)
+
+    def source(self) -> DataSource:
+        return deployment(self.workload)
+
+    def kernel(self) -> Kernel:
+        ds = self.source().build().dataset
+        return make_kernel(self.model, input_shape=ds.image_shape or (ds.num_features,),
+                           num_classes=ds.num_classes, hidden=self.hidden)
+
+    def scenario(self) -> Scenario:
+        return Scenario(data=self.source(), mechanism=self.mechanism, eps=self.eps,
+                        clip=self.clip, sample_rate=self.q if self.mechanism is GAU else 1.0,
+                        lr=LearningRate(eta0=self.lr), kernel=self.kernel())
+
+
+CASES = [
+    MCase("heart4-logreg-lap-eps1", "heart4", "logreg", LAP, (1.0,), 5.0, t_grid=T_HEART),
+    MCase("heart4-logreg-gauss-eps4", "heart4", "logreg", GAU, (4.0,), 1.0, q=0.2,
+          lr=0.2, t_grid=T_HEART),
+    MCase("heart4-mlp-lap-eps4", "heart4", "mlp", LAP, (4.0,), 5.0, t_grid=T_HEART),
+    MCase("heart4-mlp-gauss-eps20", "heart4", "mlp", GAU, (20.0,), 1.0, q=0.2, lr=0.2,
+          t_grid=T_HEART),
+    MCase("heart3-logreg-lap-eps2", "heart3", "logreg", LAP, (2.0,), 5.0, public="cleveland",
+          t_grid=T_HEART),
+    MCase("heart3-logreg-gauss-eps1", "heart3", "logreg", GAU, (1.0,), 1.0, q=0.2, lr=0.2,
+          public="cleveland", t_grid=T_HEART),
+    MCase("heart3-mlp-lap-eps10", "heart3", "mlp", LAP, (10.0,), 5.0, public="cleveland",
+          t_grid=T_HEART),
+    MCase("heart3-mlp-gauss-het2-20", "heart3", "mlp", GAU, (2.0, 8.0, 20.0), 1.0, q=0.2,
+          lr=0.2, public="cleveland", t_grid=T_HEART),
+    MCase("adult-mlp-gauss-eps2-N20", "adult", "mlp", GAU, (2.0,), 1.0, q=0.05, lr=0.2),
+    MCase("mnist-mlp-gauss-eps2-two-f0.5", "mnist_two-f0.5", "mlp", GAU, (2.0,), 5.0, q=0.02,
+          hidden=(64,), public="femnist-digits"),
+    MCase("mnist-mlp-lap-eps10-iid-f0.1", "mnist_iid-f0.1", "mlp", LAP, (10.0,), 100.0,
+          hidden=(64,), public="femnist-digits", max_t_points=8),
+    MCase("femnist-cnn-gauss-eps4-f0.05", "femnist-f0.05", "cnn", GAU, (4.0,), 5.0, q=0.05,
+          lr=0.1, t_grid=(5, 10, 20, 40), max_t_points=5, bs=(1, 2, 5, 10)),
+]
+
+
+def _plan(case: MCase, use: DataUse) -> dict[str, Any]:
+    """A plan from scratch (no cache), timed, with what it predicted and simulated."""
+    sc = case.scenario()
+    choice = ProxyChoice() if use is DataUse.CLEAR_PROXY else ProxyChoice(
+        use=use, public=public_proxy(str(case.public)), public_label=str(case.public))
+    started, cpu = time.perf_counter(), time.process_time()
+    plan = make_plan(sc, proxy=choice, use_cache=False)
+    r, shift = plan.recommended, plan.proxy_shift
+    return {"T": r.rounds, "b": r.clients_per_round, "q": r.sample_rate, "predicted": r.mean,
+            "stderr": r.stderr, "fitted": r.fitted, "useful": plan.useful,
+            "wall_s": time.perf_counter() - started, "cpu_s": time.process_time() - cpu,
+            "load": os.getloadavg()[0], "twin_rounds": plan.simulated_rounds,
+            "untrained": plan.untrained_loss, "proxy_std": shift.get("proxy_std"),
+            "proxy_range": shift.get("range"), "still_best": shift.get(
+                "recommended_still_best"), "simulated": plan.settings.get("simulated"),
+            "message": plan.message}
+
+
+def _run(case: MCase, data: Any, kernel: Kernel, t: int, b: int, q: float,
+         seed: int, repeats: int = REPEATS) -> list[float]:
+    config = case.scenario().sim_config(rounds=t, clients_per_round=b, sample_rate=q,
+                                        repeats=repeats, seed=seed, eval_every=max(1, t))
+    res = run_rounds(data.dataset, data.partition, config, kernel)
+    return [float(r["rounds"][-1]["test_loss"]) for r in res.runs]
+
+
+def _uses(case: MCase) -> list[DataUse]:
+    return [DataUse.CLEAR_PROXY] + ([DataUse.PUBLIC_PROXY] if case.public else [])
+
+
+def run_case(case: MCase, index: int, out: Path, *, grid: bool, plans: bool,
+             confirm: int = 0) -> None:
+    path = out / f"{case.name}.json"
+    doc: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {"runs": {}}
+    doc.setdefault("plans", {})
+    for use in _uses(case) if plans else []:
+        if use.value not in doc["plans"]:
+            doc["plans"][use.value] = _plan(case, use)
+            write_json_atomic(path, doc)
+    if not grid:
+        return
+    data, kernel = case.source().build(), case.kernel()
+    n, q = data.partition.num_clients, case.q if case.mechanism is GAU else 1.0
+    bs = list(case.bs or sorted({1, 2, 5, max(1, n // 2), n} & set(range(1, n + 1))))
+    seed = VALIDATION_SEED + index
+
+    def ensure(t: int, b: int, qq: float) -> None:
+        key = f"{t},{b},{qq:g}"
+        if key not in doc["runs"]:
+            started = time.process_time()
+            doc["runs"][key] = _run(case, data, kernel, t, b, qq, seed)
+            doc.setdefault("cpu_s", {})[key] = time.process_time() - started
+            write_json_atomic(path, doc)
+
+    for b in bs:  # T log-spaced, doubled while the largest T is the best of this b
+        ts = list(case.t_grid)
+        for t in ts:
+            ensure(t, b, q)
+        while len(ts) < case.max_t_points:
+            means = [float(np.mean(doc["runs"][f"{t},{b},{q:g}"])) for t in ts]
+            if not means[-1] < min(means[:-1]):
+                break
+            ts.append(2 * ts[-1])
+            ensure(ts[-1], b, q)
+    ensure(50, n, q)
+    ensure(10, 1, q)
+    for p in doc["plans"].values():
+        if p["T"] > 0:
+            ensure(p["T"], p["b"], p["q"])
+    doc["untrained"] = _untrained(case, data, kernel, seed)
+    doc["summary"] = summarise(doc, n, q)
+    write_json_atomic(path, doc)
+    if confirm:
+        _confirm(case, doc, data, kernel, seed=CONFIRM_SEED + index, repeats=confirm)
+        write_json_atomic(path, doc)
+
+
+def _confirm(case: MCase, doc: dict[str, Any], data: Any, kernel: Kernel, *, seed: int,
+             repeats: int) -> None:
+    """Re-run the 3 best schedules of the grid and the plans' schedules with ``repeats``
+    fresh repeats: the grid's best of many 3-repeat means is biased low (the winner's
+    curse); the confirmed regret compares the plans with them on new draws."""
+    means = {k: float(np.mean(v)) for k, v in doc["runs"].items()}
+    s = doc["summary"]
+    keys = sorted(means, key=lambda k: means[k])[:3] + [
+        s[use]["key"] for use in ("clear-proxy", "public-proxy") if use in s]
+    runs = doc.setdefault("confirm", {"repeats": repeats, "runs": {}})["runs"]
+    for key in dict.fromkeys(keys):
+        if key not in runs and key != "0,0,0":
+            t, b, q = key.split(",")
+            runs[key] = _run(case, data, kernel, int(t), int(b), float(q), seed, repeats)
+    cm = {k: float(np.mean(v)) for k, v in runs.items()}
+    if "0,0,0" in keys:
+        cm["0,0,0"] = doc["untrained"]
+    best = min(cm.values())
+    for use in ("clear-proxy", "public-proxy"):
+        if use in s:
+            s[use]["confirmed_regret"] = cm[s[use]["key"]] / best - 1
+
+
+def _untrained(case: MCase, data: Any, kernel: Kernel, seed: int) -> float:
+    """Mean test loss of the real runs' initial models (T = 0)."""
+    from fedqr.sim.loop import kernel_data
+
+    config = case.scenario().sim_config(rounds=1, clients_per_round=1, sample_rate=1.0,
+                                        repeats=REPEATS, seed=seed)
+    model = kernel.attach(kernel_data(data.dataset, data.partition, config, torch.device("cpu")))
+    theta = kernel.init(repeats=REPEATS, generator=torch.Generator().manual_seed(seed))
+    return float(np.mean(model.test_metrics(theta)[0]))
+
+
+def summarise(doc: dict[str, Any], n: int, q: float) -> dict[str, Any]:
+    runs = dict(doc["runs"])
+    if any(p["T"] == 0 for p in doc["plans"].values()):
+        runs["0,0,0"] = [doc["untrained"]] * REPEATS
+    means = {k: float(np.mean(v)) if all(math.isfinite(x) for x in v) else math.inf
+             for k, v in runs.items()}
+    best = min(means, key=lambda k: means[k])
+    ranked = sorted(means, key=lambda k: means[k])
+    out: dict[str, Any] = {"grid_best": best, "grid_best_loss": means[best],
+                           "schedules": len(runs), "untrained": doc["untrained"]}
+    for label, key in (("rule_bN_T50", f"50,{n},{q:g}"), ("rule_b1_T10", f"10,1,{q:g}")):
+        out[f"{label}_regret"] = means[key] / means[best] - 1
+    for use, p in doc["plans"].items():
+        key = f"{p['T']},{p['b']},{p['q']:g}" if p["T"] > 0 else "0,0,0"
+        out[use] = {"key": key, "loss": means[key], "regret": means[key] / means[best] - 1,
+                    "rank": ranked.index(key) + 1, "predicted": p["predicted"],
+                    "wall_s": p["wall_s"], "cpu_s": p["cpu_s"],
+                    "proxy_std": p.get("proxy_std")}
+    return out
+
+
+def report(out: Path) -> str:
+    """The finished cases of ``out`` as markdown (no computation)."""
+    lines = ["| scenario | data use | grid best (T, b, q): loss | plan: loss (predicted +- "
+             "proxy) | regret, rank | confirmed regret | plan time (CPU) | (b=N, T=50) | "
+             "(b=1, T=10) |", "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"]
+    for path in sorted(out.glob("*.json")):
+        doc = json.loads(path.read_text())
+        s = doc.get("summary")
+        if not s:
+            continue
+        for use in ("clear-proxy", "public-proxy"):
+            if use not in s:
+                continue
+            p = s[use]
+            spread = "" if p["proxy_std"] is None else f" +- {p['proxy_std']:.3f}"
+            conf = "" if "confirmed_regret" not in p else (
+                f"{p['confirmed_regret']:+.1%} ({doc['confirm']['repeats']} reps)")
+            lines.append(
+                f"| {path.stem} | {use} | ({s['grid_best']}): {s['grid_best_loss']:.4f} | "
+                f"({p['key']}): {p['loss']:.4f} ({p['predicted']:.4f}{spread}) | "
+                f"{p['regret']:+.1%}, {p['rank']}/{s['schedules']} | {conf} | {p['wall_s']:.0f} s "
+                f"({p['cpu_s']:.0f} s) | {s['rule_bN_T50_regret']:+.1%} | "
+                f"{s['rule_b1_T10_regret']:+.1%} |")
+    return "\n".join(lines)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--out", type=Path, default=Path("runs/planner-suite-models"))
+    ap.add_argument("--only", default=None, help="cases whose name contains this")
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--grid-only", action="store_true", help="the real runs only (no plan)")
+    ap.add_argument("--plans-only", action="store_true", help="the plans only (no real run)")
+    ap.add_argument("--report", action="store_true", help="print the table and stop")
+    ap.add_argument("--confirm", type=int, default=0, metavar="K",
+                    help="re-run the 3 best grid schedules and the plans with K fresh repeats")
+    args = ap.parse_args()
+    if args.report:
+        print(report(args.out))
+        return
+    torch.set_num_threads(args.threads)
+    args.out.mkdir(parents=True, exist_ok=True)
+    for i, case in enumerate(CASES):
+        if args.only and args.only not in case.name:
+            continue
+        started = time.perf_counter()
+        run_case(case, i, args.out, grid=not args.plans_only, plans=not args.grid_only,
+                 confirm=args.confirm)
+        print(f"{case.name:34s} done ({time.perf_counter() - started:.0f} s)", flush=True)
+    print(report(args.out))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,173 @@
+"""Proxy shift: how much the plan's prediction moves with what the proxy cannot know.
+
+The twin's standard error is Monte Carlo only. A proxy is one draw of rows (a share of the
+clients' data) or one split of public data into N clients whose label mixes are unknown.
+After the search, the plan's best schedules (:func:`candidates`) are simulated again on
+*alternative* proxies (:func:`alternatives`): other draws of the rows or the split, and for a
+public proxy split by the reported sizes also label-skewed splits of the same sizes
+(:data:`fedqr.planner.public.SKEW_ALPHA`). Every alternative, and the plan's own proxy as the
+reference, runs the candidates from one seed (common random numbers), so their differences
+are the proxy's. The plan reports each alternative's predicted loss of the recommended
+schedule, ``proxy_std`` (root mean square of its deviations from the reference), the range,
+and on how many alternatives the recommendation is still the best of the candidates.
+
+What this cannot measure: a public proxy from another source (FEMNIST's digits for MNIST)
+differs from the clients' data in ways no split of it shows; ``private-pilot`` checks the
+prediction on the clients' data (docs/planner.md measures how often it catches a misleading
+proxy).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+import torch
+
+from fedqr.data import ClientData
+from fedqr.planner.cache import cache_dir, load_memo, save_memo
+from fedqr.planner.proxy import ProxyChoice, Twin, build_twin, cost_model
+from fedqr.planner.public import SKEW_ALPHA, split_by_recipe
+from fedqr.planner.scenario import DataUse, Scenario
+from fedqr.planner.search import Prediction, Searcher, SearchSettings
+from fedqr.planner.twin_kernel import KernelProxy
+
+__all__ = ["SHIFT_BUDGET_SHARE", "Alternative", "alternatives", "candidates", "proxy_shift"]
+
+SHIFT_BUDGET_SHARE = 0.5
+"""A kernel twin's alternatives may take this share of the plan's time budget (estimated);
+the alternatives that do not fit are left out (the plan says how many ran)."""
+
+
+@dataclass(frozen=True)
+class Alternative:
+    """One alternative proxy: a redraw (``draw`` > 0) and optionally skewed label mixes."""
+
+    draw: int
+    label_alpha: float | None
+    label: str
+
+
+def alternatives(choice: ProxyChoice, *, n_clients: int, share: float | None,
+                 count: int | None) -> list[Alternative]:
+    """The alternative proxies of a plan (``count``: how many; ``None``: 4 for a public proxy
+    dealt by sizes (2 redraws, 2 label-skewed), 3 redraws of a public recipe, 2 redraws of a
+    clear proxy that reads a share of the rows, none when it reads them all)."""
+    if choice.use is DataUse.CLEAR_PROXY:
+        if share is not None and share >= 1:
+            return []
+        return [Alternative(j, None, f"clear proxy, row draw {j}")
+                for j in range(1, (2 if count is None else count) + 1)]
+    assert choice.public is not None  # checked by ProxyChoice
+    if split_by_recipe(choice.public, n_clients):
+        return [Alternative(j, None, f"public recipe, split draw {j}")
+                for j in range(1, (3 if count is None else count) + 1)]
+    n = 4 if count is None else count
+    return [Alternative(j // 2 + 1, None if j % 2 == 0 else SKEW_ALPHA,
+                        f"split by sizes, draw {j // 2 + 1}" + (
+                            "" if j % 2 == 0 else f", label-skewed (alpha {SKEW_ALPHA:g})"))
+            for j in range(n)]
+
+
+def candidates(predictions: list[Prediction], k: int = 3) -> list[Prediction]:
+    """The recommended schedule and the best schedule of each of the next ``k - 1`` arms."""
+    out: list[Prediction] = []
+    for p in predictions:
+        if p.rounds == 0 or not math.isfinite(p.mean):
+            continue
+        if all((p.clients_per_round, p.sample_rate) != (c.clients_per_round, c.sample_rate)
+               for c in out):
+            out.append(p)
+        if len(out) == k:
+            break
+    return out
+
+
+def _simulate(searcher: Searcher, chosen: list[Prediction]) -> dict[tuple[int, float, int], float]:
+    arms: dict[tuple[int, float], list[int]] = {}
+    for p in chosen:
+        arms.setdefault((p.clients_per_round, p.sample_rate), []).append(p.rounds)
+    for (b, q), ts in arms.items():
+        searcher.evaluate(b, q, ts)
+    return {(p.clients_per_round, p.sample_rate, p.rounds):
+            float(np.mean(searcher.memo[(p.clients_per_round, p.sample_rate, p.rounds)]))
+            for p in chosen}
+
+
+def _price(twin: Twin, chosen: list[Prediction], repeats: int) -> float:
+    """Estimated seconds of the candidates on one proxy (0 for the logistic twin)."""
+    if twin.size is None or not isinstance(twin.proxy, KernelProxy):
+        return 0.0
+    cost = cost_model(twin.proxy)
+    arms: dict[tuple[int, float], list[int]] = {}
+    for p in chosen:
+        arms.setdefault((p.clients_per_round, p.sample_rate), []).append(p.rounds)
+    return sum(cost.batch_s(b=b, q=q, horizons=ts, repeats=repeats) for (b, q), ts in arms.items())
+
+
+def proxy_shift(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,
+                sizes: np.ndarray, device: torch.device, settings: SearchSettings, twin: Twin,
+                predictions: list[Prediction], *, key: str, use_cache: bool,
+                repeats: int, count: int | None = None) -> dict[str, Any]:
+    """The proxy-shift block of a plan (module docstring); ``settings`` are the search's (its
+    seed and repeats), ``key`` the plan's cache key (the alternatives are cached beside it)."""
+    chosen = candidates(predictions)
+    share = twin.data_used.get("share") if choice.use is DataUse.CLEAR_PROXY else None
+    alts = alternatives(choice, n_clients=len(sizes), share=share, count=count)
+    out: dict[str, Any] = {"alternatives": [], "what": "the recommended schedule's predicted "
+                           "loss on other draws of the proxy (same twin draws)"}
+    if not chosen or not alts:
+        out["note"] = ("no trained schedule to check" if not chosen else
+                       "no alternative asked for (proxy_alternatives=0)" if count == 0 else
+                       "the twin reads every row of the clients: no other draw of the proxy")
+        return out
+    price = _price(twin, chosen, repeats)
+    budget = SHIFT_BUDGET_SHARE * twin.size.budget_s if twin.size is not None else math.inf
+    fits = len(alts) if price == 0 else int(budget // price) - 1  # the reference runs too
+    if fits < 1:
+        out["note"] = (f"left out for the time budget: one alternative is estimated at "
+                       f"{price:.1f} s, the budget for them is {budget:.1f} s")
+        return out
+    runs = [Alternative(0, None, "the plan's proxy (reference)"), *alts[:fits]]
+    losses = []
+    for alt in runs:
+        alt_twin = twin if alt.draw == 0 and alt.label_alpha is None else build_twin(
+            scenario, choice, real, sizes, device, settings, draw=alt.draw,
+            label_alpha=alt.label_alpha, size=twin.size)
+        path = cache_dir() / f"{key}-shift-{alt.draw}-{alt.label_alpha}.json"
+        memo = (load_memo(path) if use_cache and path.is_file() else None) or {}
+        searcher = Searcher(scenario=scenario, proxy=alt_twin.proxy,
+                            settings=replace(settings, repeats=repeats), device=device, memo=memo)
+        losses.append(_simulate(searcher, chosen))
+        if use_cache and searcher.simulated_rounds:
+            save_memo(path, searcher.memo)
+    return _summary(out, runs, losses, chosen, len(alts))
+
+
+def _summary(out: dict[str, Any], runs: list[Alternative],
+             losses: list[dict[tuple[int, float, int], float]], chosen: list[Prediction],
+             wanted: int) -> dict[str, Any]:
+    best = (chosen[0].clients_per_round, chosen[0].sample_rate, chosen[0].rounds)
+    ref = losses[0][best]
+    devs, still = [], 0
+    for alt, got in zip(runs[1:], losses[1:], strict=True):
+        winner = min(got, key=lambda k: got[k])
+        still += winner == best
+        devs.append(got[best] - ref)
+        out["alternatives"].append({
+            "proxy": alt.label, "loss": got[best],
+            "best_of_candidates": {"rounds": winner[2], "clients_per_round": winner[0],
+                                   "sample_rate": winner[1], "loss": got[winner]}})
+    values = [got[best] for got in losses]
+    out.update({
+        "reference_loss": ref,
+        "proxy_std": float(np.sqrt(np.mean(np.square(devs)))),
+        "range": [float(min(values)), float(max(values))],
+        "recommended_still_best": f"{still} of {len(devs)}",
+        "candidates": [{"rounds": p.rounds, "clients_per_round": p.clients_per_round,
+                        "sample_rate": p.sample_rate} for p in chosen]})
+    if len(devs) < wanted:
+        out["note"] = f"{wanted - len(devs)} of {wanted} alternatives left out for the budget"
+    return out

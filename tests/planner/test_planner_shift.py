@@ -1,0 +1,77 @@
+"""Proxy shift: the plan's best schedules on other draws of the proxy, in the plan."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from fedqr.data import DatasetName, DataSpec, FederatedData, PartitionKind
+from fedqr.data.source import OwnData
+from fedqr.planner import DataUse, ProxyChoice, Scenario, SearchSettings, make_plan
+from fedqr.planner.search import Prediction
+from fedqr.planner.shift import alternatives, candidates
+from fedqr.privacy import Mechanism
+from fedqr.sim.config import LearningRate
+
+SPEC = DataSpec(dataset=DatasetName.DIGITS, partition=PartitionKind.TWO_DIGITS, num_clients=4)
+FAST = SearchSettings(repeats=2, t_first=16, t_limit=64)
+SCENARIO = Scenario(data=SPEC, mechanism=Mechanism.LAPLACE, eps=(4.0,), clip=20.0,
+                    sample_rate=1.0, lr=LearningRate(eta0=0.3))
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEDQR_CACHE", str(tmp_path / "cache"))
+
+
+def _own() -> OwnData:
+    other = DataSpec(dataset=DatasetName.DIGITS, partition=PartitionKind.IID, num_clients=3,
+                     seed=5)
+    return OwnData(data=FederatedData.from_client_data(other.build()), seed=5)
+
+
+def test_alternatives_by_kind_of_proxy() -> None:
+    clear = ProxyChoice()
+    assert alternatives(clear, n_clients=4, share=1.0, count=None) == []
+    assert len(alternatives(clear, n_clients=4, share=0.5, count=None)) == 2
+    recipe = ProxyChoice(use=DataUse.PUBLIC_PROXY, public=SPEC)
+    assert [a.label_alpha for a in alternatives(recipe, n_clients=4, share=None,
+                                                count=None)] == [None] * 3
+    own = ProxyChoice(use=DataUse.PUBLIC_PROXY, public=_own())
+    alts = alternatives(own, n_clients=4, share=None, count=None)
+    assert [(a.draw, a.label_alpha is None) for a in alts] == [(1, True), (1, False),
+                                                                (2, True), (2, False)]
+
+
+def test_candidates_are_the_best_schedule_of_the_best_arms() -> None:
+    preds = [Prediction(10, 2, 1.0, 0.5, 0.01), Prediction(12, 2, 1.0, 0.51, 0.01),
+             Prediction(0, 0, 1.0, 0.52, 0.0), Prediction(8, 4, 1.0, 0.6, 0.01),
+             Prediction(5, 1, 1.0, 0.7, 0.01), Prediction(4, 3, 1.0, 0.8, 0.01)]
+    assert [(p.rounds, p.clients_per_round) for p in candidates(preds)] == [(10, 2), (8, 4),
+                                                                            (5, 1)]
+
+
+def test_public_proxy_plan_reports_its_shift_and_replans_from_the_cache() -> None:
+    choice = ProxyChoice(use=DataUse.PUBLIC_PROXY, public=_own(), public_label="digits-own")
+    plan = make_plan(SCENARIO, proxy=choice, settings=FAST)
+    shift = plan.proxy_shift
+    assert len(shift["alternatives"]) == 4
+    values = [a["loss"] for a in shift["alternatives"]] + [shift["reference_loss"]]
+    assert shift["range"] == [min(values), max(values)]
+    assert shift["proxy_std"] > 0  # other splits of the rows do move the prediction
+    rec = plan.recommended_dict(mechanism=SCENARIO.mechanism)
+    assert rec["predicted_test_loss"]["proxy_std"] == shift["proxy_std"]
+    assert "proxy shift" in plan.message
+    again = make_plan(SCENARIO, proxy=choice, settings=FAST)
+    assert again.from_cache and again.proxy_shift == shift
+
+
+def test_no_alternatives_when_asked_for_none_or_all_rows_are_read() -> None:
+    plan = make_plan(SCENARIO, settings=FAST, proxy=ProxyChoice(share=1.0))
+    assert plan.proxy_shift["alternatives"] == [] and "every row" in plan.proxy_shift["note"]
+    none = SearchSettings(repeats=2, t_first=16, t_limit=64, proxy_alternatives=0)
+    plan = make_plan(SCENARIO, settings=none, proxy=ProxyChoice(share=0.5))
+    assert plan.proxy_shift["alternatives"] == []
+    with pytest.raises(ValueError, match="proxy_alternatives must be >= 0"):
+        SearchSettings(proxy_alternatives=-1)
