@@ -11,6 +11,7 @@ import torch
 from fedqr.cli._common import err, floats, progress
 from fedqr.cli.data_options import load_own, parse_hidden
 from fedqr.data import DatasetName, DataSpec, PartitionKind
+from fedqr.data.presets import PRESETS, default_partition
 from fedqr.data.source import DataSource, OwnData
 from fedqr.models.factory import ModelName
 from fedqr.models.kernel import Kernel
@@ -111,9 +112,10 @@ def _public_source(*, proxy_data: Path | DataSource | None, proxy_dataset: Datas
     assert proxy_dataset is not None  # checked by proxy_choice
     d = scenario.data
     if isinstance(d, DataSpec) and proxy_classes is None:  # split by the deployment's recipe
+        by_writer = PartitionKind.BY_WRITER  # only a data set with writers splits by writer
         return DataSpec(dataset=proxy_dataset, partition=d.partition_kind
-                        if proxy_dataset is DatasetName.FEMNIST or d.partition_kind
-                        is not PartitionKind.BY_WRITER else PartitionKind.IID,
+                        if d.partition_kind is not by_writer
+                        or default_partition(proxy_dataset) is by_writer else PartitionKind.IID,
                         alpha=d.alpha, num_clients=d.num_clients, seed=seed,
                         data_dir=d.data_dir), proxy_dataset.value, "proxy_dataset"
     pool = FederatedData.from_client_data(DataSpec(
@@ -135,7 +137,8 @@ def _check_proxy_fits(public: DataSource, scenario: Scenario, *, option: str,
     if isinstance(public, OwnData):
         features, k = public.data.num_features, public.data.num_classes
     else:
-        features, k = _BUILTIN_IO[public.dataset]
+        preset = PRESETS[public.dataset]
+        features, k = preset.num_features, preset.num_classes
     try:
         check_fits(_Shape(num_features=features, num_classes=k), features=io[0],
                    classes=io[1], option=option)
@@ -150,11 +153,6 @@ def _check_proxy_fits(public: DataSource, scenario: Scenario, *, option: str,
 class _Shape:
     num_features: int
     num_classes: int
-
-
-_BUILTIN_IO = {DatasetName.MNIST: (784, 10), DatasetName.DIGITS: (64, 10),
-               DatasetName.FEMNIST: (784, 62)}
-"""(features, classes) of the built-in data sets."""
 
 
 def run_planner(scenario: Scenario, choice: ProxyChoice, *, twin_repeats: int | None,

@@ -36,18 +36,25 @@ class Preset:
     evaluations:
         ``None``: evaluate every round; else about this many evaluations per run (each is
         costly, e.g. the CNN's forward pass on a CPU).
+    num_features, num_classes:
+        One sample's features and the classes (known without loading the data).
     """
 
     partition: PartitionKind
     model: str
+    num_features: int
+    num_classes: int
     clip: Mapping[Mechanism, float] = field(default_factory=lambda: MappingProxyType({}))
     evaluations: int | None = None
 
 
 PRESETS: Mapping[DatasetName, Preset] = MappingProxyType({
-    DatasetName.MNIST: Preset(partition=PartitionKind.TWO_DIGITS, model="logreg"),
-    DatasetName.DIGITS: Preset(partition=PartitionKind.TWO_DIGITS, model="logreg"),
+    DatasetName.MNIST: Preset(partition=PartitionKind.TWO_DIGITS, model="logreg",
+                              num_features=784, num_classes=10),
+    DatasetName.DIGITS: Preset(partition=PartitionKind.TWO_DIGITS, model="logreg",
+                               num_features=64, num_classes=10),
     DatasetName.FEMNIST: Preset(partition=PartitionKind.BY_WRITER, model="cnn",
+                                num_features=784, num_classes=62,
                                 clip=MappingProxyType({Mechanism.LAPLACE: 200.0}),
                                 evaluations=20),
 })
