@@ -101,6 +101,44 @@ def _privacy_cost(use: DataUse) -> dict[str, Any]:
                     "recommends still spends exactly each client's budget"}
 
 
+def _clients(scenario: Scenario, choice: ProxyChoice, sizes: np.ndarray | None
+             ) -> tuple[ClientData | None, np.ndarray]:
+    """The clients' data (``None`` when only their reported ``sizes`` are known) and sizes."""
+    if sizes is None:
+        real = scenario.data.build()
+        return real, real.partition.sizes
+    real_sizes = np.asarray(sizes, dtype=np.int64)
+    if choice.use is not DataUse.PUBLIC_PROXY:
+        raise ValueError("sizes are given only to plan from a public proxy (the planner "
+                         "then never reads the clients' data)")
+    if real_sizes.shape != (scenario.num_clients,) or (real_sizes < 1).any():
+        raise ValueError(f"sizes must be {scenario.num_clients} positive client sizes, "
+                         f"got {real_sizes.tolist()}")
+    return None, real_sizes
+
+
+def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
+             cut_short: Any) -> str:
+    """What the plan says: the prediction (with its proxy shift and where the time budget
+    cut a falling loss short), or why no schedule helps."""
+    if not useful:
+        return (f"no schedule is predicted to help: the best predicted test loss "
+                f"{best.mean:.4f} is not {USEFUL_MARGIN:.0%} below the untrained model's "
+                f"{base:.4f}; the budget is too small for even one useful reply at this clip "
+                f"(raise eps, lower the clip, or use more data per client)")
+    message = (f"predicted test loss {best.mean:.4f} +- {best.stderr:.4f} at T={best.rounds}, "
+               f"b={best.clients_per_round}")
+    if shift.get("proxy_std") is not None:
+        message += (f"; proxy shift: +- {shift['proxy_std']:.4f} over "
+                    f"{len(shift['alternatives'])} other draws of the proxy, the schedule "
+                    f"stays the best of the candidates on {shift['recommended_still_best']}")
+    for b, q, t in cut_short:
+        if (b, q) == (best.clients_per_round, best.sample_rate):
+            message += (f"; the twin's time budget ended the search of b={b} at T={t}, where "
+                        f"the loss still fell: a larger time budget may find a larger T")
+    return message
+
+
 def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
               settings: SearchSettings | None = None, device: str | torch.device = "cpu",
               use_cache: bool = True, progress: Any = None,
@@ -138,19 +176,7 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     choice = proxy or ProxyChoice()
     st = settings or SearchSettings(seed=scenario.data.seed)
     dev = torch.device(device)
-    if sizes is None:
-        real: ClientData | None = scenario.data.build()
-        assert real is not None
-        real_sizes = real.partition.sizes
-    else:
-        real_sizes = np.asarray(sizes, dtype=np.int64)
-        if choice.use is not DataUse.PUBLIC_PROXY:
-            raise ValueError("sizes are given only to plan from a public proxy (the planner "
-                             "then never reads the clients' data)")
-        if real_sizes.shape != (scenario.num_clients,) or (real_sizes < 1).any():
-            raise ValueError(f"sizes must be {scenario.num_clients} positive client sizes, "
-                             f"got {real_sizes.tolist()}")
-        real = None
+    real, real_sizes = _clients(scenario, choice, sizes)
     twin = build_twin(scenario, choice, real, real_sizes, dev, st)
     proxy_doc = {"use": choice.use.value, "share": choice.share,
                  "public": None if choice.public is None else choice.public.identity()}
@@ -171,20 +197,7 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
                         count=st.proxy_alternatives)
     base = searcher.untrained_loss()
     useful = best.rounds > 0 and best.mean < (1 - USEFUL_MARGIN) * base
-    message = (f"predicted test loss {best.mean:.4f} +- {best.stderr:.4f} at T={best.rounds}, "
-               f"b={best.clients_per_round}" if useful else
-               f"no schedule is predicted to help: the best predicted test loss "
-               f"{best.mean:.4f} is not {USEFUL_MARGIN:.0%} below the untrained model's "
-               f"{base:.4f}; the budget is too small for even one useful reply at this clip "
-               f"(raise eps, lower the clip, or use more data per client)")
-    if useful and shift.get("proxy_std") is not None:
-        message += (f"; proxy shift: +- {shift['proxy_std']:.4f} over "
-                    f"{len(shift['alternatives'])} other draws of the proxy, the schedule "
-                    f"stays the best of the candidates on {shift['recommended_still_best']}")
-    for b, q, t in searcher.cut_short:
-        if (b, q) == (best.clients_per_round, best.sample_rate) and useful:
-            message += (f"; the twin's time budget ended the search of b={b} at T={t}, where "
-                        f"the loss still fell: a larger time budget may find a larger T")
+    message = _message(best, base, useful=useful, shift=shift, cut_short=searcher.cut_short)
     return Plan(recommended=best, predictions=predictions, untrained_loss=base, useful=useful,
                 message=message, data_used=twin.data_used,
                 privacy_cost=_privacy_cost(choice.use),
