@@ -208,9 +208,11 @@ def print_plan(plan: Plan, scenario: Scenario) -> None:
     shift = plan.proxy_shift
     if shift.get("proxy_std") is not None:
         lo, hi = shift["range"]
+        still = shift["recommended_still_best"]
         out.print(f"proxy shift: +- {shift['proxy_std']:.4f} over {len(shift['alternatives'])} "
-                  f"other draws of the proxy (range {lo:.4f} to {hi:.4f}); the schedule stays "
-                  f"the best of the candidates on {shift['recommended_still_best']}")
+                  f"other draws of the proxy (range {lo:.4f} to {hi:.4f})" + (
+                      "" if still is None else
+                      f"; the schedule stays the best of the candidates on {still}"))
     out.print(f"untrained model: {plan.untrained_loss:.4f}; data used: {plan.data_used['kind']} "
               f"({plan.data_used['rows']} rows); privacy cost of planning: "
               f"{plan.privacy_cost['note']}; {plan.simulated_rounds} twin rounds in "

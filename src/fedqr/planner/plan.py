@@ -178,9 +178,11 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
                f"{base:.4f}; the budget is too small for even one useful reply at this clip "
                f"(raise eps, lower the clip, or use more data per client)")
     if useful and shift.get("proxy_std") is not None:
+        still = shift["recommended_still_best"]
         message += (f"; proxy shift: +- {shift['proxy_std']:.4f} over "
-                    f"{len(shift['alternatives'])} other draws of the proxy, the schedule "
-                    f"stays the best of the candidates on {shift['recommended_still_best']}")
+                    f"{len(shift['alternatives'])} other draws of the proxy" + (
+                        "" if still is None else
+                        f", the schedule stays the best of the candidates on {still}"))
     for b, q, t in searcher.cut_short:
         if (b, q) == (best.clients_per_round, best.sample_rate) and useful:
             message += (f"; the twin's time budget ended the search of b={b} at T={t}, where "
