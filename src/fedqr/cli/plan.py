@@ -308,6 +308,9 @@ def plan(
     twin_repeats: Annotated[int | None, typer.Option(
         help="Twin repeats per schedule (>= 2; default 3 on 3,000 proxy rows or more, up to "
              "12 on fewer).")] = None,
+    twin_budget: Annotated[float | None, typer.Option(
+        help="Seconds (estimated) the twin of a model other than logreg may simulate "
+             "(default 12 per 1,000 proxy rows, 15 to 45).")] = None,
     seed: SeedOpt = 0,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     data_dir: DataDirOpt = None,
@@ -382,7 +385,8 @@ def plan(
                               proxy_classes=proxy_classes, client_column=client_column,
                               label_column=label_column)
         result = run_planner(scenario, choice, twin_repeats=twin_repeats,
-                             device=_device(device), use_cache=cache, pilot_share=pilot_share)
+                             device=_device(device), use_cache=cache, pilot_share=pilot_share,
+                             twin_budget=twin_budget)
     except (DataNotFoundError, OSError) as e:
         raise fail(str(e), code=1) from None
     except ValueError as e:

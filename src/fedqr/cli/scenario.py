@@ -157,11 +157,16 @@ _BUILTIN_IO = {DatasetName.MNIST: (784, 10), DatasetName.DIGITS: (64, 10),
 
 
 def run_planner(scenario: Scenario, choice: ProxyChoice, *, twin_repeats: int | None,
-                device: torch.device, use_cache: bool, pilot_share: float | None) -> Plan:
+                device: torch.device, use_cache: bool, pilot_share: float | None,
+                twin_budget: float | None = None) -> Plan:
     """Plan with a progress bar; a private pilot plans for the budget left after it."""
     if twin_repeats is not None and twin_repeats < 2:
         raise ValueError(f"twin_repeats must be >= 2, got twin_repeats={twin_repeats}")
-    settings = SearchSettings(repeats=twin_repeats, seed=scenario.data.seed)
+    if twin_budget is not None and not 0 < twin_budget < float("inf"):
+        raise ValueError(f"twin_budget must be > 0 seconds and finite, got "
+                         f"twin_budget={twin_budget}")
+    settings = SearchSettings(repeats=twin_repeats, seed=scenario.data.seed,
+                              time_budget_s=twin_budget)
     with progress("planning") as bar:
         task = bar.add_task("twin", total=None)
 
