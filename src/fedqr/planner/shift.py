@@ -36,9 +36,10 @@ from fedqr.planner.twin_kernel import KernelProxy
 
 __all__ = ["SHIFT_BUDGET_SHARE", "Alternative", "alternatives", "candidates", "proxy_shift"]
 
-SHIFT_BUDGET_SHARE = 0.5
-"""A kernel twin's alternatives may take this share of the plan's time budget (estimated);
-the alternatives that do not fit are left out (the plan says how many ran)."""
+SHIFT_BUDGET_SHARE = 1.0
+"""A kernel twin's alternatives (and their reference) may take this share of the plan's time
+budget (estimated), on top of the search: the candidates on as many alternatives as fit, else
+the recommended schedule alone; what does not fit is left out and the plan says so."""
 
 
 @dataclass(frozen=True)
