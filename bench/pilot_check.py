@@ -164,8 +164,8 @@ def replicate(case: PCase, r: int) -> dict[str, Any]:
 
 
 def summary(docs: dict[str, list[dict[str, Any]]]) -> str:
-    lines = ["| case | flagged | real / predicted - 1 | plan vs clear-proxy plan | "
-             "misleads |", "| --- | --- | --- | --- | --- |"]
+    lines = ["| case | flagged | pilot z | real / predicted - 1 | plan vs clear-proxy plan | "
+             "misleads |", "| --- | --- | --- | --- | --- | --- |"]
     caught = [0, 0]
     alarms = [0, 0]
     for name, reps in docs.items():
@@ -175,7 +175,9 @@ def summary(docs: dict[str, list[dict[str, Any]]]) -> str:
         for x, m in zip(reps, bad, strict=True):
             (caught if m else alarms)[0] += x["flagged"]
             (caught if m else alarms)[1] += 1
+        zs = [x["pilot"].get("check", {}).get("z") for x in reps]
         lines.append(f"| {name} | {sum(x['flagged'] for x in reps)}/{len(reps)} | "
+                     f"{', '.join('-' if z is None else f'{z:+.1f}' for z in zs)} | "
                      f"{', '.join(f'{e:+.0%}' for e in err)} | "
                      f"{', '.join(f'{g:+.1%}' for g in reg)} | {sum(bad)}/{len(reps)} |")
     lines.append(f"\ncaught {caught[0]} of {caught[1]} misleading replicates; false alarms "
@@ -189,10 +191,11 @@ def main() -> None:
     ap.add_argument("--replicates", type=int, default=3)
     ap.add_argument("--only", default=None)
     ap.add_argument("--report", action="store_true")
+    ap.add_argument("--file", default="pilot.json", help="results file in --out")
     args = ap.parse_args()
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
-    path = args.out / "pilot.json"
+    path = args.out / args.file
     docs: dict[str, list[dict[str, Any]]] = json.loads(path.read_text()) if path.is_file() \
         else {}
     for case in [] if args.report else CASES:

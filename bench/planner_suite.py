@@ -13,6 +13,10 @@ for the fixed rules. Resumable: every finished run is stored in ``OUT/<scenario>
 
     python bench/planner_suite.py --out runs/planner-suite [--only NAME] [--threads 2]
                                   [--grid-only] [--held-out COUNT --held-out-seed S]
+
+The scenarios of real deployments -- a user's data file (heart disease, Adult), MLPs and the
+paper's CNN, public proxies from another source (Cleveland's file, FEMNIST's digits for
+MNIST) -- are in ``bench/planner_suite_models.py`` (same protocol, both data uses).
 """
 
 from __future__ import annotations

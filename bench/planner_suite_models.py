@@ -35,7 +35,7 @@ from planner_workloads import deployment, public_proxy  # bench/ is on sys.path 
 from fedqr.data.source import DataSource
 from fedqr.models.kernel import Kernel
 from fedqr.models.zoo import make_kernel
-from fedqr.planner import DataUse, ProxyChoice, Scenario, make_plan
+from fedqr.planner import DataUse, ProxyChoice, Scenario, SearchSettings, make_plan
 from fedqr.privacy import Mechanism
 from fedqr.sim.config import LearningRate
 from fedqr.sim.loop import run_rounds
@@ -64,6 +64,7 @@ class MCase:
     t_grid: tuple[int, ...] = T_GRID
     max_t_points: int = 9
     bs: tuple[int, ...] | None = None  # the grid's b (None: 1, 2, 5, N/2, N)
+    budget_s: float | None = None  # also plan (clear proxy) with this twin time budget
 
     def source(self) -> DataSource:
         return deployment(self.workload)
@@ -100,17 +101,18 @@ CASES = [
     MCase("mnist-mlp-lap-eps10-iid-f0.1", "mnist_iid-f0.1", "mlp", LAP, (10.0,), 100.0,
           hidden=(64,), public="femnist-digits", max_t_points=8),
     MCase("femnist-cnn-gauss-eps4-f0.05", "femnist-f0.05", "cnn", GAU, (4.0,), 5.0, q=0.05,
-          lr=0.1, t_grid=(5, 10, 20, 40), max_t_points=5, bs=(1, 2, 5, 10)),
+          lr=0.1, t_grid=(5, 10, 20, 40), max_t_points=5, bs=(1, 2, 5, 10), budget_s=300.0),
 ]
 
 
-def _plan(case: MCase, use: DataUse) -> dict[str, Any]:
+def _plan(case: MCase, use: DataUse, budget_s: float | None) -> dict[str, Any]:
     """A plan from scratch (no cache), timed, with what it predicted and simulated."""
     sc = case.scenario()
     choice = ProxyChoice() if use is DataUse.CLEAR_PROXY else ProxyChoice(
         use=use, public=public_proxy(str(case.public)), public_label=str(case.public))
     started, cpu = time.perf_counter(), time.process_time()
-    plan = make_plan(sc, proxy=choice, use_cache=False)
+    plan = make_plan(sc, proxy=choice, use_cache=False,
+                     settings=SearchSettings(time_budget_s=budget_s))
     r, shift = plan.recommended, plan.proxy_shift
     return {"T": r.rounds, "b": r.clients_per_round, "q": r.sample_rate, "predicted": r.mean,
             "stderr": r.stderr, "fitted": r.fitted, "useful": plan.useful,
@@ -130,8 +132,14 @@ def _run(case: MCase, data: Any, kernel: Kernel, t: int, b: int, q: float,
     return [float(r["rounds"][-1]["test_loss"]) for r in res.runs]
 
 
-def _uses(case: MCase) -> list[DataUse]:
-    return [DataUse.CLEAR_PROXY] + ([DataUse.PUBLIC_PROXY] if case.public else [])
+def _uses(case: MCase) -> dict[str, tuple[DataUse, float | None]]:
+    """The plans of a case by label: each data use, and a larger budget if the case has one."""
+    out = {DataUse.CLEAR_PROXY.value: (DataUse.CLEAR_PROXY, None)}
+    if case.public:
+        out[DataUse.PUBLIC_PROXY.value] = (DataUse.PUBLIC_PROXY, None)
+    if case.budget_s:
+        out[f"clear-proxy, budget {case.budget_s:g} s"] = (DataUse.CLEAR_PROXY, case.budget_s)
+    return out
 
 
 def run_case(case: MCase, index: int, out: Path, *, grid: bool, plans: bool,
@@ -139,9 +147,9 @@ def run_case(case: MCase, index: int, out: Path, *, grid: bool, plans: bool,
     path = out / f"{case.name}.json"
     doc: dict[str, Any] = json.loads(path.read_text()) if path.is_file() else {"runs": {}}
     doc.setdefault("plans", {})
-    for use in _uses(case) if plans else []:
-        if use.value not in doc["plans"]:
-            doc["plans"][use.value] = _plan(case, use)
+    for label, (use, budget) in _uses(case).items() if plans else []:
+        if label not in doc["plans"]:
+            doc["plans"][label] = _plan(case, use, budget)
             write_json_atomic(path, doc)
     if not grid:
         return
@@ -189,7 +197,7 @@ def _confirm(case: MCase, doc: dict[str, Any], data: Any, kernel: Kernel, *, see
     means = {k: float(np.mean(v)) for k, v in doc["runs"].items()}
     s = doc["summary"]
     keys = sorted(means, key=lambda k: means[k])[:3] + [
-        s[use]["key"] for use in ("clear-proxy", "public-proxy") if use in s]
+        s[use]["key"] for use in doc["plans"]]
     runs = doc.setdefault("confirm", {"repeats": repeats, "runs": {}})["runs"]
     for key in dict.fromkeys(keys):
         if key not in runs and key != "0,0,0":
@@ -199,9 +207,8 @@ def _confirm(case: MCase, doc: dict[str, Any], data: Any, kernel: Kernel, *, see
     if "0,0,0" in keys:
         cm["0,0,0"] = doc["untrained"]
     best = min(cm.values())
-    for use in ("clear-proxy", "public-proxy"):
-        if use in s:
-            s[use]["confirmed_regret"] = cm[s[use]["key"]] / best - 1
+    for use in doc["plans"]:
+        s[use]["confirmed_regret"] = cm[s[use]["key"]] / best - 1
 
 
 def _untrained(case: MCase, data: Any, kernel: Kernel, seed: int) -> float:
@@ -246,9 +253,7 @@ def report(out: Path) -> str:
         s = doc.get("summary")
         if not s:
             continue
-        for use in ("clear-proxy", "public-proxy"):
-            if use not in s:
-                continue
+        for use in doc["plans"]:
             p = s[use]
             spread = "" if p["proxy_std"] is None else f" +- {p['proxy_std']:.3f}"
             conf = "" if "confirmed_regret" not in p else (

@@ -175,3 +175,11 @@ def test_proxy_classes_need_a_public_proxy(tmp_path: Path) -> None:
     res = runner.invoke(app, ["plan", *MNIST, "--proxy-classes", "0-9"])
     assert res.exit_code == 2
     assert "proxy_classes needs --data-use public-proxy" in " ".join(res.output.split())
+
+
+def test_a_bad_twin_budget_exits_2(tmp_path: Path) -> None:
+    png = tmp_path / "p.png"
+    res = runner.invoke(app, ["plan", *MNIST, "--twin-budget", "0", "--plot", str(png)])
+    assert res.exit_code == 2
+    assert "twin_budget must be > 0 seconds" in " ".join(res.output.split())
+    assert not png.exists()

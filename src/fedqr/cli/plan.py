@@ -202,6 +202,9 @@ _PilotShareOpt = Annotated[float | None, typer.Option(
 _TwinRepeatsOpt = Annotated[int | None, typer.Option(
         help="Twin repeats per schedule (>= 2; default 3 on 3,000 proxy rows or more, up to "
              "12 on fewer).")]
+_TwinBudgetOpt = Annotated[float | None, typer.Option(
+        help="Seconds (estimated) the twin of a model other than logreg may simulate "
+             "(default 12 per 1,000 proxy rows, 15 to 45).")]
 _DeviceOpt = Annotated[str, typer.Option(help="auto, cpu or cuda.")]
 _AsJsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 _PlotOpt = Annotated[Path | None, typer.Option(
@@ -249,6 +252,7 @@ def plan(
     proxy_classes: ProxyClassesOpt = None,
     pilot_share: _PilotShareOpt = None,
     twin_repeats: _TwinRepeatsOpt = None,
+    twin_budget: _TwinBudgetOpt = None,
     seed: SeedOpt = 0,
     device: _DeviceOpt = "auto",
     data_dir: DataDirOpt = None,
@@ -327,7 +331,7 @@ def _plan_twin(o: dict[str, Any]) -> None:
                               label_column=o["label_column"])
         result = run_planner(scenario, choice, twin_repeats=o["twin_repeats"],
                              device=_device(o["device"]), use_cache=o["cache"],
-                             pilot_share=o["pilot_share"])
+                             pilot_share=o["pilot_share"], twin_budget=o["twin_budget"])
     except (DataNotFoundError, OSError) as e:
         raise fail(str(e), code=1) from None
     except ValueError as e:

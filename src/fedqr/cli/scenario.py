@@ -156,11 +156,16 @@ class _Shape:
 
 
 def run_planner(scenario: Scenario, choice: ProxyChoice, *, twin_repeats: int | None,
-                device: torch.device, use_cache: bool, pilot_share: float | None) -> Plan:
+                device: torch.device, use_cache: bool, pilot_share: float | None,
+                twin_budget: float | None = None) -> Plan:
     """Plan with a progress bar; a private pilot plans for the budget left after it."""
     if twin_repeats is not None and twin_repeats < 2:
         raise ValueError(f"twin_repeats must be >= 2, got twin_repeats={twin_repeats}")
-    settings = SearchSettings(repeats=twin_repeats, seed=scenario.data.seed)
+    if twin_budget is not None and not 0 < twin_budget < float("inf"):
+        raise ValueError(f"twin_budget must be > 0 seconds and finite, got "
+                         f"twin_budget={twin_budget}")
+    settings = SearchSettings(repeats=twin_repeats, seed=scenario.data.seed,
+                              time_budget_s=twin_budget)
     with progress("planning") as bar:
         task = bar.add_task("twin", total=None)
 
@@ -207,9 +212,11 @@ def print_plan(plan: Plan, scenario: Scenario) -> None:
     shift = plan.proxy_shift
     if shift.get("proxy_std") is not None:
         lo, hi = shift["range"]
+        still = shift["recommended_still_best"]
         out.print(f"proxy shift: +- {shift['proxy_std']:.4f} over {len(shift['alternatives'])} "
-                  f"other draws of the proxy (range {lo:.4f} to {hi:.4f}); the schedule stays "
-                  f"the best of the candidates on {shift['recommended_still_best']}")
+                  f"other draws of the proxy (range {lo:.4f} to {hi:.4f})" + (
+                      "" if still is None else
+                      f"; the schedule stays the best of the candidates on {still}"))
     out.print(f"untrained model: {plan.untrained_loss:.4f}; data used: {plan.data_used['kind']} "
               f"({plan.data_used['rows']} rows); privacy cost of planning: "
               f"{plan.privacy_cost['note']}; {plan.simulated_rounds} twin rounds in "

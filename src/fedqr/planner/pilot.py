@@ -5,13 +5,15 @@ data, the rest ``1 - s`` is what the plan (and the real run) may spend (basic co
 the two runs). The twin plans for the rest on a public proxy; the pilot then runs the plan's
 b and q for ``max(1, round(s T))`` rounds at the pilot budget -- the same reply count per
 unit of budget, so the same per-reply noise for Laplace -- with every reply charged to the
-clients' ledgers, and compares its test loss with the twin's prediction for that pilot. A
-pilot much worse than predicted means the proxy does not represent the clients' data.
+clients' ledgers, and compares its test loss with the twin's prediction for that pilot
+(:func:`pilot_check`: one run against the twin's prediction interval for one run). A pilot
+much worse than predicted means the proxy does not represent the clients' data.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import math
 from typing import Any
 
 import numpy as np
@@ -24,9 +26,33 @@ from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import Searcher, SearchSettings
 from fedqr.sim.loop import run_rounds
 
-__all__ = ["plan_with_pilot", "split_budget"]
+__all__ = ["pilot_check", "plan_with_pilot", "split_budget"]
 
 PILOT_SEED_OFFSET = 7919
+PILOT_REPEATS = 12
+"""Twin repeats of the pilot's prediction: the check needs the spread of one run."""
+PILOT_QUANTILE = 0.995
+"""One-sided level of the prediction interval a pilot run must fall in."""
+
+
+def pilot_check(achieved: float, *, mean: float, stderr: float, repeats: int) -> dict[str, Any]:
+    """Whether one pilot run's test loss is within the twin's prediction for one run.
+
+    The twin's ``repeats`` runs of the pilot schedule have mean ``mean`` and standard error
+    ``stderr``, so one run's spread is ``s = stderr sqrt(K)``; the one-sided 99.5% prediction
+    interval of a new run is ``mean + t(0.995, K - 1) s sqrt(1 + 1/K)``. A pilot above it (or
+    diverged) says the proxy does not represent the clients (``ok`` False).
+    """
+    from scipy.stats import t as student_t
+
+    k = max(2, int(repeats))
+    scale = stderr * math.sqrt(k) * math.sqrt(1 + 1 / k)
+    limit = mean + float(student_t.ppf(PILOT_QUANTILE, k - 1)) * scale
+    z = (achieved - mean) / scale if scale > 0 else (math.inf if achieved > mean else 0.0)
+    return {"ok": bool(np.isfinite(achieved)) and achieved <= limit, "limit": limit,
+            "z": z if math.isfinite(z) else None, "twin_repeats": k,
+            "rule": f"one run within the twin's one-sided {PILOT_QUANTILE:.1%} prediction "
+                    f"interval (t with {k - 1} degrees of freedom)"}
 
 
 def split_budget(scenario: Scenario, share: float) -> tuple[Scenario, Scenario]:
@@ -58,9 +84,7 @@ def plan_with_pilot(scenario: Scenario, *, proxy: ProxyChoice, settings: SearchS
     real = scenario.data.build()
     twin = build_twin(pilot_sc, proxy, real, real.partition.sizes, device, settings)
     searcher = Searcher(scenario=pilot_sc, proxy=twin.proxy, device=device,
-                        settings=settings if twin.size is None else dataclasses.replace(
-                            settings, repeats=twin.size.repeats,
-                            t_first=twin.size.t_first or settings.t_first))
+                        settings=dataclasses.replace(settings, repeats=PILOT_REPEATS))
     searcher.evaluate(r.clients_per_round, r.sample_rate, [t_pilot])
     predicted = searcher.predictions()[0]
     config = pilot_sc.sim_config(rounds=t_pilot, clients_per_round=r.clients_per_round,
@@ -72,11 +96,13 @@ def plan_with_pilot(scenario: Scenario, *, proxy: ProxyChoice, settings: SearchS
     result = run_rounds(real.dataset, real.partition, config, kernel, device=device)
     achieved = float(result.runs[0]["rounds"][-1]["test_loss"])
     spent = [c["epsilon_spent"] for c in result.clients]
-    tolerance = 3 * predicted.stderr + 0.1 * predicted.mean
-    ok = bool(np.isfinite(achieved)) and achieved <= predicted.mean + tolerance
+    check = pilot_check(achieved, mean=predicted.mean, stderr=predicted.stderr,
+                        repeats=searcher.repeats)
+    ok = check["ok"]
     pilot = {"rounds": t_pilot, "clients_per_round": r.clients_per_round,
              "sample_rate": r.sample_rate, "achieved_test_loss": achieved,
              "predicted_test_loss": {"mean": predicted.mean, "stderr": predicted.stderr},
+             "check": {k: v for k, v in check.items() if k != "ok"},
              "proxy_represents_clients": ok}
     message = plan.message + ("" if ok else (
         f"; WARNING: the private pilot's test loss {achieved:.4f} is worse than the twin "

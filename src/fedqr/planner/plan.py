@@ -129,9 +129,11 @@ def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
     message = (f"predicted test loss {best.mean:.4f} +- {best.stderr:.4f} at T={best.rounds}, "
                f"b={best.clients_per_round}")
     if shift.get("proxy_std") is not None:
+        still = shift["recommended_still_best"]
         message += (f"; proxy shift: +- {shift['proxy_std']:.4f} over "
-                    f"{len(shift['alternatives'])} other draws of the proxy, the schedule "
-                    f"stays the best of the candidates on {shift['recommended_still_best']}")
+                    f"{len(shift['alternatives'])} other draws of the proxy" + (
+                        "" if still is None else
+                        f", the schedule stays the best of the candidates on {still}"))
     for b, q, t in cut_short:
         if (b, q) == (best.clients_per_round, best.sample_rate):
             message += (f"; the twin's time budget ended the search of b={b} at T={t}, where "
