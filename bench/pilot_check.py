@@ -16,6 +16,7 @@ the share of misleading replicates flagged (catch rate) and of the others flagge
 alarms). Logistic regression (the cheap twin), so the cost is the real runs and the plans.
 
     python bench/pilot_check.py --out runs/pilot-check [--replicates 3] [--only NAME]
+                                [--pilot-share 0.2] [--file pilot.json]
 """
 
 from __future__ import annotations
@@ -139,14 +140,14 @@ def _real(sc: Scenario, t: int, b: int, q: float, seed: int) -> float:
     return float(np.mean([r["rounds"][-1]["test_loss"] for r in res.runs]))
 
 
-def replicate(case: PCase, r: int) -> dict[str, Any]:
+def replicate(case: PCase, r: int, share: float = PILOT_SHARE) -> dict[str, Any]:
     sc = case.scenario(r)
     settings = SearchSettings(seed=r)
     choice = ProxyChoice(use=DataUse.PUBLIC_PROXY, public=case.proxy(r), public_label="proxy")
     started = time.perf_counter()
     plan = plan_with_pilot(sc, proxy=choice, settings=settings, device=torch.device("cpu"),
-                           use_cache=True, progress=None, pilot_share=PILOT_SHARE)
-    _, rest = split_budget(sc, PILOT_SHARE)
+                           use_cache=True, progress=None, pilot_share=share)
+    _, rest = split_budget(sc, share)
     clear = make_plan(rest, settings=settings, use_cache=True).recommended
     rec, pilot = plan.recommended, plan.data_used["pilot"]
     seed = 2000 + r
@@ -192,6 +193,7 @@ def main() -> None:
     ap.add_argument("--only", default=None)
     ap.add_argument("--report", action="store_true")
     ap.add_argument("--file", default="pilot.json", help="results file in --out")
+    ap.add_argument("--pilot-share", type=float, default=PILOT_SHARE)
     args = ap.parse_args()
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -203,7 +205,7 @@ def main() -> None:
             continue
         reps = docs.setdefault(case.name, [])
         while len(reps) < args.replicates:
-            reps.append(replicate(case, len(reps)))
+            reps.append(replicate(case, len(reps), args.pilot_share))
             write_json_atomic(path, docs)
             x = reps[-1]
             print(f"{case.name} r{len(reps) - 1}: flagged {x['flagged']}, predicted "

@@ -60,3 +60,9 @@ def test_a_proxy_that_misleads_grossly_is_flagged_and_a_faithful_one_is_not(
     assert pilot["check"]["twin_repeats"] == 12
     assert pilot["proxy_represents_clients"] is not flagged
     assert ("WARNING" in plan.message) is flagged
+
+
+def test_a_pilot_far_better_than_predicted_is_noted_not_flagged() -> None:
+    check = pilot_check(0.5, mean=1.0, stderr=0.01, repeats=12)
+    assert check["ok"] and check["better"]
+    assert not pilot_check(0.99, mean=1.0, stderr=0.01, repeats=12)["better"]

@@ -41,7 +41,8 @@ def pilot_check(achieved: float, *, mean: float, stderr: float, repeats: int) ->
     The twin's ``repeats`` runs of the pilot schedule have mean ``mean`` and standard error
     ``stderr``, so one run's spread is ``s = stderr sqrt(K)``; the one-sided 99.5% prediction
     interval of a new run is ``mean + t(0.995, K - 1) s sqrt(1 + 1/K)``. A pilot above it (or
-    diverged) says the proxy does not represent the clients (``ok`` False).
+    diverged) says the proxy does not represent the clients (``ok`` False); one as far below
+    the mean (``better``) that the prediction is pessimistic.
     """
     from scipy.stats import t as student_t
 
@@ -50,6 +51,7 @@ def pilot_check(achieved: float, *, mean: float, stderr: float, repeats: int) ->
     limit = mean + float(student_t.ppf(PILOT_QUANTILE, k - 1)) * scale
     z = (achieved - mean) / scale if scale > 0 else (math.inf if achieved > mean else 0.0)
     return {"ok": bool(np.isfinite(achieved)) and achieved <= limit, "limit": limit,
+            "better": bool(achieved < 2 * mean - limit),
             "z": z if math.isfinite(z) else None, "twin_repeats": k,
             "rule": f"one run within the twin's one-sided {PILOT_QUANTILE:.1%} prediction "
                     f"interval (t with {k - 1} degrees of freedom)"}
@@ -107,7 +109,10 @@ def plan_with_pilot(scenario: Scenario, *, proxy: ProxyChoice, settings: SearchS
     message = plan.message + ("" if ok else (
         f"; WARNING: the private pilot's test loss {achieved:.4f} is worse than the twin "
         f"predicted ({predicted.mean:.4f} +- {predicted.stderr:.4f}): the public proxy may "
-        f"not represent the clients' data"))
+        f"not represent the clients' data")) + ("" if not check["better"] else (
+        f"; note: the private pilot's test loss {achieved:.4f} is better than the twin "
+        f"predicted ({predicted.mean:.4f}): the public proxy is harder than the clients' data "
+        f"and the predicted loss pessimistic (its ranking of schedules may still hold)"))
     data_used = {**plan.data_used, "kind": DataUse.PRIVATE_PILOT.value, "pilot": pilot}
     cost = {"epsilon": spent, "delta": list(pilot_sc.client_delta()),
             "note": f"one pilot run charged on the clients' ledgers ({pilot_share:.0%} of each "
