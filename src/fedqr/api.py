@@ -18,9 +18,8 @@ import torch
 from fedqr.data import DataSpec, FederatedData
 from fedqr.data.presets import default_clip, default_eval_every
 from fedqr.data.source import DataSource, OwnData
-from fedqr.models.kernel import Kernel
 from fedqr.models.losses import LossFn
-from fedqr.models.workload import Model, kernel_for
+from fedqr.models.workload import Model, Workload
 from fedqr.planner import DataUse, Plan, ProxyChoice, Scenario, SearchSettings, make_plan
 from fedqr.privacy import Accountant, Mechanism, mechanism_for
 from fedqr.sim.config import (
@@ -102,12 +101,6 @@ def _source(data: FederatedData | DataSpec | DataSource, seed: int) -> DataSourc
     raise TypeError(f"data must be a FederatedData or a DataSpec, got {type(data).__name__}")
 
 
-def _kernel(model: Model | None, source: DataSource, client_data: Any, *,
-            hidden: Sequence[int], loss_fn: LossFn | None) -> Kernel:
-    return kernel_for(model, client_data.dataset, preset=source.dataset, hidden=hidden,
-                      loss_fn=loss_fn)
-
-
 def simulate(
     *, data: FederatedData | DataSpec | DataSource, model: Model | None = None,
     mechanism: Mechanism | str = Mechanism.GAUSSIAN, eps: float | Sequence[float] = 1.0,
@@ -156,8 +149,8 @@ def simulate(
         raise ValueError("give rounds and clients_per_round, or schedule=a PlanResult, got "
                          f"rounds={rounds}, clients_per_round={clients_per_round}")
     source = _source(data, seed)
-    client_data = source.build()
-    kernel = _kernel(model, source, client_data, hidden=hidden, loss_fn=loss_fn)
+    work = Workload.of(source, model, hidden=hidden, loss_fn=loss_fn)
+    client_data, kernel = work.build(), work.kernel
     q = sample_rate if sample_rate is not None else mechanism_for(mech).default_sample_rate
     train_eval, train_eval_rows = parse_train_eval(eval_train)
     config = SimConfig(
@@ -216,8 +209,8 @@ def plan(
         accountant=Accountant(accountant), rounds=rounds, clients_per_round=clients_per_round,
         lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay),
         weight_decay=weight_decay, aggregation=aggregation,
-        kernel=None if model is None else _kernel(model, source, source.build(),
-                                                  hidden=hidden, loss_fn=None))
+        kernel=None if model is None else Workload.of(source, model,
+                                                  hidden=hidden).kernel)
     if use is DataUse.CLEAR_PROXY:
         if proxy is not None:
             raise ValueError("proxy needs data_use='public-proxy', got data_use='clear-proxy'")
