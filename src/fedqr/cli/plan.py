@@ -5,6 +5,7 @@
 # "from __future__ import annotations" (typer reads the options from the annotations at
 # every start; strings would cost ~1,000 compiles and evals, a tenth of the budget).
 import json
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated, Any
 
@@ -21,7 +22,6 @@ from fedqr._enums import (
     PartitionKind,
     Rounding,
 )
-from fedqr._validate import int_or_auto, rate_or_auto
 from fedqr.cli._common import (
     check_out_file,
     err,
@@ -282,6 +282,8 @@ def plan(
                     sample_rate=q, weight_decay=weight_decay, proxy_fraction=proxy_fraction,
                     seed=seed, data_dir=data_dir, cache=cache, as_json=as_json, plot=plot)
         return
+    if ctx.args and ctx.args[0].startswith("--"):
+        raise fail(f"no such option: {ctx.args[0]}")
     if ctx.args:
         raise fail(f"unexpected argument {ctx.args[0]!r}: the twin plans one scenario; give "
                    "per-client budgets as --eps 1,2,... (several budgets: run plan once per "
@@ -290,63 +292,41 @@ def plan(
 
 
 def _plan_twin(o: dict[str, Any]) -> None:
-    """``--method twin``: plan one scenario with the twin (``o``: the options of :func:`plan`)."""
-    from fedqr.cli._common import device as _device
-    from fedqr.cli.scenario import (
-        plan_document,
-        print_plan,
-        proxy_choice,
-        run_planner,
-        scenario_from_options,
-        workload,
-    )
+    """``--method twin``: plan one scenario with the twin (``o``: the options of :func:`plan`).
+
+    A repeated plan is answered from its stored document without importing the planner
+    (:mod:`fedqr.cli.plan_cache`), except with ``--plot``, which needs the planner's
+    predictions (its answer is stored all the same)."""
+    from fedqr.cli import plan_cache
+    from fedqr.cli.plan_view import plan_view, show_plan
+
+    started = time.perf_counter()
+    key = plan_cache.answer_key(o)
+    plot = o["plot"]
+    if key is not None and plot is None and plan_cache.replay(key, as_json=o["as_json"],
+                                                               started=started):
+        return
+    from fedqr.cli.scenario import plan_document, twin_plan
     from fedqr.data import DataNotFoundError
 
     try:
-        if o["constants"] is not None:
-            raise ValueError("constants is for --method bound|paper, got method=twin")
-        check_out_file("plot", o["plot"])
-        work = workload(
-            dataset=o["dataset"] or DatasetName.MNIST, partition=o["partition"],
-            alpha=o["alpha"], fraction=o["fraction"], num_clients=o["num_clients"],
-            seed=o["seed"], data_dir=o["data_dir"], data=o["data"], test_data=o["test_data"],
-            test_share=o["test_share"], client_column=o["client_column"],
-            label_column=o["label_column"], standardize=o["standardize"], model=o["model"],
-            hidden=o["hidden"])
-        source, kernel = work.data, work.kernel
-        scenario = scenario_from_options(
-            num_clients=source.num_clients, mechanism=o["mechanism"], eps=o["eps"],
-            delta=o["delta"], clip=o["clip"],
-            sample_rate=rate_or_auto(o["sample_rate"], default=0.01),
-            accountant=o["accountant"], lr=o["lr"], lr_decay=o["lr_decay"],
-            lr_schedule=o["lr_schedule"], weight_decay=o["weight_decay"],
-            aggregation=o["aggregation"], seed=o["seed"], source=source, kernel=kernel,
-            rounds=int_or_auto("rounds", o["rounds"], low=1),
-            clients_per_round=int_or_auto("clients_per_round", o["clients_per_round"], low=1))
-        choice = proxy_choice(data_use=o["data_use"], proxy_share=o["proxy_share"],
-                              proxy_dataset=o["proxy_dataset"], scenario=scenario,
-                              pilot_share=o["pilot_share"], proxy_data=o["proxy_data"],
-                              proxy_classes=o["proxy_classes"],
-                              client_column=o["client_column"],
-                              label_column=o["label_column"])
-        result = run_planner(scenario, choice, twin_repeats=o["twin_repeats"],
-                             device=_device(o["device"]), use_cache=o["cache"],
-                             pilot_share=o["pilot_share"], twin_budget=o["twin_budget"])
+        result, scenario = twin_plan(o)
     except (DataNotFoundError, OSError) as e:
         raise fail(str(e), code=1) from None
     except ValueError as e:
         raise fail(str(e)) from None
-    plot = o["plot"]
     if plot is not None:
         from fedqr.experiments.plots import plot_predicted_loss
 
         write_file_atomic(plot, lambda p: plot_predicted_loss(result.predictions, p))
-    if o["as_json"]:
-        typer.echo(json.dumps(plan_document(result, scenario), indent=2))
-    else:
-        print_plan(result, scenario)
-        if plot is not None:
-            out.print(f"wrote {plot}")
+    # through JSON: a fresh plan is shown from exactly what a cached one is shown from
+    doc = json.loads(json.dumps(plan_document(result, scenario)))
+    view = plan_view(doc)
+    if key is not None:
+        plan_cache.store(key, doc)
+    show_plan(view, as_json=o["as_json"])
+    if plot is not None and not o["as_json"]:
+        out.print(f"wrote {plot}")
 
 
 def _float_opt(name: str, text: str) -> float:

@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from fedqr.cli._common import err, floats, progress
+from fedqr.cli._common import floats, progress
 from fedqr.cli.data_options import load_own, parse_hidden
 from fedqr.data import DatasetName, DataSpec, PartitionKind
 from fedqr.data.presets import PRESETS, default_partition
@@ -188,41 +188,6 @@ def plan_document(plan: Plan, scenario: Scenario) -> dict[str, Any]:
     return document(plan, scenario)
 
 
-def print_plan(plan: Plan, scenario: Scenario) -> None:
-    """The plan for a person: the recommendation, runner-ups and what was read."""
-    from rich.table import Table
-
-    from fedqr.cli._common import out
-
-    r = plan.recommended
-    if plan.data_used.get("reads_private_data"):
-        err.print(f"[yellow]warning:[/] {plan.data_used['warning']}")
-    colour = "green" if plan.useful else "red"
-    out.print(f"[bold {colour}]{'plan' if plan.useful else 'no useful plan'}:[/] T={r.rounds}, "
-              f"b={r.clients_per_round}"
-              + (f", q={r.sample_rate:g}" if scenario.poisson else "")
-              + f"  ({plan.message})")
-    table = Table(title="best schedules (twin prediction)")
-    for col in ("rank", "T", "b", "q", "test loss", "+-", "from"):
-        table.add_column(col, justify="right")
-    for i, p in enumerate(plan.predictions[:6]):
-        table.add_row(str(i + 1), str(p.rounds), str(p.clients_per_round), f"{p.sample_rate:g}",
-                      f"{p.mean:.4f}", f"{p.stderr:.4f}", "fit" if p.fitted else "twin")
-    out.print(table)
-    shift = plan.proxy_shift
-    if shift.get("proxy_std") is not None:
-        lo, hi = shift["range"]
-        still = shift["recommended_still_best"]
-        out.print(f"proxy shift: +- {shift['proxy_std']:.4f} over {len(shift['alternatives'])} "
-                  f"other draws of the proxy (range {lo:.4f} to {hi:.4f})" + (
-                      "" if still is None else
-                      f"; the schedule stays the best of the candidates on {still}"))
-    out.print(f"untrained model: {plan.untrained_loss:.4f}; data used: {plan.data_used['kind']} "
-              f"({plan.data_used['rows']} rows); privacy cost of planning: "
-              f"{plan.privacy_cost['note']}; {plan.simulated_rounds} twin rounds in "
-              f"{plan.wall_time_s:.1f} s{' (cached)' if plan.from_cache else ''}")
-
-
 def workload(*, dataset: DatasetName, partition: PartitionKind | None, alpha: float,
               fraction: float, num_clients: int | None, seed: int, data_dir: Path | None,
               data: Path | None, test_data: Path | None, test_share: float | None,
@@ -250,3 +215,41 @@ def workload(*, dataset: DatasetName, partition: PartitionKind | None, alpha: fl
             raise ValueError(f"num_clients must match the clients of --data "
                              f"({source.num_clients}), got num_clients={num_clients}")
     return Workload.of(source, model, hidden=parse_hidden(hidden))
+
+
+def twin_plan(o: dict[str, Any]) -> tuple[Plan, Scenario]:
+    """``fedqr plan --method twin``: the plan and its scenario (``o``: the options of
+    :func:`fedqr.cli.plan.plan`); ``ValueError`` on bad input, before any work."""
+    from fedqr._validate import int_or_auto, rate_or_auto
+    from fedqr.cli._common import check_out_file
+    from fedqr.cli._common import device as _device
+
+    if o["constants"] is not None:
+        raise ValueError("constants is for --method bound|paper, got method=twin")
+    check_out_file("plot", o["plot"])
+    work = workload(
+        dataset=o["dataset"] or DatasetName.MNIST, partition=o["partition"],
+        alpha=o["alpha"], fraction=o["fraction"], num_clients=o["num_clients"],
+        seed=o["seed"], data_dir=o["data_dir"], data=o["data"], test_data=o["test_data"],
+        test_share=o["test_share"], client_column=o["client_column"],
+        label_column=o["label_column"], standardize=o["standardize"], model=o["model"],
+        hidden=o["hidden"])
+    source, kernel = work.data, work.kernel
+    scenario = scenario_from_options(
+        num_clients=source.num_clients, mechanism=o["mechanism"], eps=o["eps"],
+        delta=o["delta"], clip=o["clip"],
+        sample_rate=rate_or_auto(o["sample_rate"], default=0.01),
+        accountant=o["accountant"], lr=o["lr"], lr_decay=o["lr_decay"],
+        lr_schedule=o["lr_schedule"], weight_decay=o["weight_decay"],
+        aggregation=o["aggregation"], seed=o["seed"], source=source, kernel=kernel,
+        rounds=int_or_auto("rounds", o["rounds"], low=1),
+        clients_per_round=int_or_auto("clients_per_round", o["clients_per_round"], low=1))
+    choice = proxy_choice(data_use=o["data_use"], proxy_share=o["proxy_share"],
+                          proxy_dataset=o["proxy_dataset"], scenario=scenario,
+                          pilot_share=o["pilot_share"], proxy_data=o["proxy_data"],
+                          proxy_classes=o["proxy_classes"], client_column=o["client_column"],
+                          label_column=o["label_column"])
+    result = run_planner(scenario, choice, twin_repeats=o["twin_repeats"],
+                         device=_device(o["device"]), use_cache=o["cache"],
+                         pilot_share=o["pilot_share"], twin_budget=o["twin_budget"])
+    return result, scenario

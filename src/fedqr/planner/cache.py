@@ -5,13 +5,13 @@ from __future__ import annotations
 import hashlib
 import json
 import math
-import os
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fedqr._cache import PLANNER_VERSION, cache_home
 from fedqr.models.kernel import Kernel
 from fedqr.planner.budget import TWIN_COST_VERSION
 from fedqr.planner.kernels import kernel_identity
@@ -20,15 +20,12 @@ from fedqr.planner.search import Memo, SearchSettings
 
 __all__ = ["PLANNER_VERSION", "cache_dir", "cache_key", "load_memo", "save_memo"]
 
-PLANNER_VERSION = 4  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit
-"""Bumped when the twin or the search change: cached simulations are then not reused."""
 _INF_JSON = 1e308  # a diverged twin run's loss in the cache file (strict JSON has no inf)
 
 
 def cache_dir() -> Path:
     """``$FEDQR_CACHE/plans`` (default ``~/.cache/fedqr/plans``)."""
-    root = os.environ.get("FEDQR_CACHE")
-    return (Path(root) if root else Path.home() / ".cache" / "fedqr") / "plans"
+    return cache_home() / "plans"
 
 
 def cache_key(scenario: Scenario, proxy: dict[str, Any], settings: SearchSettings, *,

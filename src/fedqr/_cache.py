@@ -1,0 +1,24 @@
+"""Where fedqr's caches live, and the planner's version: light, for the CLI's fast re-plan.
+
+:mod:`fedqr.planner.cache` keys the twin's simulations by :data:`PLANNER_VERSION`, and
+``fedqr plan`` keys its stored answers by it too (:mod:`fedqr.cli.plan_cache`), before it
+imports the planner: importing any module of :mod:`fedqr.planner` imports torch. Like
+:mod:`fedqr._atomic`, this module imports only the standard library.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+__all__ = ["PLANNER_VERSION", "cache_home"]
+
+PLANNER_VERSION = 4  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit
+"""Bumped when the twin or the search change: cached simulations are then not reused."""
+
+
+def cache_home() -> Path:
+    """``$FEDQR_CACHE``, else ``~/.cache/fedqr``: the root of the plans' and estimates'
+    caches."""
+    root = os.environ.get("FEDQR_CACHE")
+    return Path(root) if root else Path.home() / ".cache" / "fedqr"

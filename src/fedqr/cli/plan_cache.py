@@ -1,0 +1,200 @@
+"""A repeated ``fedqr plan`` (twin) answered from the cache without torch (issue 24).
+
+The planner caches the twin's simulations (:mod:`fedqr.planner.cache`), but a re-plan
+through the CLI still imports torch and dp-accounting and loads the data: seconds. This
+module stores the answer itself, the plan document that ``--json`` prints, in
+``$FEDQR_CACHE/plans/answers``, under a key of everything the answer depends on that the CLI
+sees before those imports:
+
+- every option of the invocation but the output-only ``--json``, ``--plot`` and ``--cache``
+  (paths made absolute, enums by value; ``--eps 1`` and ``--eps 1.0`` are different keys);
+- fedqr's version, :data:`~fedqr._cache.PLANNER_VERSION` and the names, sizes and times of
+  fedqr's own source files (an edited or reinstalled fedqr plans afresh);
+- the input files: ``--data``, ``--test-data``, ``--proxy-data``, the ``--model`` FILE.py
+  and a ``--proxy-classes`` label map; for a built-in data set (``--dataset`` without
+  ``--data``, ``--proxy-dataset``), every place its loader searches (``--data-dir``,
+  ``$FEDQR_DATA``, the download cache ``$XDG_CACHE_HOME/fedqr``), its own folders with their
+  subfolders. Each file counts by its name, size, modification and change times
+  (``mtime_ns``, ``ctime_ns``: every write moves the change time, which no tool sets back),
+  not its content: the whole key takes 2 to 7 ms, hashing MNIST's folder (23 MB) alone 60 to
+  150 ms, and a large ``--data`` file seconds.
+
+A hit prints the stored document through the renderer of a fresh plan
+(:mod:`fedqr.cli.plan_view`): the same tables, messages and privacy warning; only
+``simulated_rounds``, ``wall_time_s`` and ``from_cache`` describe the call itself (0 twin
+rounds, its seconds, cached), as for a re-plan from the simulations' cache. A miss plans as
+before and stores the document after success. ``--plot`` bypasses the fast path (the figure
+needs the planner's predictions; the answer is still stored), ``--no-cache`` neither reads
+nor writes, and an unreadable or damaged answer file is a miss. Not in the key: files a
+``--model`` file imports, and the versions of torch and NumPy.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import enum
+import hashlib
+import json
+import os
+import stat
+import time
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import fedqr
+from fedqr._atomic import write_bytes_atomic
+from fedqr._cache import PLANNER_VERSION, cache_home
+from fedqr.cli._common import err
+from fedqr.cli.plan_view import plan_view, show_plan
+
+__all__ = ["ANSWER_FORMAT", "answer_key", "answer_path", "replay", "store"]
+
+ANSWER_FORMAT = 1
+"""Version of the answer files (and of what their key covers)."""
+_OUTPUT_ONLY = frozenset({"ctx", "as_json", "plot", "cache", "method"})
+"""Options not in the key (``method``: the twin's is in ``chosen``, given or not)."""
+_MAX_ENTRIES = 20_000
+"""Files and folders a key may stat; past that (a huge data folder) there is no fast path."""
+_DAMAGED = (KeyError, TypeError, ValueError, IndexError, AttributeError)
+
+
+class _TooMany(Exception):
+    """More than :data:`_MAX_ENTRIES` entries to fingerprint."""
+
+
+def answer_key(options: Mapping[str, Any]) -> str | None:
+    """The key of the answer to ``fedqr plan`` with ``options`` (the keyword arguments of
+    :func:`fedqr.cli.plan.plan`); ``None`` with ``--no-cache`` or too many files to
+    fingerprint."""
+    if not options["cache"]:
+        return None
+    seen = [0]
+    try:
+        doc = {"format": ANSWER_FORMAT, "fedqr": fedqr.__version__, "planner": PLANNER_VERSION,
+               "source": _tree(Path(fedqr.__file__).parent, deep=True, seen=seen,
+                               suffix=".py"),
+               "options": {k: _plain(v) for k, v in options.items() if k not in _OUTPUT_ONLY},
+               "files": _inputs(options, seen)}
+    except _TooMany:
+        return None
+    text = json.dumps(doc, sort_keys=True)
+    return hashlib.sha256(text.encode()).hexdigest()[:32]
+
+
+def answer_path(key: str) -> Path:
+    """The answer file of ``key``: ``$FEDQR_CACHE/plans/answers/KEY.json``."""
+    return cache_home() / "plans" / "answers" / f"{key}.json"
+
+
+def replay(key: str, *, as_json: bool, started: float) -> bool:
+    """Print the stored answer of ``key`` (``started``: the call's ``perf_counter``); whether
+    there was one. An unreadable or damaged file is reported and is a miss."""
+    path = answer_path(key)
+    try:
+        stored = json.loads(path.read_bytes().decode("utf-8"))
+        if stored["format"] != ANSWER_FORMAT or stored["key"] != key:
+            raise ValueError("written for another key")
+        doc = dict(stored["document"])
+        doc.update(simulated_rounds=0, from_cache=True,
+                   wall_time_s=time.perf_counter() - started)
+        view = plan_view(doc)
+    except FileNotFoundError:
+        return False
+    except (OSError, UnicodeDecodeError, *_DAMAGED) as e:
+        err.print(f"[yellow]warning:[/] unreadable or damaged cached plan {path}, planning "
+                  f"again ({e!r}; --no-cache skips the cache)")
+        return False
+    show_plan(view, as_json=as_json)
+    return True
+
+
+def store(key: str, doc: dict[str, Any]) -> None:
+    """Store the plan document ``doc`` as the answer of ``key`` (atomically); a cache that
+    cannot be written is reported, the plan stands."""
+    text = json.dumps({"format": ANSWER_FORMAT, "key": key, "document": doc}, indent=1)
+    try:
+        write_bytes_atomic(answer_path(key), text.encode("utf-8"))
+    except OSError as e:
+        err.print(f"[yellow]warning:[/] could not cache the plan in {answer_path(key)} "
+                  f"({e.strerror or e})")
+
+
+def _plain(v: Any) -> Any:
+    """An option's value as JSON: enums by value, paths absolute."""
+    if isinstance(v, enum.Enum):
+        return v.value
+    if isinstance(v, Path):
+        return os.path.abspath(v)
+    if v is None or isinstance(v, str | int | float | bool):
+        return v
+    return repr(v)
+
+
+def _inputs(o: Mapping[str, Any], seen: list[int]) -> dict[str, Any]:
+    """The fingerprints of the files and data folders the plan reads, by absolute path."""
+    files: list[Path] = [o[k] for k in ("data", "test_data", "proxy_data") if o[k] is not None]
+    model = o["model"] or ""
+    path_s, sep, _ = model.rpartition(":")
+    if sep and path_s.endswith(".py"):
+        files.append(Path(path_s))
+    classes = (o["proxy_classes"] or "").strip()
+    if classes.lower().endswith(".json"):
+        files.append(Path(classes))
+    places = [(f, False) for f in files]
+    names = [] if o["data"] is not None else [o["dataset"] or "mnist"]
+    if o["proxy_dataset"] is not None:
+        names.append(o["proxy_dataset"])
+    for name in names:
+        places += _search_places(str(_plain(name)), o["data_dir"])
+    return {f"{os.path.abspath(p)}|{'deep' if deep else 'flat'}":
+            _tree(p, deep=deep, seen=seen) for p, deep in places}
+
+
+def _search_places(name: str, data_dir: Path | None) -> list[tuple[Path, bool]]:
+    """Where the loaders of :mod:`fedqr.data` look for data set ``name`` (a place and
+    whether its subfolders count): ``data_dir`` and ``data_dir/NAME``, ``$FEDQR_DATA/NAME``
+    and ``$FEDQR_DATA``, the download cache ``$XDG_CACHE_HOME/fedqr/NAME``."""
+    places: list[tuple[Path, bool]] = []
+    if data_dir is not None:
+        places += [(Path(data_dir).expanduser(), False),
+                   (Path(data_dir).expanduser() / name, True)]
+    env = os.environ.get("FEDQR_DATA")
+    if env:
+        places += [(Path(env).expanduser() / name, True), (Path(env).expanduser(), False)]
+    xdg = os.environ.get("XDG_CACHE_HOME")
+    places.append(((Path(xdg) if xdg else Path.home() / ".cache") / "fedqr" / name, True))
+    return places
+
+
+def _tree(path: Path, *, deep: bool, seen: list[int], suffix: str = "") -> Any:
+    """A file's ``[size, mtime_ns, ctime_ns]``, a folder's entries by name (its subfolders'
+    own entries when ``deep``, else their times), ``None`` when missing; with ``suffix``
+    only the files ending so."""
+    try:
+        st = os.stat(path)
+    except FileNotFoundError:
+        return None
+    except OSError as e:
+        return f"error {e.errno}"
+    if not stat.S_ISDIR(st.st_mode):
+        return [st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+    listing: dict[str, Any] = {}
+    with contextlib.suppress(OSError), os.scandir(path) as entries:
+        for entry in entries:
+            seen[0] += 1
+            if seen[0] > _MAX_ENTRIES:
+                raise _TooMany
+            if entry.name == "__pycache__":
+                continue
+            try:
+                is_dir = entry.is_dir()
+                if is_dir and deep:
+                    listing[entry.name] = _tree(Path(entry.path), deep=True, seen=seen,
+                                                suffix=suffix)
+                elif is_dir or entry.name.endswith(suffix):
+                    s = entry.stat()
+                    listing[entry.name] = [s.st_size, s.st_mtime_ns, s.st_ctime_ns]
+            except OSError as e:
+                listing[entry.name] = f"error {e.errno}"
+    return listing
