@@ -7,6 +7,14 @@ from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from fedqr._options import (
+    ClientColumnOpt,
+    HiddenOpt,
+    LabelColumnOpt,
+    ModelOpt,
+    TestShareOpt,
+)
+
 if TYPE_CHECKING:
     from fedqr.data import FederatedData
     from fedqr.data.source import OwnData
@@ -34,20 +42,10 @@ DataFileOpt = Annotated[Path | None, typer.Option(
                    "x_test, y_test), .csv or .parquet (columns client, label and the features).")]
 TestDataOpt = Annotated[Path | None, typer.Option(
     help="With --data: a separate test file in the same format.")]
-TestShareOpt = Annotated[float | None, typer.Option(
-    help="With --data and no test set: the share of each client's rows held out for testing "
-         "(stratified by label), in (0, 1).")]
-ClientColumnOpt = Annotated[str, typer.Option(help="With --data (csv/parquet): client column.")]
-LabelColumnOpt = Annotated[str, typer.Option(help="With --data (csv/parquet): label column.")]
 StandardizeOpt = Annotated[bool, typer.Option(
     "--standardize/--no-standardize",
     help="With --data: standardise every feature by the training rows' mean and std (the "
          "built-in sets are standardised too); --no-standardize uses them as given.")]
-ModelOpt = Annotated[str | None, typer.Option(
-    help="logreg, mlp (see --hidden), cnn (the paper's CNN, square images) or FILE.py:FUNCTION "
-         "(a factory (input_shape, num_classes) -> torch.nn.Module). Default: the data set's "
-         "paper model (cnn for femnist), else logreg.")]
-HiddenOpt = Annotated[str, typer.Option(help="mlp: hidden widths, comma-separated.")]
 ProxyDataOpt = Annotated[Path | None, typer.Option(
     help="public-proxy/private-pilot: a public data file (the --data format), standardised by "
          "its own statistics; its rows are dealt to the N clients by their sizes, its test "

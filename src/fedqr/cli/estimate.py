@@ -13,6 +13,11 @@ from typing import TYPE_CHECKING, Annotated, Any
 import typer
 
 from fedqr._enums import DatasetName, Mechanism, PartitionKind
+from fedqr._options import (
+    AlphaOpt,
+    DataDirOpt,
+    NumClientsOpt,
+)
 from fedqr._validate import check_in_range, check_positive, check_seed
 from fedqr.cli._common import check_out_file, err, fail, mechanism_for, out, write_json_atomic
 from fedqr.cli.data_options import (
@@ -36,9 +41,6 @@ DatasetOpt = Annotated[DatasetName | None, typer.Option(
     help="Data set to estimate on (default mnist; or --data FILE).")]
 PartitionOpt = Annotated[PartitionKind | None, typer.Option(
     help="Partition into clients (default: by-writer for femnist, else two-digits).")]
-AlphaOpt = Annotated[float, typer.Option(help="Dirichlet concentration (> 0).")]
-ClientsOpt = Annotated[int | None, typer.Option(
-    help="N, the number of clients (default 10; with --data: the file's).")]
 MechOpt = Annotated[Mechanism, typer.Option(help="laplace (l1 clip) or gaussian (l2 clip).")]
 ClipOpt = Annotated[float | None, typer.Option(
     help="Clip xi (default: the paper's, 300 laplace (femnist 200), 10 gaussian).")]
@@ -48,7 +50,6 @@ WdOpt = Annotated[float, typer.Option(help="L2 regularisation; mu >= weight deca
 ProxyOpt = Annotated[float | None, typer.Option(
     help="Estimate on this random share of each client's data (0..1) instead of all of it.")]
 SeedOpt = Annotated[int, typer.Option(help="Seed of the partition (and proxy draw).")]
-DataDirOpt = Annotated[Path | None, typer.Option(help="Folder with the data files.")]
 CacheOpt = Annotated[bool, typer.Option(
     help="Reuse a cached estimate for the same settings (not with a model file).")]
 
@@ -104,7 +105,7 @@ def estimate(
     hidden: HiddenOpt = "64",
     partition: PartitionOpt = None,
     alpha: AlphaOpt = 0.5,
-    num_clients: ClientsOpt = None,
+    num_clients: NumClientsOpt = None,
     mechanism: MechOpt = Mechanism.LAPLACE,
     clip: ClipOpt = None,
     sample_rate: QOpt = None,

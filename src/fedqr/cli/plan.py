@@ -22,6 +22,14 @@ from fedqr._enums import (
     PartitionKind,
     Rounding,
 )
+from fedqr._options import (
+    AggregationOpt,
+    DeviceOpt,
+    LrDecayOpt,
+    LrOpt,
+    MechanismOpt,
+    NumClientsOpt,
+)
 from fedqr.cli._common import (
     check_out_file,
     err,
@@ -171,20 +179,14 @@ _MethodOpt = Annotated[Method | None, typer.Option(
         help="twin (default): simulate every schedule on a proxy with the deployment's exact "
              "noise; bound: minimise the paper's bound U(T, b); paper: the bound with the "
              "authors' rounding. Default: twin, or bound with --constants.")]
-_MechanismOpt = Annotated[Mechanism, typer.Option(help="Client-side DP mechanism.")]
 _DatasetOpt = Annotated[DatasetName | None, typer.Option(
         help="Data set of the deployment (default mnist).")]
 _FractionOpt = Annotated[float, typer.Option(help="Share of the training set used.")]
-_NumClientsOpt = Annotated[int | None, typer.Option(
-        help="N, the number of clients (default 10; with --data: the file's).")]
 _DeltaOpt = Annotated[str, typer.Option(help="Delta per client (gaussian): one or N values.")]
 _SampleRateOpt = Annotated[str | None, typer.Option(
         help="q (gaussian, default 0.01), or 'auto': the planner chooses q too.")]
 _AccountantOpt = Annotated[Accountant, typer.Option(help="Gaussian: rdp or pld.")]
-_LrOpt = Annotated[float, typer.Option(help="Initial learning rate eta0.")]
-_LrDecayOpt = Annotated[float, typer.Option(help="eta_t = lr / (1 + lr_decay t).")]
 _LrScheduleOpt = Annotated[LrSchedule, typer.Option(help="inverse-time or constant.")]
-_AggregationOpt = Annotated[Aggregation, typer.Option(help="Server aggregation rule.")]
 _RoundsOpt = Annotated[str | None, typer.Option(help="Fix T (default: auto, planned).")]
 _ClientsPerRoundOpt = Annotated[str | None, typer.Option(
         help="Fix b (default: auto, planned).")]
@@ -205,7 +207,6 @@ _TwinRepeatsOpt = Annotated[int | None, typer.Option(
 _TwinBudgetOpt = Annotated[float | None, typer.Option(
         help="Seconds (estimated) the twin of a model other than logreg may simulate "
              "(default 12 per 1,000 proxy rows, 15 to 45).")]
-_DeviceOpt = Annotated[str, typer.Option(help="auto, cpu or cuda.")]
 _AsJsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 _PlotOpt = Annotated[Path | None, typer.Option(
         help="Write the predicted loss over (T, b) (twin) or U (bound) as a PNG here.")]
@@ -220,7 +221,7 @@ def plan(
     ctx: typer.Context,
     eps: _EpsOpt = "1.0",
     method: _MethodOpt = None,
-    mechanism: _MechanismOpt = Mechanism.GAUSSIAN,
+    mechanism: MechanismOpt = Mechanism.GAUSSIAN,
     dataset: _DatasetOpt = None,
     model: ModelOpt = None,
     hidden: HiddenOpt = "64",
@@ -233,16 +234,16 @@ def plan(
     partition: PartitionOpt = None,
     alpha: AlphaOpt = 0.5,
     fraction: _FractionOpt = 1.0,
-    num_clients: _NumClientsOpt = None,
+    num_clients: NumClientsOpt = None,
     delta: _DeltaOpt = "1e-5",
     clip: ClipOpt = None,
     sample_rate: _SampleRateOpt = None,
     accountant: _AccountantOpt = Accountant.RDP,
-    lr: _LrOpt = 0.05,
-    lr_decay: _LrDecayOpt = 0.01,
+    lr: LrOpt = 0.05,
+    lr_decay: LrDecayOpt = 0.01,
     lr_schedule: _LrScheduleOpt = LrSchedule.INVERSE_TIME,
     weight_decay: WdOpt = 0.01,
-    aggregation: _AggregationOpt = Aggregation.PAPER,
+    aggregation: AggregationOpt = Aggregation.PAPER,
     rounds: _RoundsOpt = None,
     clients_per_round: _ClientsPerRoundOpt = None,
     data_use: _DataUseOpt = DataUse.CLEAR_PROXY,
@@ -254,7 +255,7 @@ def plan(
     twin_repeats: _TwinRepeatsOpt = None,
     twin_budget: _TwinBudgetOpt = None,
     seed: SeedOpt = 0,
-    device: _DeviceOpt = "auto",
+    device: DeviceOpt = "auto",
     data_dir: DataDirOpt = None,
     cache: CacheOpt = True,
     as_json: _AsJsonOpt = False,

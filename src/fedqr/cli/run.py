@@ -19,6 +19,16 @@ from fedqr._enums import (
     PartitionKind,
     Selection,
 )
+from fedqr._options import (
+    AggregationOpt,
+    AlphaOpt,
+    DataDirOpt,
+    DeviceOpt,
+    LrDecayOpt,
+    LrOpt,
+    MechanismOpt,
+    NumClientsOpt,
+)
 from fedqr._validate import int_or_auto, rate_or_auto
 from fedqr.cli._common import (
     check_out_dir,
@@ -55,17 +65,13 @@ _DatasetOpt = Annotated[DatasetName, typer.Option(
 _PartitionOpt = Annotated[PartitionKind | None, typer.Option(
         help="two-digits: the paper's non-iid split; iid; dirichlet (see --alpha); by-writer "
              "(FEMNIST's whole writers). Default: by-writer for femnist, else two-digits.")]
-_AlphaOpt = Annotated[float, typer.Option(help="Dirichlet concentration (> 0).")]
 _FractionOpt = Annotated[float, typer.Option(
         help="Share of the training set used, in (0, 1]: a class-stratified subset drawn "
              "from --seed (the test set stays whole).")]
-_NumClientsOpt = Annotated[int | None, typer.Option(
-        help="N, the number of clients (default 10; with --data: the file's).")]
 _ClientsPerRoundOpt = Annotated[str, typer.Option(
         help="b, replies per round (1..N), or 'auto': planned (see fedqr plan).")]
 _RoundsOpt = Annotated[str, typer.Option(
         help="T, the number of queries (rounds), or 'auto': planned (see fedqr plan).")]
-_MechanismOpt = Annotated[Mechanism, typer.Option(help="Client-side DP mechanism.")]
 _EpsOpt = Annotated[str, typer.Option(help="Epsilon per client: one value or N comma-separated.")]
 _DeltaOpt = Annotated[str, typer.Option(help="Delta per client (Gaussian): one or N values.")]
 _ClipOpt = Annotated[float | None, typer.Option(
@@ -75,15 +81,12 @@ _SampleRateOpt = Annotated[str | None, typer.Option(
         help="q, Poisson sampling rate of the local batch (gaussian default 0.01; laplace 1), "
              "or 'auto' (gaussian): planned.")]
 _AccountantOpt = Annotated[Accountant, typer.Option(help="Accountant for gaussian: rdp or pld.")]
-_LrOpt = Annotated[float, typer.Option(help="Initial learning rate eta0.")]
-_LrDecayOpt = Annotated[float, typer.Option(help="eta_t = lr / (1 + lr_decay t).")]
 _LrScheduleOpt = Annotated[LrSchedule, typer.Option(
         help="inverse-time: lr / (1 + lr_decay t); constant; theory: 2 / (mu (t + gamma)).")]
 _MuOpt = Annotated[float | None, typer.Option(help="Strong convexity mu (theory schedule).")]
 _GammaOpt = Annotated[float | None, typer.Option(help="gamma = 2 lambda / mu (theory schedule).")]
 _WeightDecayOpt = Annotated[float, typer.Option(help="L2 regularisation (strong convexity).")]
 _SelectionOpt = Annotated[Selection, typer.Option(help="Client selection.")]
-_AggregationOpt = Annotated[Aggregation, typer.Option(help="Server aggregation rule.")]
 _RepeatsOpt = Annotated[int, typer.Option(
         help="Independent repeats: one batch for mnist/digits, one after another for femnist.")]
 _SeedOpt = Annotated[int, typer.Option(help="Seed for partition, schedule and noise.")]
@@ -95,8 +98,6 @@ _EvalTrainOpt = Annotated[str, typer.Option(
              "final one only), none, or sample:N (at every evaluation, estimated from N "
              "training rows, with its standard error).")]
 _OutDirOpt = Annotated[Path, typer.Option("--out", help="Output folder (result.json, PNG).")]
-_DeviceOpt = Annotated[str, typer.Option(help="auto, cpu or cuda.")]
-_DataDirOpt = Annotated[Path | None, typer.Option(help="Folder with the data files.")]
 _DataUseOpt = Annotated[DataUse, typer.Option(
         help="With auto: what the planner's twin trains on (see fedqr plan).")]
 _ProxyDatasetOpt = Annotated[DatasetName | None, typer.Option(
@@ -108,9 +109,9 @@ _PilotShareOpt = Annotated[float | None, typer.Option(
 def run(
     dataset: _DatasetOpt = DatasetName.MNIST,
     partition: _PartitionOpt = None,
-    alpha: _AlphaOpt = 0.5,
+    alpha: AlphaOpt = 0.5,
     fraction: _FractionOpt = 1.0,
-    num_clients: _NumClientsOpt = None,
+    num_clients: NumClientsOpt = None,
     data: DataFileOpt = None,
     test_data: TestDataOpt = None,
     test_share: TestShareOpt = None,
@@ -121,27 +122,27 @@ def run(
     hidden: HiddenOpt = "64",
     clients_per_round: _ClientsPerRoundOpt = "10",
     rounds: _RoundsOpt = "100",
-    mechanism: _MechanismOpt = Mechanism.GAUSSIAN,
+    mechanism: MechanismOpt = Mechanism.GAUSSIAN,
     eps: _EpsOpt = "1.0",
     delta: _DeltaOpt = "1e-5",
     clip: _ClipOpt = None,
     sample_rate: _SampleRateOpt = None,
     accountant: _AccountantOpt = Accountant.RDP,
-    lr: _LrOpt = 0.05,
-    lr_decay: _LrDecayOpt = 0.01,
+    lr: LrOpt = 0.05,
+    lr_decay: LrDecayOpt = 0.01,
     lr_schedule: _LrScheduleOpt = LrSchedule.INVERSE_TIME,
     mu: _MuOpt = None,
     gamma: _GammaOpt = None,
     weight_decay: _WeightDecayOpt = 0.01,
     selection: _SelectionOpt = Selection.ROUND_ROBIN,
-    aggregation: _AggregationOpt = Aggregation.PAPER,
+    aggregation: AggregationOpt = Aggregation.PAPER,
     repeats: _RepeatsOpt = 1,
     seed: _SeedOpt = 0,
     eval_every: _EvalEveryOpt = None,
     eval_train: _EvalTrainOpt = "end",
     out_dir: _OutDirOpt = Path("runs/latest"),
-    device: _DeviceOpt = "auto",
-    data_dir: _DataDirOpt = None,
+    device: DeviceOpt = "auto",
+    data_dir: DataDirOpt = None,
     data_use: _DataUseOpt = DataUse.CLEAR_PROXY,
     proxy_dataset: _ProxyDatasetOpt = None,
     proxy_data: ProxyDataOpt = None,

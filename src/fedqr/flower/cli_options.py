@@ -1,9 +1,9 @@
 """The options of ``fedqr flower simulate | deploy | run``: one Annotated alias each, and the
 value object :class:`FlowerOptions` they fill.
 
-Light on purpose (``fedqr flower --help``): typer, the light enums and pathlib only. The data
-options mirror :mod:`fedqr.cli.data_options` (``fedqr run --data``); they are declared here
-because :mod:`fedqr.cli` imports this package's commands at its own import.
+Light on purpose (``fedqr flower --help``): typer, the light enums and pathlib only. The
+options that ``fedqr run``/``plan`` declare alike come from :mod:`fedqr._options`; those here
+carry Flower's own help (``run:`` notes) or exist only for Flower.
 """
 
 # No "from __future__ import annotations": typer reads the aliases at every start.
@@ -19,13 +19,9 @@ __all__ = ["FlowerOptions"]
 
 DatasetOpt = Annotated[DatasetName, typer.Option(
     help="Built-in data set (or --data FILE).")]
-DataDirOpt = Annotated[Path | None, typer.Option(help="Folder with the data files.")]
 FractionOpt = Annotated[float, typer.Option(help="Share of the training set (0, 1].")]
 PartitionOpt = Annotated[PartitionKind | None, typer.Option(
     help="How data are split (default: the data set's, femnist by-writer, else two-digits).")]
-AlphaOpt = Annotated[float, typer.Option(help="Dirichlet concentration (> 0).")]
-NumClientsOpt = Annotated[int | None, typer.Option(
-    help="N, the number of clients (default 10; with --data: the file's).")]
 DataOpt = Annotated[Path | None, typer.Option(
     "--data", help="Your own federated data instead of --dataset, as fedqr run --data reads "
                    "it: .npz (x, y, client, optional x_test, y_test), .csv or .parquet "
@@ -34,25 +30,14 @@ DataOpt = Annotated[Path | None, typer.Option(
 TestDataOpt = Annotated[Path | None, typer.Option(
     help="With --data: a separate test file in the same format. run: the server's test set "
          "(the clients bring their own rows).")]
-TestShareOpt = Annotated[float | None, typer.Option(
-    help="With --data and no test set: the share of each client's rows held out for testing "
-         "(stratified by label), in (0, 1).")]
-ClientColumnOpt = Annotated[str, typer.Option(help="With --data (csv/parquet): client column.")]
-LabelColumnOpt = Annotated[str, typer.Option(help="With --data (csv/parquet): label column.")]
 StandardizeOpt = Annotated[bool, typer.Option(
     "--standardize/--no-standardize",
     help="With --data: standardise every feature by the training rows' mean and std (pooled "
          "over the clients, as fedqr run does; run: the --test-data file by its own); "
          "--no-standardize uses them as given.")]
-ModelOpt = Annotated[str | None, typer.Option(
-    help="logreg, mlp (see --hidden), cnn (the paper's CNN, square images) or FILE.py:FUNCTION "
-         "(a factory (input_shape, num_classes) -> torch.nn.Module). Default: the data set's "
-         "paper model (cnn for femnist), else logreg.")]
-HiddenOpt = Annotated[str, typer.Option(help="mlp: hidden widths, comma-separated.")]
 ClientsPerRoundOpt = Annotated[str, typer.Option(
     help="b, replies per round (1..N); run: or 'auto' (planned, see --proxy-dataset).")]
 RoundsOpt = Annotated[str, typer.Option(help="T, the number of rounds; run: or 'auto'.")]
-MechanismOpt = Annotated[Mechanism, typer.Option(help="Client-side DP mechanism.")]
 EpsOpt = Annotated[str, typer.Option(
     help="Epsilon per client: one value or N (default 1; run: each client's own).")]
 DeltaOpt = Annotated[str, typer.Option(help="Delta per client (gaussian): one or N.")]
@@ -62,10 +47,7 @@ ClipOpt = Annotated[float | None, typer.Option(
 SampleRateOpt = Annotated[str | None, typer.Option(
     help="q, Poisson sampling rate (gaussian default 0.01; laplace 1); run: or 'auto'.")]
 AccountantOpt = Annotated[Accountant, typer.Option(help="rdp or pld (gaussian).")]
-LrOpt = Annotated[float, typer.Option(help="Initial learning rate eta0.")]
-LrDecayOpt = Annotated[float, typer.Option(help="eta_t = lr / (1 + lr_decay t).")]
 WeightDecayOpt = Annotated[float, typer.Option(help="L2 regularisation.")]
-AggregationOpt = Annotated[Aggregation, typer.Option(help="Server aggregation rule.")]
 SeedOpt = Annotated[int, typer.Option(help="Seed: partition, batches, noise.")]
 RoundTimeoutOpt = Annotated[float, typer.Option(
     help="Seconds to wait for a round's replies; later ones are lost.")]
