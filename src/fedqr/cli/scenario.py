@@ -94,8 +94,8 @@ def _public_source(*, proxy_data: Path | DataSource | None, proxy_dataset: Datas
                    proxy_classes: str | None, scenario: Scenario, client_column: str,
                    label_column: str) -> tuple[DataSource, str, str]:
     """The public data as a source, its label in the plan, and the option that named it."""
-    from fedqr.cli.data_options import load_proxy, select_proxy_classes
     from fedqr.data import FederatedData
+    from fedqr.data.public import load_proxy, select_proxy_classes
 
     suffix = "" if proxy_classes is None else f", classes {proxy_classes}"
     seed = scenario.data.seed + 1

@@ -3,9 +3,10 @@
 The SuperNodes report their sizes d_i and their budgets (eps_i, delta_i) -- what each would
 spend on the run, never more than its own budget, and never their data -- in a first message
 (a *survey* run, :mod:`fedqr.flower.server_app`). The server then plans with the twin planner
-(:func:`fedqr.planner.make_plan`) on a **public** proxy data set split into N clients, with the
-reported sizes and budgets, and runs the plan as an ordinary run. Planning reads only public
-data and the reported sizes: it costs no privacy budget. No flwr here.
+(:func:`fedqr.planner.make_plan`) on a **public** proxy (a built-in data set, or a public data
+file with ``--proxy-data``) split into N clients, with the reported sizes and budgets, and
+runs the plan as an ordinary run. Planning reads only public data and the reported sizes: it
+costs no privacy budget. No flwr here.
 """
 
 from __future__ import annotations
@@ -18,7 +19,9 @@ from typing import Any
 
 import numpy as np
 
-from fedqr.data import Dataset, DatasetName, DataSpec, PartitionKind
+from fedqr.data import Dataset, DatasetName, DataSpec, FederatedData, PartitionKind
+from fedqr.data.public import load_proxy
+from fedqr.data.source import DataSource, OwnData
 from fedqr.flower.client_data import input_shape, run_kernel
 from fedqr.flower.config import FlowerRunConfig
 from fedqr.flower.server_logic import ClientReports
@@ -61,18 +64,38 @@ def reports_from_json(doc: dict[str, Any], *, num_clients: int) -> ClientReports
 
 @dataclass(frozen=True, kw_only=True)
 class AutoChoice:
-    """Which of T, b, q the planner chooses, and the public proxy it plans on."""
+    """Which of T, b, q the planner chooses, and the public proxy it plans on: a built-in
+    data set (``proxy``) or a public data file (``proxy_data``, the ``--data`` format) with
+    an optional class selection or label map (``proxy_classes``)."""
 
     rounds: bool
     clients_per_round: bool
     sample_rate: bool
-    proxy: DatasetName
+    proxy: DatasetName | None = None
+    proxy_data: str | None = None
+    proxy_classes: str | None = None
 
     def __post_init__(self) -> None:
-        if self.proxy not in PROXY_DATASETS:
+        if (self.proxy is None) == (self.proxy_data is None):
+            raise ValueError("auto needs the public data the server plans on: give "
+                             "--proxy-dataset NAME or --proxy-data FILE (one of them), got "
+                             f"proxy_dataset={None if self.proxy is None else self.proxy.value}"
+                             f", proxy_data={self.proxy_data!r}")
+        if self.proxy is not None and self.proxy not in PROXY_DATASETS:
             allowed = ", ".join(d.value for d in PROXY_DATASETS)
             raise ValueError(f"proxy_dataset must be one of {allowed}, got "
                              f"proxy_dataset={self.proxy.value}")
+        if self.proxy_classes is not None and self.proxy_data is None:
+            raise ValueError("--proxy-classes selects the classes of a --proxy-data FILE on "
+                             f"Flower, got proxy_classes={self.proxy_classes!r} without one")
+
+    @property
+    def label(self) -> str:
+        """How the plan names the public data."""
+        if self.proxy is not None:
+            return self.proxy.value
+        suffix = "" if self.proxy_classes is None else f", classes {self.proxy_classes}"
+        return f"{Path(str(self.proxy_data)).name}{suffix}"
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -102,6 +125,41 @@ def proxy_spec(cfg: FlowerRunConfig, proxy: DatasetName) -> DataSpec:
                     data_dir=Path(cfg.data_dir) if cfg.data_dir else None)
 
 
+def public_source(cfg: FlowerRunConfig, choice: AutoChoice) -> DataSource:
+    """The public data the server plans on: the built-in set split like the run
+    (:func:`proxy_spec`), or the ``--proxy-data`` file read and standardised by its own
+    statistics, its classes selected (:func:`fedqr.data.public.load_proxy`)."""
+    if choice.proxy is not None:
+        return proxy_spec(cfg, choice.proxy)
+    return load_proxy(Path(str(choice.proxy_data)), classes=choice.proxy_classes,
+                      client_column=cfg.client_column, label_column=cfg.label_column,
+                      seed=cfg.seed + 1)
+
+
+def public_dataset(public: DataSource) -> Dataset:
+    """The public data as one data set (its shape and classes size the run's model)."""
+    return public.load() if isinstance(public, DataSpec) else public.build().dataset
+
+
+def _federation_data(cfg: FlowerRunConfig, choice: AutoChoice,
+                     public: DataSource | None) -> DataSource:
+    """The scenario's data: the built-in recipe of N clients, or the public file's rows dealt
+    round robin to N clients (the planner deals the public rows again by the reported sizes;
+    the server holds none of the clients' rows)."""
+    if choice.proxy is not None:
+        return DataSpec(dataset=choice.proxy, num_clients=cfg.num_clients, seed=cfg.seed,
+                        data_dir=Path(cfg.data_dir) if cfg.data_dir else None)
+    assert isinstance(public, OwnData)  # a proxy file is read as OwnData
+    d, n = public.data, cfg.num_clients
+    if len(d.y) < n:
+        raise ValueError(f"proxy_data must have at least N={n} training rows to stand in for "
+                         f"N clients, got {len(d.y)} ({choice.proxy_data})")
+    return OwnData(data=FederatedData.from_arrays(
+        x=d.x, y=d.y, client=np.arange(len(d.y)) % n, x_test=d.x_test, y_test=d.y_test,
+        standardize=False, num_classes=d.num_classes, input_shape=d.input_shape, name=d.name,
+        seed=public.seed), seed=public.seed)
+
+
 def run_kernel_of(cfg: FlowerRunConfig, ds: Dataset) -> Kernel:
     """The run's model for the shape and classes of ``ds`` (the server's data)."""
     return run_kernel(cfg.model_name, input_shape=input_shape(ds), num_classes=ds.num_classes,
@@ -109,17 +167,17 @@ def run_kernel_of(cfg: FlowerRunConfig, ds: Dataset) -> Kernel:
 
 
 def federation_scenario(cfg: FlowerRunConfig, reports: ClientReports, *,
-                        choice: AutoChoice, kernel: Kernel | None = None) -> Scenario:
+                        choice: AutoChoice, kernel: Kernel | None = None,
+                        public: DataSource | None = None) -> Scenario:
     """The planner's scenario: the run's settings and model (``kernel``; ``None``: the proxy's
     paper model) with the clients' reported budgets; T, b and q left to the planner where
-    ``choice`` says so."""
+    ``choice`` says so (``public``: the proxy file's source, for a ``--proxy-data`` choice)."""
     if not len(reports.sizes) == len(reports.eps) == len(reports.delta) == cfg.num_clients:
         raise ValueError(f"reports must come from N={cfg.num_clients} clients, got "
                          f"{len(reports.sizes)} sizes, {len(reports.eps)} budgets")
     return Scenario(
-        data=DataSpec(dataset=choice.proxy, num_clients=cfg.num_clients, seed=cfg.seed,
-                      data_dir=Path(cfg.data_dir) if cfg.data_dir else None),
-        mechanism=cfg.mechanism, eps=reports.eps, delta=reports.delta, clip=cfg.clip,
+        data=_federation_data(cfg, choice, public), mechanism=cfg.mechanism, eps=reports.eps,
+        delta=reports.delta, clip=cfg.clip,
         sample_rate=None if choice.sample_rate else cfg.sample_rate,
         accountant=cfg.accountant,
         rounds=None if choice.rounds else cfg.rounds,
@@ -146,10 +204,10 @@ def plan_federation(cfg: FlowerRunConfig, reports: ClientReports, *, choice: Aut
         If the scenario cannot be planned (a non-private mechanism, a model the twin does not
         simulate, bad reports).
     """
-    spec = proxy_spec(cfg, choice.proxy)
-    scenario = federation_scenario(cfg, reports, choice=choice,
-                                   kernel=run_kernel_of(cfg, spec.load()))
-    public = ProxyChoice(use=DataUse.PUBLIC_PROXY, public=spec, public_label=choice.proxy.value)
+    source = public_source(cfg, choice)
+    scenario = federation_scenario(cfg, reports, choice=choice, public=source,
+                                   kernel=run_kernel_of(cfg, public_dataset(source)))
+    public = ProxyChoice(use=DataUse.PUBLIC_PROXY, public=source, public_label=choice.label)
     plan = make_plan(scenario, proxy=public, sizes=np.asarray(reports.sizes, dtype=np.int64),
                      settings=settings or SearchSettings(seed=cfg.seed), use_cache=use_cache,
                      progress=progress)
@@ -163,5 +221,5 @@ def plan_federation(cfg: FlowerRunConfig, reports: ClientReports, *, choice: Aut
 
 
 __all__ = ["PROXY_DATASETS", "AutoChoice", "FederationPlan", "PlanNotUseful",
-           "federation_scenario", "plan_federation", "proxy_spec", "reports_from_json",
-           "run_kernel_of"]
+           "federation_scenario", "plan_federation", "proxy_spec", "public_dataset",
+           "public_source", "reports_from_json", "run_kernel_of"]

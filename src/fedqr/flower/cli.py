@@ -120,6 +120,8 @@ def command(
     root_certificates: o.RootCertificatesOpt = None,
     insecure: o.InsecureOpt = False,
     proxy_dataset: o.ProxyDatasetOpt = None,
+    proxy_data: o.ProxyDataOpt = None,
+    proxy_classes: o.ProxyClassesOpt = None,
     node_timeout: o.NodeTimeoutOpt = None,
 ) -> None:
     """FedSGD-DPC on Flower (simulate, deploy or run: the command's name says which)."""
@@ -155,7 +157,8 @@ def _configure(mode: str, opts: "o.FlowerOptions"
     schedule = parse_schedule(rounds=opts.rounds, clients_per_round=opts.clients_per_round,
                               sample_rate=opts.sample_rate, default_rate=default_rate)
     choice = auto_choice(schedule, command=_COMMAND[mode], remote=mode == "remote",
-                         proxy_dataset=opts.proxy_dataset)
+                         proxy_dataset=opts.proxy_dataset, proxy_data=opts.proxy_data,
+                         proxy_classes=opts.proxy_classes)
     remote = None
     if opts.superlink is not None:
         remote = _remote(opts.superlink, opts.root_certificates, insecure=opts.insecure)

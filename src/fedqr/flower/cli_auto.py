@@ -1,8 +1,8 @@
 """``fedqr flower run --rounds auto --clients-per-round auto [--sample-rate auto]``.
 
 The options are checked before anything is submitted; then a survey run asks the SuperNodes
-for their sizes and budgets, the server plans on the public ``--proxy-dataset``
-(:mod:`fedqr.flower.auto`), and the plan runs as an ordinary run.
+for their sizes and budgets, the server plans on the public ``--proxy-dataset`` or
+``--proxy-data`` file (:mod:`fedqr.flower.auto`), and the plan runs as an ordinary run.
 """
 
 from __future__ import annotations
@@ -49,30 +49,41 @@ def parse_schedule(*, rounds: str, clients_per_round: str, sample_rate: str | No
 
 
 def auto_choice(schedule: Schedule, *, command: str, remote: bool,
-                proxy_dataset: DatasetName | None) -> AutoChoice | None:
+                proxy_dataset: DatasetName | None, proxy_data: Path | None = None,
+                proxy_classes: str | None = None) -> AutoChoice | None:
     """What the planner chooses (``None``: nothing, a fixed schedule).
 
     Raises
     ------
     ValueError
-        If ``auto`` is asked outside ``fedqr flower run`` or without ``--proxy-dataset``, or
-        ``--proxy-dataset`` without ``auto``.
+        If ``auto`` is asked outside ``fedqr flower run`` or without a public proxy
+        (``--proxy-dataset`` or ``--proxy-data``), or a proxy option without ``auto``.
     """
+    given = [f"--{n}={v}" for n, v in (("proxy-dataset", proxy_dataset and proxy_dataset.value),
+                                       ("proxy-data", proxy_data),
+                                       ("proxy-classes", proxy_classes)) if v is not None]
     if not schedule.auto:
-        if proxy_dataset is not None:
-            raise ValueError("--proxy-dataset is used only with --rounds, --clients-per-round "
-                             f"or --sample-rate auto, got --proxy-dataset={proxy_dataset.value}")
+        if given:
+            raise ValueError("--proxy-dataset, --proxy-data and --proxy-classes are used only "
+                             "with --rounds, --clients-per-round or --sample-rate auto, got "
+                             + ", ".join(given))
         return None
     if not remote:
         raise ValueError(f"auto (--rounds, --clients-per-round, --sample-rate) is planned from "
                          f"the sizes and budgets that SuperNodes report: fedqr flower run only "
                          f"(fedqr run --rounds auto plans a simulation), got {command}")
-    if proxy_dataset is None:
-        raise ValueError("auto needs --proxy-dataset mnist|digits: the public data set the "
-                         "server plans on (it never reads the clients' data), got none")
+    if proxy_dataset is None and proxy_data is None:
+        raise ValueError("auto needs --proxy-dataset mnist|digits or --proxy-data FILE: the "
+                         "public data the server plans on (it never reads the clients' data), "
+                         "got none")
+    if proxy_data is not None and not proxy_data.is_file():
+        raise ValueError(f"proxy_data must be an existing .npz, .csv or .parquet file, got "
+                         f"proxy_data={str(proxy_data)!r} (no such file)")
     return AutoChoice(rounds=schedule.rounds is None,
                       clients_per_round=schedule.clients_per_round is None,
-                      sample_rate=schedule.sample_rate is None, proxy=proxy_dataset)
+                      sample_rate=schedule.sample_rate is None, proxy=proxy_dataset,
+                      proxy_data=None if proxy_data is None else str(proxy_data.resolve()),
+                      proxy_classes=proxy_classes)
 
 
 def check_plannable(cfg: FlowerRunConfig, choice: AutoChoice) -> None:
@@ -84,22 +95,24 @@ def check_plannable(cfg: FlowerRunConfig, choice: AutoChoice) -> None:
         A mechanism without noise, a model the twin cannot train, a proxy whose features or
         classes differ from the run's data.
     """
-    from fedqr.flower.auto import proxy_spec, run_kernel_of
+    from fedqr.flower.auto import public_dataset, public_source, run_kernel_of
     from fedqr.flower.server_logic import server_dataset
 
     n = cfg.num_clients
     real = server_dataset(cfg)
     kernel = run_kernel_of(cfg, real)
+    source = public_source(cfg, choice)
     federation_scenario(cfg, ClientReports(sizes=(1,) * n, eps=cfg.eps * n if len(
         cfg.eps) == 1 else cfg.eps, delta=cfg.delta * n if len(cfg.delta) == 1 else cfg.delta),
-        choice=choice, kernel=kernel)  # the scenario's own checks (mechanism, b <= N, ...)
-    public = proxy_spec(cfg, choice.proxy).load()
+        choice=choice, kernel=kernel, public=source)  # the scenario's own checks (mechanism..)
+    public = public_dataset(source)
+    option = "--proxy-dataset" if choice.proxy is not None else "--proxy-data"
     if (public.x_train.shape[1], public.num_classes) != (real.x_train.shape[1],
                                                          real.num_classes):
         raise ValueError(
-            f"--proxy-dataset must have the run's features and classes ({real.name}: "
+            f"{option} must have the run's features and classes ({real.name}: "
             f"{real.x_train.shape[1]} features, {real.num_classes} classes), got "
-            f"--proxy-dataset {choice.proxy.value} with {public.x_train.shape[1]} features, "
+            f"{option} {choice.label} with {public.x_train.shape[1]} features, "
             f"{public.num_classes} classes")
 
 
@@ -123,7 +136,7 @@ def plan_remote(cfg: FlowerRunConfig, *, choice: AutoChoice, address: str, ca: P
     reports = reports_from_json(doc, num_clients=cfg.num_clients)
     console.print(f"clients report sizes {list(reports.sizes)}, eps "
                   f"{[round(e, 6) for e in reports.eps]}; planning on public "
-                  f"{choice.proxy.value}")
+                  f"{choice.label}")
     fed = plan_federation(cfg, reports, choice=choice)
     r = fed.cfg
     console.print(f"plan: T={r.rounds}, b={r.clients_per_round}"

@@ -36,7 +36,8 @@ StandardizeOpt = Annotated[bool, typer.Option(
          "over the clients, as fedqr run does; run: the --test-data file by its own); "
          "--no-standardize uses them as given.")]
 ClientsPerRoundOpt = Annotated[str, typer.Option(
-    help="b, replies per round (1..N); run: or 'auto' (planned, see --proxy-dataset).")]
+    help="b, replies per round (1..N); run: or 'auto' (planned, see --proxy-dataset and "
+         "--proxy-data).")]
 RoundsOpt = Annotated[str, typer.Option(help="T, the number of rounds; run: or 'auto'.")]
 EpsOpt = Annotated[str, typer.Option(
     help="Epsilon per client: one value or N (default 1; run: each client's own).")]
@@ -68,6 +69,13 @@ InsecureOpt = Annotated[bool, typer.Option(help="run: no TLS (loopback only).")]
 ProxyDatasetOpt = Annotated[DatasetName | None, typer.Option(
     help="run with auto: the public data set (mnist, digits) the server plans on, with the "
          "sizes and budgets the clients report.")]
+ProxyDataOpt = Annotated[Path | None, typer.Option(
+    help="run with auto: a public data file (the --data format) the server plans on instead "
+         "of --proxy-dataset, standardised by its own statistics; its rows are dealt to the N "
+         "clients by the sizes they report.")]
+ProxyClassesOpt = Annotated[str | None, typer.Option(
+    help="With --proxy-data: the proxy classes kept, e.g. 0-9 or 0,1,5 (relabelled 0..k-1 in "
+         "that order), or MAP.json, a label map {\"proxy label\": deployment label}.")]
 NodeTimeoutOpt = Annotated[float | None, typer.Option(
     help="deploy: a SuperNode silent this many s (5..3600) is gone and its reply lost "
          "(default: Flower's, 20 s). run: set it on fedqr flower superlink.")]
@@ -116,4 +124,6 @@ class FlowerOptions:
     root_certificates: Path | None
     insecure: bool
     proxy_dataset: DatasetName | None
+    proxy_data: Path | None
+    proxy_classes: str | None
     node_timeout: float | None

@@ -1,0 +1,100 @@
+"""A public data file as the planner's proxy: ``--proxy-data FILE [--proxy-classes ...]``.
+
+Used by ``fedqr plan`` (:mod:`fedqr.cli`) and by a Flower server that plans a federation
+(:mod:`fedqr.flower.auto`): the file is read, standardised by its own statistics, and its
+classes selected or relabelled to the deployment's. Errors name the option
+(``proxy_data``, ``proxy_classes``).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from fedqr.data.federated import FederatedData
+from fedqr.data.source import OwnData
+from fedqr.data.tabular import read_table
+
+__all__ = ["load_proxy", "parse_classes", "select_proxy_classes"]
+
+
+def parse_classes(text: str) -> dict[int, int]:
+    """``--proxy-classes``: the proxy's classes kept and the deployment label of each.
+
+    ``"0-9"`` or ``"0,1,5"`` keeps those classes and relabels them ``0..k-1`` in that order; a
+    ``.json`` file holding an object ``{"proxy label": deployment label, ...}`` is a label map
+    (several proxy classes may share a deployment label). A clear error naming
+    ``proxy_classes`` otherwise.
+    """
+    if text.strip().lower().endswith(".json"):
+        return _read_label_map(Path(text.strip()))
+    classes: list[int] = []
+    try:
+        for part in (p.strip() for p in text.split(",") if p.strip()):
+            lo, sep, hi = part.partition("-")
+            classes += list(range(int(lo), int(hi) + 1)) if sep else [int(part)]
+    except ValueError:
+        raise ValueError(f"proxy_classes must look like 0-9 or 0,1,5 or name a .json label "
+                         f"map, got proxy_classes={text!r}") from None
+    if not classes:
+        raise ValueError(f"proxy_classes selects no class, got proxy_classes={text!r}")
+    if len(set(classes)) != len(classes):
+        raise ValueError(f"proxy_classes must not repeat a class, got proxy_classes={text!r}")
+    return {c: i for i, c in enumerate(classes)}
+
+
+def _read_label_map(path: Path) -> dict[int, int]:
+    """A label map file: a JSON object of integer proxy labels to integer deployment labels."""
+    try:
+        doc = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        raise ValueError(f"proxy_classes: label map file not found, got "
+                         f"proxy_classes={str(path)!r}") from None
+    except (OSError, UnicodeDecodeError, ValueError) as e:
+        raise ValueError(f"proxy_classes: cannot read the label map {str(path)!r}: "
+                         f"{e}") from None
+    if not isinstance(doc, dict) or not doc:
+        raise ValueError(f"proxy_classes: the label map {str(path)!r} must be a non-empty JSON "
+                         f"object {{\"proxy label\": deployment label}}, got "
+                         f"{type(doc).__name__} {doc!r:.60}")
+    mapping: dict[int, int] = {}
+    for key, value in doc.items():
+        try:
+            k = int(key)
+        except ValueError:
+            k = -1
+        if k < 0 or isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            raise ValueError(f"proxy_classes: the label map {str(path)!r} must map integer "
+                             f"labels >= 0 to integer labels >= 0, got {key!r}: {value!r}")
+        mapping[k] = value
+    return mapping
+
+
+def load_proxy(path: Path, *, classes: str | None, client_column: str, label_column: str,
+               seed: int) -> OwnData:
+    """``--proxy-data FILE [--proxy-classes ...]``: a public data file, standardised by its own
+    statistics; its test set, else 20% of its rows, is the twin's evaluation set."""
+    if not path.is_file():
+        raise ValueError(f"proxy_data must be an existing .npz, .csv or .parquet file, got "
+                         f"proxy_data={str(path)!r} (no such file)")
+    try:
+        t = read_table(path, client_column=client_column, label_column=label_column)
+        data = FederatedData.from_arrays(
+            x=t.x, y=t.y, client=t.client, x_test=t.x_test, y_test=t.y_test,
+            test_share=None if t.x_test is not None else 0.2, standardize=True,
+            num_classes=t.num_classes, seed=seed, name=t.stem, feature_names=t.feature_names)
+    except ValueError as e:
+        raise ValueError(f"proxy_data {str(path)!r}: {e}") from None
+    return OwnData(data=data if classes is None else select_proxy_classes(data, classes),
+                   seed=seed)
+
+
+def select_proxy_classes(data: FederatedData, classes: str) -> FederatedData:
+    """The rows of the classes ``--proxy-classes`` keeps, relabelled by it (errors name the
+    option)."""
+    mapping = parse_classes(classes)
+    try:
+        return data.relabel(mapping)
+    except ValueError as e:
+        raise ValueError(f"proxy_classes: {e} (the proxy {data.name!r} has classes "
+                         f"0..{data.num_classes - 1}; got proxy_classes={classes!r})") from None
