@@ -18,6 +18,8 @@ from fedqr.sim.budget import client_noise
 from fedqr.sim.config import Aggregation, LearningRate, PrivacyConfig, SimConfig
 from fedqr.sim.engine import simulate
 
+from .twin_reference import reference_columns
+
 DATA = DataSpec(dataset=DatasetName.DIGITS, partition=PartitionKind.DIRICHLET, alpha=0.5,
                 num_clients=4, seed=2)
 
@@ -68,6 +70,30 @@ def test_with_noise_the_twin_has_the_engines_loss_distribution(mechanism: Mechan
                                                              cfg).runs]
     assert stats.ttest_ind(twin, engine, equal_var=False).pvalue > 1e-3
     assert stats.ks_2samp(twin, engine).pvalue > 1e-3
+
+
+@pytest.mark.parametrize(("mechanism", "q", "aggregation"), [
+    (Mechanism.GAUSSIAN, 0.3, Aggregation.PAPER), (Mechanism.LAPLACE, 1.0, Aggregation.PAPER),
+    (Mechanism.LAPLACE, 0.3, Aggregation.NORMALIZED),
+    (Mechanism.NONE, 1.0, Aggregation.NORMALIZED)])
+def test_the_twin_is_its_plain_loop_bit_for_bit(mechanism: Mechanism, q: float,
+                                                aggregation: Aggregation) -> None:
+    """The twin's loop (weights once per selection, columns updated in place, Poisson batches
+    read repeat by repeat) draws the same numbers in the same order and computes the same
+    floats as the plain loop of ``tests/planner/twin_reference.py``: plans do not move."""
+    norm = Norm.L1 if mechanism is Mechanism.LAPLACE else Norm.L2
+    _, proxy = _full_proxy(norm)
+    run = TwinRun(mechanism=mechanism, clients_per_round=3, sample_rate=q, clip=2.0,
+                  lr=LearningRate(eta0=0.3), weight_decay=0.01, aggregation=aggregation,
+                  repeats=3)
+    horizons = np.array([0, 5, 2, 9, 5, 1])
+    std = np.random.default_rng(3).uniform(0.0, 0.05, size=(len(horizons), 4))
+    fast = simulate_columns(proxy, run, horizons=horizons, std=std,
+                            generator=torch.Generator().manual_seed(7))
+    plain = reference_columns(proxy, run, horizons=horizons, std=std,
+                              generator=torch.Generator().manual_seed(7))
+    np.testing.assert_array_equal(fast, plain)
+    assert np.isfinite(fast).all() and len(np.unique(fast[1])) == 3  # repeats differ
 
 
 def test_noise_book_matches_the_engines_calibration() -> None:

@@ -226,15 +226,20 @@ def poisson_positions(
     log1mq = math.log1p(-sample_rate) if sample_rate < 1 else -math.inf
     max_d = float(sizes.max()) if sizes.numel() else 0.0
     k = int(sample_rate * max_d + 8 * math.sqrt(sample_rate * max_d + 1) + 16)
-    pos = torch.empty(*sizes.shape, 0, dtype=torch.int64, device=sizes.device)
-    last = torch.full(sizes.shape, -1, dtype=torch.int64, device=sizes.device)
-    while bool((last < sizes - 1).any()):  # extend until every process has left [0, d_i)
+    last_row = sizes - 1
+    parts: list[Tensor] = []
+    last = None
+    # extend until every process has left [0, d_i) (at least one draw when any d_i > 0)
+    while (max_d > 0) if last is None else bool((last < last_row).any()):
         u = 1.0 - torch.rand(*sizes.shape, k, generator=generator, device=sizes.device,
                              dtype=torch.float64)  # (0, 1]
         gaps = torch.floor(torch.log(u) / log1mq).to(torch.int64) + 1
-        new = last.unsqueeze(-1) + gaps.cumsum(dim=-1)
-        pos = torch.cat([pos, new], dim=-1)
+        new = gaps.cumsum(dim=-1)
+        new = new.sub_(1) if last is None else new.add_(last.unsqueeze(-1))
+        parts.append(new)
         last = new[..., -1]
+    pos = (parts[0] if len(parts) == 1 else torch.cat(parts, dim=-1)) if parts else torch.empty(
+        *sizes.shape, 0, dtype=torch.int64, device=sizes.device)
     valid = pos < sizes.unsqueeze(-1)
     m = int(valid.sum(dim=-1).max()) if valid.numel() else 0
     pos, valid = pos[..., :m], valid[..., :m]  # positions increase, so valid rows come first

@@ -10,8 +10,10 @@ mechanism is calibrated exactly per distinct ``R`` by its own ``calibrate``.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from functools import lru_cache
+from typing import Any
 
 import numpy as np
 from numpy.typing import NDArray
@@ -20,7 +22,15 @@ from fedqr.planner.scenario import Scenario
 from fedqr.privacy import Accountant, Mechanism
 from fedqr.theory.calibration import RdpNoiseTable, round_robin_replies
 
-__all__ = ["NoiseBook"]
+__all__ = ["NoiseBook", "rdp_table"]
+
+
+@lru_cache(maxsize=64)
+def rdp_table(sample_rate: float, eps: float, delta: float) -> RdpNoiseTable:
+    """The :class:`RdpNoiseTable` of ``(q, eps, delta)``, shared by every plan of the process
+    (the search, its proxy-shift alternatives and a re-plan read one table: its RDP curves
+    are computed once; a table's ``z(R)`` does not depend on what it was asked before)."""
+    return RdpNoiseTable(sample_rate=sample_rate, eps=eps, delta=delta)
 
 
 @dataclass
@@ -39,39 +49,47 @@ class NoiseBook:
     scenario: Scenario
     sizes: NDArray[np.int64]
     num_params: int | None = None
-    _tables: dict[tuple[float, float, float], RdpNoiseTable] = field(default_factory=dict)
-    _exact: dict[tuple[int, int, float], float] = field(default_factory=dict)
+    _exact: dict[tuple[int, float, float, int, float], float] = field(default_factory=dict)
 
     def std(self, *, b: int, rounds: Sequence[int] | NDArray[np.int64],
             sample_rate: float) -> NDArray[np.float64]:
         """Noise std of each client for each T in ``rounds``, shape ``(len(rounds), N)``."""
         s = self.scenario
         n = s.num_clients
-        eps, delta = s.client_eps(), s.client_delta()
         replies = round_robin_replies(N=n, b=b, T=np.asarray(rounds, dtype=np.int64))
         d = self.sizes.astype(np.float64)
         out = np.zeros(replies.shape)
         # fast path: the RDP-accounted Poisson-sampled Gaussian, one RDP curve per noise level
         if s.spec.kind is Mechanism.GAUSSIAN and s.accountant is Accountant.RDP:
-            for i in range(n):
-                key = (sample_rate, eps[i], delta[i])
-                if key not in self._tables:
-                    self._tables[key] = RdpNoiseTable(sample_rate=sample_rate, eps=eps[i],
-                                                      delta=delta[i])
-                r_i = replies[:, i]
-                z = np.zeros(len(r_i))
-                pos = r_i > 0
+            for (eps, delta), idx in self._groups(by_size=False):
+                r = replies[:, idx]
+                z = np.zeros(r.shape)
+                pos = r > 0
                 if pos.any():
-                    z[pos] = self._tables[key].noise_multipliers(r_i[pos])
-                out[:, i] = z * s.clip / (sample_rate * d[i])
+                    z[pos] = rdp_table(sample_rate, eps, delta).noise_multipliers(r[pos])
+                out[:, idx] = z * s.clip / (sample_rate * d[idx])
             return out
-        for c, row in enumerate(replies):  # any other mechanism: its own exact calibration
-            for i, r in enumerate(row):
-                key2 = (i, int(r), sample_rate)
-                if key2 not in self._exact:
-                    self._exact[key2] = s.spec.calibrate(
-                        replies=int(r), eps=eps[i], delta=delta[i], clip=s.clip,
-                        sample_rate=sample_rate, size=int(d[i]), accountant=s.accountant,
+        # any other mechanism: its own exact calibration, once per (d_i, budget, replies)
+        for (size, eps, delta), idx in self._groups(by_size=True):
+            r = replies[:, idx]
+            for value in np.unique(r):
+                key = (size, eps, delta, int(value), sample_rate)
+                if key not in self._exact:
+                    self._exact[key] = s.spec.calibrate(
+                        replies=int(value), eps=eps, delta=delta, clip=s.clip,
+                        sample_rate=sample_rate, size=size, accountant=s.accountant,
                         num_params=self.num_params).std
-                out[c, i] = self._exact[key2]
+                out[:, idx] = np.where(r == value, self._exact[key], out[:, idx])
         return out
+
+    def _groups(self, *, by_size: bool) -> Iterator[tuple[tuple[Any, ...], NDArray[np.int64]]]:
+        """The clients grouped by budget ``(eps_i, delta_i)`` (and ``d_i``), with their ids."""
+        s = self.scenario
+        keys: list[tuple[Any, ...]] = list(zip(s.client_eps(), s.client_delta(), strict=True))
+        if by_size:
+            keys = [(int(d), *k) for d, k in zip(self.sizes, keys, strict=True)]
+        groups: dict[tuple[Any, ...], list[int]] = {}
+        for i, key in enumerate(keys):
+            groups.setdefault(key, []).append(i)
+        for key, ids in groups.items():
+            yield key, np.asarray(ids, dtype=np.int64)

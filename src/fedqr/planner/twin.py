@@ -31,7 +31,7 @@ from torch import Tensor
 from fedqr.data import ClientData, Dataset, Partition
 from fedqr.models.logreg import Norm
 from fedqr.models.logreg_pass import ClientLayout, client_layout, evaluate
-from fedqr.planner.gradients import full_batch_gradient, poisson_gradient
+from fedqr.planner.gradients import RowBlock, full_batch_gradient, poisson_gradient, row_blocks
 from fedqr.privacy import Mechanism, mechanism_for
 from fedqr.sim.config import Aggregation, LearningRate, Selection
 from fedqr.sim.engine import draw_noise
@@ -119,6 +119,38 @@ def _weights(run: TwinRun, real: NDArray[np.int64], sel: NDArray[np.int64]) -> N
     return np.asarray(d_sel * scale, dtype=np.float64)
 
 
+@dataclass(frozen=True)
+class _Round:
+    """What a round's selection fixes for every column (computed once per selection: round
+    robin repeats a few selections): the clients, the sum of their weights ``c_i``, each
+    client's gradient weight, its first proxy row and row count, and the noise scales of
+    every column (``(C, b)``: ``c_i`` times client i's std; ``(C,)``: the std of their sum)."""
+
+    sel: NDArray[np.int64]
+    c_sum: float
+    weight: Tensor
+    starts: Tensor
+    sizes: Tensor
+    blocks: list[RowBlock]  # full batches: the rows and their weights
+    noise_w: Tensor
+    noise_sd: Tensor
+
+
+def _round_of(proxy: Proxy, run: TwinRun, sel: NDArray[np.int64], std_sorted: Tensor, *,
+              q_twin: float) -> _Round:
+    dev = std_sorted.device
+    c = torch.as_tensor(_weights(run, proxy.real_sizes, sel), dtype=torch.float32, device=dev)
+    m = torch.as_tensor(proxy.proxy_sizes[sel], dtype=torch.float32, device=dev)
+    weight = c / m if q_twin >= 1 else c / (q_twin * m)  # c_i / n_i of the batch n_i
+    w = c[None, :] * std_sorted[:, sel]  # (C, b): each reply's weighted std
+    lay = proxy.layout
+    return _Round(sel=sel, c_sum=float(c.sum()), weight=weight,
+                  starts=torch.as_tensor(lay.offsets[:-1][sel], device=dev),
+                  sizes=torch.as_tensor(lay.sizes[sel], device=dev),
+                  blocks=row_blocks(lay, sel, weight) if q_twin >= 1 else [],
+                  noise_w=w, noise_sd=w.square().sum(dim=1).sqrt())
+
+
 def simulate_columns(proxy: Proxy, run: TwinRun, *, horizons: NDArray[np.int64],
                      std: NDArray[np.float64], generator: torch.Generator,
                      on_round: Callable[[int], None] | None = None) -> NDArray[np.float64]:
@@ -158,56 +190,81 @@ def simulate_columns(proxy: Proxy, run: TwinRun, *, horizons: NDArray[np.int64],
     sched = make_schedule(num_clients=n, clients_per_round=b, rounds=t_max,
                           selection=Selection.ROUND_ROBIN, repeats=1,
                           rng=np.random.default_rng(0))[0]
-    theta = torch.zeros(len(hs) * k_rep, n_cls, p, dtype=torch.float32, device=dev)
+    # Poisson batches: theta[r, c] (repeat-major), so a repeat's running columns are one
+    # matrix for the batched products; full batches: theta[c K + r]
+    poisson = q_twin < 1
+    theta = torch.zeros(*((k_rep, len(hs)) if poisson else (len(hs) * k_rep,)), n_cls, p,
+                        dtype=torch.float32, device=dev)
     losses = np.full((len(hs), k_rep), np.nan)
 
     def record(cols: slice) -> None:
-        th = theta[cols.start * k_rep:cols.stop * k_rep]
+        th = (theta[:, cols].transpose(0, 1).reshape(-1, n_cls, p) if poisson
+              else theta[cols.start * k_rep:cols.stop * k_rep])  # column c K + r
         loss, _ = evaluate(proxy.x_test, proxy.y_test, th, chunk_rows=run.chunk_rows)
         values = (loss / len(proxy.y_test)).double().cpu().numpy().reshape(-1, k_rep)
         finite = torch.isfinite(th).flatten(1).all(dim=1).cpu().numpy().reshape(-1, k_rep)
         losses[cols] = np.where(finite & np.isfinite(values), values, np.inf)
 
-    noise_kind = _continuous(run.mechanism)
-    gaussian = noise_kind is Mechanism.GAUSSIAN
+    step = _poisson_step if poisson else _full_step
     n_done = int((hs == 0).sum())
     if n_done:
         record(slice(len(hs) - n_done, len(hs)))
+    running = [int((hs > t).sum()) for t in range(t_max + 1)]
+    rounds: dict[int, _Round] = {}
     for t in range(t_max):
-        c_act = int((hs > t).sum())
-        a = c_act * k_rep
-        sel = sched[t]
-        th = theta[:a]
-        c = torch.as_tensor(_weights(run, proxy.real_sizes, sel), dtype=torch.float32,
-                            device=dev)
-        g_sum = _gradient_term(proxy, run, th, sel, c, q_twin=q_twin, generator=generator)
-        w = c[None, :] * std_sorted[:c_act][:, sel]  # (C, b): each reply's weighted std
-        if gaussian:  # sum_i w_i z_i is N(0, sum_i w_i^2): one draw per repeat, exact law
-            unit = draw_noise(noise_kind, torch.ones(k_rep, device=dev), n_cls * p, generator)
-            noise = (w.square().sum(dim=1).sqrt()[:, None, None] * unit).reshape(a, n_cls, p)
-        else:
-            unit = draw_noise(noise_kind, torch.ones(k_rep, b, device=dev), n_cls * p,
-                              generator)
-            noise = torch.einsum("cb,kbp->ckp", w, unit).reshape(a, n_cls, p)
-        theta = torch.cat([
-            float(c.sum()) * th - run.lr.at(t) * (g_sum + noise), theta[a:]])
-        stop = int((hs > t + 1).sum())
-        if stop < c_act:
-            record(slice(stop, c_act))
+        key = t * b % n  # round robin: the selection depends on the first slot alone
+        if key not in rounds:
+            rounds[key] = _round_of(proxy, run, sched[t], std_sorted, q_twin=q_twin)
+        step(proxy, run, theta, rounds[key], running[t], lr=run.lr.at(t), q_twin=q_twin,
+             generator=generator)
+        if running[t + 1] < running[t]:
+            record(slice(running[t + 1], running[t]))
         if on_round is not None:
             on_round(t + 1)
     return losses[np.argsort(order, kind="stable")]
 
 
-def _gradient_term(proxy: Proxy, run: TwinRun, theta: Tensor, sel: NDArray[np.int64],
-                   c: Tensor, *, q_twin: float, generator: torch.Generator) -> Tensor:
-    """``sum_i c_i (clipped mean gradient_i + w theta)`` of every running column."""
-    m = torch.as_tensor(proxy.proxy_sizes[sel], dtype=theta.dtype, device=theta.device)
-    if q_twin >= 1:  # every client uses all its proxy rows
-        g = full_batch_gradient(proxy.layout, theta, sel, c / m, clip=run.clip,
-                                norm=proxy.norm, chunk_rows=run.chunk_rows)
-    else:  # Poisson batches, shared by the columns of one repeat
-        g = poisson_gradient(proxy.layout, theta, sel, c / (q_twin * m), repeats=run.repeats,
-                             sample_rate=q_twin, clip=run.clip, norm=proxy.norm,
-                             generator=generator)
-    return g + float(c.sum()) * run.weight_decay * theta
+def _poisson_step(proxy: Proxy, run: TwinRun, theta: Tensor, rnd: _Round, c_act: int, *,
+                  lr: float, q_twin: float, generator: torch.Generator) -> None:
+    """One round of the first ``c_act`` columns with Poisson batches (shared by the columns
+    of a repeat), in place on ``theta`` ``(K, C, k, p)``: ``theta <- (sum_i c_i) theta -
+    lr (g + noise)`` with ``g = sum_i c_i (clipped mean gradient_i + w theta)``."""
+    th = theta[:, :c_act]
+    g = poisson_gradient(proxy.layout, th, rnd.starts, rnd.sizes, rnd.weight,
+                         sample_rate=q_twin, clip=run.clip, norm=proxy.norm,
+                         generator=generator)
+    g.add_(th * (rnd.c_sum * run.weight_decay))
+    g.add_(_noise(run, rnd, c_act, theta.shape[-2] * theta.shape[-1], generator)
+           .transpose(0, 1).view(th.shape)).mul_(lr)
+    th.mul_(rnd.c_sum).sub_(g)
+
+
+def _full_step(proxy: Proxy, run: TwinRun, theta: Tensor, rnd: _Round, c_act: int, *,
+               lr: float, q_twin: float, generator: torch.Generator) -> None:
+    """One round of the first ``c_act`` columns with full batches, in place on ``theta``
+    ``(C K, k, p)`` (the update of :func:`_poisson_step`)."""
+    th = theta[:c_act * run.repeats]
+    g = full_batch_gradient(proxy.layout, th, rnd.blocks, clip=run.clip, norm=proxy.norm,
+                            chunk_rows=run.chunk_rows)
+    g.add_(th * (rnd.c_sum * run.weight_decay))
+    g.add_(_noise(run, rnd, c_act, theta.shape[-2] * theta.shape[-1], generator)
+           .view(th.shape)).mul_(lr)
+    th.mul_(rnd.c_sum).sub_(g)
+
+
+def _noise(run: TwinRun, rnd: _Round, c_act: int, num_params: int,
+           generator: torch.Generator) -> Tensor:
+    """The summed noise of the round's b replies for every running column and repeat,
+    ``(c_act, K, P)``: Gaussian as one normal vector per repeat of the summed variance
+    (``sum_i w_i z_i`` is ``N(0, sum_i w_i^2)``: the same law, b times fewer draws),
+    Laplace as the weighted sum of every reply's draw (shared by the columns of a repeat,
+    scaled by each column's std)."""
+    noise_kind = _continuous(run.mechanism)
+    dev = rnd.noise_sd.device
+    if noise_kind is Mechanism.GAUSSIAN:
+        unit = draw_noise(noise_kind, torch.ones(run.repeats, device=dev), num_params,
+                          generator)
+        return rnd.noise_sd[:c_act, None, None] * unit
+    unit = draw_noise(noise_kind, torch.ones(run.repeats, len(rnd.sel), device=dev),
+                      num_params, generator)
+    return torch.einsum("cb,kbp->ckp", rnd.noise_w[:c_act], unit)
