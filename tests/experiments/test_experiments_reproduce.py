@@ -13,14 +13,22 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
 from typer.testing import CliRunner
 
 from fedqr.cli import app
-from fedqr.experiments.sweep import MNIST, is_curve
+from fedqr.experiments import sweep
+from fedqr.experiments.sweep import MNIST, Settings, is_curve
 from fedqr.theory.paper import PAPER_TABLE_ONE_MNIST
 
 runner = CliRunner()
 SMALL = ["--quick", "--fraction", "0.02", "--device", "cpu"]
+RESUME_GRID = Settings(repeats=2, T_grid=(10,), b_grid=(1, 10), laplace_eps=(10.0,),
+                       gaussian_eps=(1.0,), fractions=(1.0,), curve_points=5,
+                       estimate_proxy=0.2)
+"""The --quick grid of the resume test: killing and resuming does not depend on the grid's
+size, only on it holding more than 4 distinct runs (it holds 10); a smaller grid than
+``QUICK`` (32 runs, end to end above) keeps the test's CPU time down."""
 
 
 def _rows(path: Path) -> list[dict[str, str]]:
@@ -86,9 +94,13 @@ def test_quick_reproduce_end_to_end_and_plot(tmp_path: Path, data_dir: Path) -> 
     assert _snapshot(out / "runs") == before
 
 
-def test_reproduce_killed_midway_resumes(tmp_path: Path, data_dir: Path) -> None:
+def test_reproduce_killed_midway_resumes(tmp_path: Path, data_dir: Path,
+                                        monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "rk"
-    cmd = [sys.executable, "-c", "from fedqr.cli import app; app()", "reproduce", "mnist",
+    monkeypatch.setattr(sweep, "QUICK", RESUME_GRID)  # the resumed run below, in process
+    code = (f"from fedqr.experiments import sweep; sweep.QUICK = sweep.{RESUME_GRID!r}; "
+            "from fedqr.cli import app; app()")
+    cmd = [sys.executable, "-c", code, "reproduce", "mnist",
            *SMALL, "--out", str(out), "--data-dir", str(data_dir / "mnist")]
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                             env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -105,6 +117,7 @@ def test_reproduce_killed_midway_resumes(tmp_path: Path, data_dir: Path) -> None
     for p in _stored(out / "runs"):  # every stored run is complete JSON
         json.loads(p.read_text())
     manifest = json.loads((out / "manifest.json").read_text())
+    assert sweep.settings_from(manifest["settings"]) == RESUME_GRID
     total = len({e["key"] for e in manifest["entries"]})
     assert 4 <= len(done) < total
     manifest_stamp = (out / "manifest.json").stat().st_mtime_ns
