@@ -30,7 +30,7 @@ typecheck: install
 	$(BIN)/mypy src
 
 test: lint typecheck
-	$(BIN)/python -m pytest -q -n 2
+	$(BIN)/python -m pytest -q -n 2 --dist worksteal
 
 bench: install
 	$(BIN)/python bench/engine.py

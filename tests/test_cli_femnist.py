@@ -49,6 +49,7 @@ def test_run_femnist_rejects_bad_input_without_writing(tmp_path: Path, femnist_d
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_femnist_sweep_end_to_end_on_a_tiny_grid(tmp_path: Path, femnist_dir: Path) -> None:
     """The FEMNIST sweep machinery (CNN constants, plans, runs, report) on 1% of the data.
 
@@ -95,6 +96,7 @@ def test_femnist_sweep_end_to_end_on_a_tiny_grid(tmp_path: Path, femnist_dir: Pa
     assert again == [False] * len(again) and len(again) == len(done)
 
 
+@pytest.mark.slow
 def test_femnist_written_to_a_file_runs_the_cnn_to_the_same_numbers(tmp_path: Path,
                                                                    femnist_dir: Path) -> None:
     """FEMNIST with its by-writer client ids written to .npz gives the same CNN run through

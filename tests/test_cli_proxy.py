@@ -70,6 +70,7 @@ def test_mnist_planned_with_femnist_digits_as_public_proxy(data_dir: Path,
     assert lo <= shift["reference_loss"] <= hi
 
 
+@pytest.mark.slow
 def test_a_label_map_file_maps_proxy_labels_to_deployment_labels(tmp_path: Path, data_dir: Path,
                                                                  femnist_dir: Path) -> None:
     # FEMNIST's digits 0-9 are its classes 0-9; map them reversed, then back: the same

@@ -23,6 +23,7 @@ def _readme_block(heading: str, fence: str) -> str:
     return text[start:text.index("```", start)]
 
 
+@pytest.mark.slow
 def test_readme_python_example_runs_as_written(tmp_path: Path,
                                                monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("FEDQR_CACHE", str(tmp_path))

@@ -10,6 +10,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 
@@ -20,6 +22,7 @@ def _readme_commands() -> list[str]:
     return [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
 
 
+@pytest.mark.slow
 def test_readme_shell_example_runs_as_written(data_dir: Path, tmp_path: Path) -> None:
     """Each command of the README's CSV example, in a fresh folder, through the shell."""
     (tmp_path / "examples").symlink_to(ROOT / "examples")

@@ -47,6 +47,7 @@ def _snapshot(runs: Path) -> dict[str, tuple[int, str]]:
             for p in _stored(runs)}
 
 
+@pytest.mark.slow
 def test_quick_reproduce_end_to_end_and_plot(tmp_path: Path, data_dir: Path) -> None:
     out = tmp_path / "rq"
     res = runner.invoke(app, ["reproduce", "mnist", *SMALL, "--out", str(out),
@@ -94,6 +95,7 @@ def test_quick_reproduce_end_to_end_and_plot(tmp_path: Path, data_dir: Path) -> 
     assert _snapshot(out / "runs") == before
 
 
+@pytest.mark.slow
 def test_reproduce_killed_midway_resumes(tmp_path: Path, data_dir: Path,
                                         monkeypatch: pytest.MonkeyPatch) -> None:
     out = tmp_path / "rk"

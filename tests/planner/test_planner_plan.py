@@ -41,6 +41,7 @@ def test_plan_is_the_predicted_minimum_and_replans_from_cache() -> None:
     assert again.recommended == plan.recommended
 
 
+@pytest.mark.slow
 def test_fixed_b_and_auto_q() -> None:
     sc = _scenario(mechanism=Mechanism.GAUSSIAN, eps=(2.0,), clip=3.0, sample_rate=None,
                    clients_per_round=2)

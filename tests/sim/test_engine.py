@@ -49,6 +49,7 @@ def test_no_noise_infinite_clip_is_plain_full_batch_gd(digits) -> None:
     np.testing.assert_allclose(res.final_theta[0], theta.detach().numpy(), atol=1e-6, rtol=0)
 
 
+@pytest.mark.slow  # the Gaussian cases: 10 RDP calibrations
 @pytest.mark.parametrize(
     ("mechanism", "clip", "q", "b", "selection", "aggregation"),
     [

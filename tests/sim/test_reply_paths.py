@@ -79,6 +79,7 @@ def test_cnn_network_engine_and_flower_client_replies_are_bit_identical(
     assert np.array_equal(reply, engine)
 
 
+@pytest.mark.slow
 def test_flower_femnist_trains_the_cnn_and_replies_as_the_network_engine(
         tmp_path: Path, femnist_dir: Path) -> None:
     """Real data: a FEMNIST Flower client answers with the network engine's reply."""

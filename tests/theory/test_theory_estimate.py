@@ -39,6 +39,7 @@ def test_ridge_curvature_recovered() -> None:
 PAPER = {1.0: (5, 2, 1, 22), 5.0: (32, 20, 3, 121), 10.0: (67, 42, 5, 244)}
 
 
+@pytest.mark.slow
 def test_mnist_constants_and_table_one(data_dir: Path) -> None:
     torch.set_num_threads(1)
     ds = load_dataset("mnist", data_dir=data_dir / "mnist", download=False)
