@@ -31,7 +31,7 @@ from fedqr.privacy import Mechanism, PaperBound, mechanism_for
 from fedqr.sim.config import EvalTrain, PrivacyConfig, SimConfig
 from fedqr.theory import ProblemConstants, plan_gaussian
 from fedqr.theory.bounds import laplace_bound
-from fedqr.theory.estimate import estimate_constants, regularised_optimum
+from fedqr.theory.estimate import regularised_optimum
 from fedqr.theory.laplace import t_star_int
 from fedqr.theory.paper import PAPER_TABLE_ONE, implied_ratios
 
@@ -70,9 +70,9 @@ class Target:
     clip_overrides: Mapping[Mechanism, float]
     """The paper's clip where it is not the mechanism's ``default_clip`` (MNIST's)."""
     convex: bool
-    """Softmax regression (constants by :func:`estimate_constants`, distance to theta*)
-    rather than the CNN (constants by
-    :func:`fedqr.sim.network_constants.estimate_network_constants`)."""
+    """Softmax regression (constants of :func:`~fedqr.theory.estimate.estimate_constants_many`
+    with the default kernel, distance to theta*) rather than the CNN (the kernel of
+    :func:`fedqr.sim.network_constants.network_kernel`)."""
 
     def clip(self, mech: Mechanism) -> float:
         """The paper's clip bound of ``mech`` on this data set."""
@@ -154,24 +154,33 @@ def _data(target: Target, data_dir: Path | None, fraction: float) -> tuple[Datas
                         num_clients=N, data_dir=data_dir)
 
 
-def _constants(target: Target, mech: Mechanism, ds: Dataset, part: Partition, s: Settings,
-               ) -> dict[str, Any]:
-    spec = mechanism_for(mech)
-    kwargs: dict[str, Any] = dict(
-        dataset=ds, partition=part, clip=target.clip(mech), norm=spec.norm,
-        eps=1.0, delta=spec.client_delta(DELTA), sample_rate=spec.default_sample_rate,
-        proxy_fraction=s.estimate_proxy, rng=np.random.default_rng(1))
-    if target.convex:
-        est = estimate_constants(**kwargs)
-    else:
-        from fedqr.sim.network_constants import estimate_network_constants
-
-        est = estimate_network_constants(**kwargs)
+def _constants(target: Target, ds: Dataset, part: Partition, s: Settings,
+               ) -> dict[str, dict[str, Any]]:
+    """Each paper mechanism's constants by name, from one shared estimate (the curvature, the
+    GD run and the local optima do not depend on the mechanism's clipping)."""
     from fedqr.theory import constants_to_json
+    from fedqr.theory.estimate import ClipSetting, estimate_constants_many
 
-    doc: dict[str, Any] = json.loads(constants_to_json(est.constants))
-    doc["reads_private_data"] = est.reads_private_data
-    return doc
+    clips = []
+    for mech in PAPER_MECHANISMS:
+        spec = mechanism_for(mech)
+        clips.append(ClipSetting(clip=target.clip(mech), norm=spec.norm, eps=1.0,
+                                 delta=spec.client_delta(DELTA),
+                                 sample_rate=spec.default_sample_rate))
+    kernel = None
+    if not target.convex:
+        from fedqr.sim.network_constants import network_kernel
+
+        kernel = network_kernel(ds)
+    ests = estimate_constants_many(dataset=ds, partition=part, clips=clips, kernel=kernel,
+                                   proxy_fraction=s.estimate_proxy,
+                                   rng=np.random.default_rng(1))
+    docs = {}
+    for mech, est in zip(PAPER_MECHANISMS, ests, strict=True):
+        doc: dict[str, Any] = json.loads(constants_to_json(est.constants))
+        doc["reads_private_data"] = est.reads_private_data
+        docs[mech.value] = doc
+    return docs
 
 
 def _grid(target: Target, mech: Mechanism, c: ProblemConstants, s: Settings, base: float,
@@ -301,15 +310,16 @@ def build_manifest(out: Path, target: Target, s: Settings, *, base: float,
             return _rekeyed(doc, target, s, path)
     ds, part = _data(target, data_dir, base)
     entries: list[dict[str, Any]] = []
-    consts, plans = {}, {}
+    plans = {}
+    status(f"estimating the {' and '.join(m.value for m in PAPER_MECHANISMS)} constants "
+           "(no privacy: an analysis step)")
+    consts = _constants(target, ds, part, s)
     for mech in PAPER_MECHANISMS:
-        status(f"estimating the {mech.value} constants (no privacy: an analysis step)")
-        cdoc = _constants(target, mech, ds, part, s)
         from fedqr.theory import constants_from_json
 
-        grid, plans[mech.value] = _grid(target, mech, constants_from_json(json.dumps(cdoc)), s,
-                                        base)
-        consts[mech.value] = cdoc
+        grid, plans[mech.value] = _grid(target, mech,
+                                        constants_from_json(json.dumps(consts[mech.value])),
+                                        s, base)
         entries += grid
     entries += _fractions(target, s, base)
     if target.convex:

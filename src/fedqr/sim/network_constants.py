@@ -20,7 +20,15 @@ from fedqr.models.torch_kernel import TorchKernel
 from fedqr.sim.network_parts import ModelFactory, paper_cnn_factory
 from fedqr.theory.estimate import EstimatedConstants, EstimateSettings, estimate_constants
 
-__all__ = ["estimate_network_constants"]
+__all__ = ["estimate_network_constants", "network_kernel"]
+
+
+def network_kernel(dataset: Dataset, model_factory: ModelFactory | None = None) -> TorchKernel:
+    """The kernel of ``model_factory``'s model on ``dataset`` (default: the paper's CNN)."""
+    factory = model_factory if model_factory is not None else paper_cnn_factory(dataset)
+    return TorchKernel(build=factory, input_shape=dataset.image_shape or
+                       (dataset.num_features,), num_classes=dataset.num_classes,
+                       label="cnn" if model_factory is None else "torch")
 
 
 def estimate_network_constants(
@@ -48,10 +56,7 @@ def estimate_network_constants(
     arguments are those of :func:`fedqr.theory.estimate.estimate_constants` and of
     :class:`~fedqr.theory.estimate.EstimateSettings`.
     """
-    factory = model_factory if model_factory is not None else paper_cnn_factory(dataset)
-    kernel = TorchKernel(build=factory, input_shape=dataset.image_shape or
-                         (dataset.num_features,), num_classes=dataset.num_classes,
-                         label="cnn" if model_factory is None else "torch")
+    kernel = network_kernel(dataset, model_factory)
     return estimate_constants(
         dataset=dataset, partition=partition, clip=clip, norm=norm, eps=eps, delta=delta,
         sample_rate=sample_rate, weight_decay=weight_decay, kernel=kernel,

@@ -13,8 +13,9 @@
 :mod:`fedqr.theory.estimate_torch` (local estimates: see there).
 
 * ``mu``, ``lambda``: extreme Hessian eigenvalues of each ``F_i`` (Assumptions 4-5) by
-  Lanczos on torch-autograd Hessian-vector products (:func:`hessian_extreme_eigenvalues`,
-  generic over a loss closure), at ``theta_0`` and at the end of a short full-batch GD run;
+  Lanczos (:mod:`fedqr.theory.estimate_curvature`) on the objective's Hessian-vector products
+  (closed form for softmax regression, double-backward autograd for a torch model), at
+  ``theta_0`` and at the end of a short full-batch GD run;
   ``mu = min``, ``lambda = max`` over clients and points (``mu`` is floored at the weight
   decay when the measured minimum is not positive: a non-convex network).
 * ``G``: largest per-client mean squared per-sample gradient norm (clipped, plus weight decay)
@@ -23,11 +24,15 @@
   the largest along the run (weight decay is common to all samples and cancels).
 * ``Y0``, ``Gamma``: Section V's estimators from each client's local optimum:
   ``Y0 = sum_i d_i/d ||theta_0 - theta_i*||^2``, ``Gamma = max_i F_i* - sum_i d_i/d F_i*``.
+
+Only G and Lambda depend on the clipping: :func:`estimate_constants_many` estimates several
+:class:`ClipSetting` (e.g. the paper's Laplace and Gaussian experiments) on one workload with
+one curvature measurement, one GD run and one set of local optima.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import torch
@@ -39,8 +44,10 @@ from fedqr.models.kernel import Kernel
 from fedqr.models.logreg import Norm
 from fedqr.models.logreg_kernel import LogRegKernel
 from fedqr.models.torch_kernel import TorchKernel
+from fedqr.theory.estimate_curvature import hessian_extreme_eigenvalues, lanczos_extremes
 from fedqr.theory.estimate_logreg import LogRegObjective, regularised_optimum
 from fedqr.theory.estimate_parts import (
+    ClipSetting,
     EstimatedConstants,
     EstimateSettings,
     GradientPath,
@@ -48,10 +55,13 @@ from fedqr.theory.estimate_parts import (
     SampleStats,
     assemble_estimate,
     gradient_path,
+    path_points,
+    path_statistics,
 )
 from fedqr.theory.estimate_torch import TorchObjective
 
 __all__ = [
+    "ClipSetting",
     "EstimateSettings",
     "EstimatedConstants",
     "GradientPath",
@@ -60,60 +70,13 @@ __all__ = [
     "assemble_estimate",
     "estimate_constants",
     "estimate_constants_from_arrays",
+    "estimate_constants_many",
     "gradient_path",
     "hessian_extreme_eigenvalues",
     "objective_for",
     "proxy_indices",
     "regularised_optimum",
 ]
-
-
-def hessian_extreme_eigenvalues(
-    *, loss: Callable[[Tensor], Tensor], theta: Tensor, steps: int = 40, seed: int = 0
-) -> tuple[float, float]:
-    """``(smallest, largest)`` Hessian eigenvalue of ``loss`` at ``theta`` by Lanczos.
-
-    ``loss`` maps a tensor shaped like ``theta`` to a scalar; Hessian-vector products are
-    double-backward autograd. ``steps`` Lanczos iterations with full reorthogonalisation give
-    the extreme Ritz values of the tridiagonal matrix (exact once ``steps >= numel``; they lie
-    inside the spectrum and converge from within). A single run serves both ends, which matters
-    for regularised LR, whose smallest eigenvalue ``wd`` is highly degenerate (ARPACK's
-    residual test then fails to converge). Works for any twice-differentiable loss.
-    """
-    if not isinstance(steps, int) or steps < 1:
-        raise ValueError(f"steps must be an integer >= 1, got steps={steps!r}")
-    dtype = theta.dtype
-    n = theta.numel()
-    x0 = theta.detach().clone().requires_grad_(True)
-    (grad,) = torch.autograd.grad(loss(x0), x0, create_graph=True)
-    flat = grad.reshape(-1)
-
-    def hvp(v: NDArray[np.float64]) -> NDArray[np.float64]:
-        vt = torch.as_tensor(v, dtype=dtype)
-        (hv,) = torch.autograd.grad(flat, x0, grad_outputs=vt, retain_graph=True)
-        return np.asarray(hv.detach().reshape(-1).double().numpy())
-
-    m = min(steps, n)
-    basis = np.zeros((m, n))
-    alpha, beta = np.zeros(m), np.zeros(m)
-    v = np.random.default_rng(seed).standard_normal(n)
-    basis[0] = v / np.linalg.norm(v)
-    k = m
-    for j in range(m):
-        w = hvp(basis[j])
-        alpha[j] = basis[j] @ w
-        w -= basis[: j + 1].T @ (basis[: j + 1] @ w)  # full reorthogonalisation, twice
-        w -= basis[: j + 1].T @ (basis[: j + 1] @ w)
-        if j + 1 == m:
-            break
-        beta[j] = float(np.linalg.norm(w))
-        if beta[j] <= 1e-12 * max(1.0, abs(alpha[j])):  # invariant subspace: exact
-            k = j + 1
-            break
-        basis[j + 1] = w / beta[j]
-    tri = np.diag(alpha[:k]) + np.diag(beta[: k - 1], 1) + np.diag(beta[: k - 1], -1)
-    ev = np.linalg.eigvalsh(tri)
-    return float(ev[0]), float(ev[-1])
 
 
 def objective_for(kernel: Kernel, *, weight_decay: float,
@@ -168,11 +131,25 @@ def estimate_constants_from_arrays(
     reads_private_data
         Recorded in the result: whether the arrays are the clients' private data.
     """
+    clips = [ClipSetting(clip=clip, norm=Norm(norm), eps=eps, delta=delta,
+                         sample_rate=sample_rate)]
+    return _from_arrays(client_x, client_y, num_classes=num_classes, clips=clips,
+                        weight_decay=weight_decay, d_i=d_i, kernel=kernel, settings=settings,
+                        reads_private_data=reads_private_data)[0]
+
+
+def _from_arrays(client_x: Sequence[NDArray[np.floating]],
+                 client_y: Sequence[NDArray[np.integer]], *, num_classes: int,
+                 clips: Sequence[ClipSetting], weight_decay: float,
+                 d_i: Sequence[int] | None, kernel: Kernel | None,
+                 settings: EstimateSettings | None,
+                 reads_private_data: bool) -> list[EstimatedConstants]:
+    """:func:`estimate_constants_from_arrays` for several clip settings at once."""
     n = len(client_x)
     if n < 2 or len(client_y) != n:
         raise ValueError(f"client_x and client_y must hold the same N >= 2 clients, got {n}")
-    if not (clip > 0):
-        raise ValueError(f"clip must be > 0, got clip={clip!r}")
+    if not clips:
+        raise ValueError("clips must name at least one ClipSetting, got none")
     if not weight_decay > 0:
         raise ValueError(f"weight_decay must be > 0 (it is mu's floor), got "
                          f"weight_decay={weight_decay!r}")
@@ -185,23 +162,22 @@ def estimate_constants_from_arrays(
     sizes = tuple(int(v) for v in (d_i if d_i is not None else [x.shape[0] for x, _ in data]))
     gd_steps, lanczos_steps = obj.default_steps
     return _estimate(
-        obj, data, sizes=sizes, clip=clip, norm=Norm(norm), eps=eps, delta=delta,
-        sample_rate=sample_rate, reads_private_data=reads_private_data,
+        obj, data, sizes=sizes, clips=clips, reads_private_data=reads_private_data,
         gd_steps=gd_steps if s.gd_steps is None else s.gd_steps,
         lanczos_steps=lanczos_steps if s.lanczos_steps is None else s.lanczos_steps)
 
 
 def _estimate(obj: Objective, data: list[tuple[Tensor, Tensor]], *, sizes: tuple[int, ...],
-              clip: float, norm: Norm, eps: float | Sequence[float],
-              delta: float | Sequence[float], sample_rate: float, reads_private_data: bool,
-              gd_steps: int, lanczos_steps: int) -> EstimatedConstants:
-    """Curvature, the GD path, curvature again, local optima: the constants."""
+              clips: Sequence[ClipSetting], reads_private_data: bool, gd_steps: int,
+              lanczos_steps: int) -> list[EstimatedConstants]:
+    """Curvature, the GD path, curvature again, local optima (shared by every clip setting),
+    then each setting's per-sample statistics along the path: the constants of each."""
     n = len(data)
     w = np.asarray(sizes, dtype=np.float64) / sum(sizes)
 
     def curvature(theta: Tensor) -> list[tuple[float, float]]:
-        return [hessian_extreme_eigenvalues(loss=obj.loss(x, y), theta=theta,
-                                            steps=lanczos_steps) for x, y in data]
+        return [lanczos_extremes(obj.hvp(x, y, theta), size=theta.numel(), steps=lanczos_steps)
+                for x, y in data]
 
     theta0 = obj.theta0
     curv = curvature(theta0)
@@ -210,24 +186,29 @@ def _estimate(obj: Objective, data: list[tuple[Tensor, Tensor]], *, sizes: tuple
     def descent(t: Tensor) -> Tensor:  # one full-batch GD step of size 1 / lambda
         grad = torch.zeros_like(t)
         for wi, (x, y) in zip(w, data, strict=True):
-            tg = t.clone().requires_grad_(True)
-            grad += float(wi) * torch.autograd.grad(obj.loss(x, y)(tg), tg)[0]
+            grad += float(wi) * obj.gradient(x, y, t)
         return t - grad / lam_max
 
-    path = gradient_path(
-        theta=theta0.clone(), steps=gd_steps, weights=w, descent=descent,
-        client_stats=lambda t: [obj.sample_stats(x, y, t, clip=clip, norm=norm)
-                                for x, y in data])
-    curv += curvature(path.theta)
+    points = path_points(theta=theta0.clone(), steps=gd_steps, descent=descent)
+    curv += curvature(points[-1])
     mu_i = tuple(min(curv[i][0], curv[n + i][0]) for i in range(n))
     lambda_i = tuple(max(curv[i][1], curv[n + i][1]) for i in range(n))
     local = [obj.local_optimum(x, y) for x, y in data]
     mu = min(mu_i)
-    return assemble_estimate(
-        path=path, mu=mu if mu > 0 else obj.weight_decay, mu_i=mu_i,
-        lambda_i=lambda_i, f_star=np.array([f for f, _ in local]),
-        y0_i=np.array([y0 for _, y0 in local]), sizes=sizes, p=obj.num_params, clip=clip,
-        eps=eps, delta=delta, sample_rate=sample_rate, reads_private_data=reads_private_data)
+    out = []
+    for c in clips:
+
+        def stats(t: Tensor, c: ClipSetting = c) -> list[SampleStats]:
+            return [obj.sample_stats(x, y, t, clip=c.clip, norm=c.norm) for x, y in data]
+
+        path = path_statistics(points=points, weights=w, client_stats=stats)
+        out.append(assemble_estimate(
+            path=path, mu=mu if mu > 0 else obj.weight_decay, mu_i=mu_i,
+            lambda_i=lambda_i, f_star=np.array([f for f, _ in local]),
+            y0_i=np.array([y0 for _, y0 in local]), sizes=sizes, p=obj.num_params,
+            clip=c.clip, eps=c.eps, delta=c.delta, sample_rate=c.sample_rate,
+            reads_private_data=reads_private_data))
+    return out
 
 
 def proxy_indices(partition: Partition, *, proxy_fraction: float | None,
@@ -272,11 +253,32 @@ def estimate_constants(
         The constants and their diagnostics (a torch model's ``mu_i`` as measured, possibly
         negative).
     """
+    clips = [ClipSetting(clip=clip, norm=Norm(norm), eps=eps, delta=delta,
+                         sample_rate=sample_rate)]
+    return estimate_constants_many(
+        dataset=dataset, partition=partition, clips=clips, weight_decay=weight_decay,
+        kernel=kernel, proxy_fraction=proxy_fraction, rng=rng, settings=settings)[0]
+
+
+def estimate_constants_many(
+    *,
+    dataset: Dataset,
+    partition: Partition,
+    clips: Sequence[ClipSetting],
+    weight_decay: float = 0.01,
+    kernel: Kernel | None = None,
+    proxy_fraction: float | None = None,
+    rng: np.random.Generator | None = None,
+    settings: EstimateSettings | None = None,
+) -> list[EstimatedConstants]:
+    """:func:`estimate_constants` of one workload under several clip settings (one per
+    mechanism), in the order of ``clips``: the curvature, the GD run and the local optima do
+    not depend on the clipping and are measured once; each result equals that setting's
+    :func:`estimate_constants` with the same ``rng`` state.
+    """
     idx = proxy_indices(partition, proxy_fraction=proxy_fraction, rng=rng)
-    return estimate_constants_from_arrays(
-        client_x=[dataset.x_train[ix] for ix in idx],
-        client_y=[dataset.y_train[ix] for ix in idx],
-        num_classes=dataset.num_classes, clip=clip, norm=norm, eps=eps, delta=delta,
-        sample_rate=sample_rate, weight_decay=weight_decay,
+    return _from_arrays(
+        [dataset.x_train[ix] for ix in idx], [dataset.y_train[ix] for ix in idx],
+        num_classes=dataset.num_classes, clips=clips, weight_decay=weight_decay,
         d_i=[int(ix.size) for ix in partition.indices], kernel=kernel, settings=settings,
-    )  # fmt: skip
+        reads_private_data=True)

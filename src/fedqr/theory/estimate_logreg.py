@@ -1,11 +1,20 @@
-"""Softmax regression's objective for the estimator: closed-form per-sample norms, L-BFGS optima.
+"""Softmax regression's objective for the estimator: closed forms throughout, no autograd.
 
 ``theta`` is the ``(features, k)`` weight matrix, flattened, in float64, starting from zero
-(the paper's start).
+(the paper's start). ``F(theta) = mean_j CE(x_j^T theta, y_j) + (wd/2) ||theta||^2`` with
+``P = softmax(X theta)`` row-wise and ``Y`` the one-hot labels:
 
-* Per-sample gradients ``x (p - y)^T`` factorise: ``||x (p-y)^T||_F = ||x||_2 ||p-y||_2`` and
-  ``<x (p-y)^T, wd theta> = wd <x^T theta, p-y>``, so no gradient is ever materialised.
-* ``F_i`` is strictly convex (``wd > 0``): each client's local optimum is found by L-BFGS.
+* gradient ``X^T (P - Y) / n + wd theta`` (:func:`value_and_gradient`: one product each way);
+* Hessian-vector product ``X^T J / n + wd V`` with ``U = X V`` and
+  ``J = P * U - P * rowsum(P * U)``, the softmax Jacobian applied row by row
+  (:func:`hessian_vector_product`: again one product each way);
+* per-sample gradients ``x (p - y)^T`` factorise: ``||x (p-y)^T||_F = ||x||_2 ||p-y||_2`` and
+  ``<x (p-y)^T, wd theta> = wd <x^T theta, p-y>``, so no gradient is ever materialised;
+* ``F_i`` is strictly convex (``wd > 0``): each client's local optimum and the pooled optimum
+  ``theta*`` are found by L-BFGS in float64 on the closed-form gradient.
+
+Products are taken as ``theta^T X^T`` and ``R^T X`` (classes first): the fast orientation of a
+tall-skinny product in BLAS.
 """
 
 from __future__ import annotations
@@ -20,17 +29,68 @@ from scipy.optimize import minimize
 from torch import Tensor
 
 from fedqr.models.logreg import Norm
+from fedqr.theory.estimate_curvature import Hvp
 from fedqr.theory.estimate_parts import SampleStats
 
-__all__ = ["LogRegObjective", "regularised_optimum"]
+__all__ = ["LogRegObjective", "hessian_vector_product", "regularised_optimum",
+           "softmax_t", "value_and_gradient"]
+
+_GTOL = 1e-7
+Floats = NDArray[np.floating]
 
 
-def _loss(x: Tensor, y: Tensor, wd: float) -> Callable[[Tensor], Tensor]:
-    def f(theta: Tensor) -> Tensor:
-        ce = torch.nn.functional.cross_entropy(x @ theta, y)
-        return ce + 0.5 * wd * theta.pow(2).sum()
+def softmax_t(x: Floats, theta: Floats) -> tuple[Floats, Floats, Floats]:
+    """``(Z^T, P^T, logsumexp)``: logits and probabilities ``(k, n)`` of the rows ``x`` and
+    each row's log-partition ``(n,)``, in the dtype of ``x`` and ``theta``."""
+    zt = theta.T @ x.T
+    top = zt.max(axis=0)
+    e = np.exp(zt - top)
+    s = e.sum(axis=0)
+    return zt, e / s, top + np.log(s)
 
-    return f
+
+def value_and_gradient(x: Floats, y: NDArray[np.integer], theta: Floats,
+                       weight_decay: float) -> tuple[float, Floats]:
+    """``F(theta)`` and its gradient ``(features, k)`` (mean cross-entropy plus weight decay)."""
+    n = x.shape[0]
+    cols = np.arange(n)
+    zt, pt, lse = softmax_t(x, theta)
+    ce = float(np.mean(lse - zt[y, cols], dtype=np.float64))
+    pt[y, cols] -= 1.0  # P - Y
+    grad = (pt @ x).T / n + weight_decay * theta
+    return ce + 0.5 * weight_decay * float(np.sum(theta * theta, dtype=np.float64)), grad
+
+
+def hessian_vector_product(x: Floats, pt: Floats, v: Floats, weight_decay: float) -> Floats:
+    """``H v`` at the point of probabilities ``pt`` (``(k, n)``, from :func:`softmax_t`);
+    ``v`` and the result are ``(features, k)``."""
+    ut = v.T @ x.T
+    jt = pt * (ut - (pt * ut).sum(axis=0))
+    out: Floats = (jt @ x).T / x.shape[0] + weight_decay * v
+    return out
+
+
+def _lbfgs(x: Floats, y: NDArray[np.integer], k: int, wd: float, start: NDArray[np.float64],
+           gtol: float) -> tuple[float, NDArray[np.float64]]:
+    """L-BFGS-B from ``start`` on ``F`` evaluated in the dtype of ``x``."""
+    shape = (x.shape[1], k)
+
+    def fun(v: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
+        val, g = value_and_gradient(x, y, v.reshape(shape).astype(x.dtype, copy=False), wd)
+        return val, np.asarray(g, dtype=np.float64).reshape(-1)
+
+    res = minimize(fun, start, jac=True, method="L-BFGS-B",
+                   options={"maxiter": 500, "gtol": gtol})  # fmt: skip
+    return float(res.fun), np.asarray(res.x, dtype=np.float64)
+
+
+def regularised_optimum(x: Floats, y: NDArray[np.integer], *, num_classes: int,
+                        weight_decay: float) -> NDArray[np.float64]:
+    """``argmin mean CE + (wd/2) ||theta||^2`` by L-BFGS, shaped ``(k, p)`` like the engine's."""
+    xd = np.asarray(x, dtype=np.float64)
+    _, flat = _lbfgs(xd, np.asarray(y, dtype=np.int64), num_classes, weight_decay,
+                     np.zeros(xd.shape[1] * num_classes), _GTOL)
+    return np.ascontiguousarray(flat.reshape(-1, num_classes).T)
 
 
 def _sample_stats(
@@ -50,30 +110,6 @@ def _sample_stats(
     mean_grad = x.T @ (s[:, None] * r) / y.numel()
     lam2 = float(sq.mean() - mean_grad.pow(2).sum())
     return float(full.mean()), max(lam2, 0.0), l1, l2, float((s < 1).double().mean())
-
-
-def _local_optimum(x: Tensor, y: Tensor, k: int, wd: float) -> tuple[float, NDArray[np.float64]]:
-    f = _loss(x, y, wd)
-    shape = (x.shape[1], k)
-
-    def fun(v: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
-        t = torch.as_tensor(v, dtype=x.dtype).reshape(shape).requires_grad_(True)
-        val = f(t)
-        (g,) = torch.autograd.grad(val, t)
-        return float(val.detach()), g.reshape(-1).double().numpy()
-
-    res = minimize(fun, np.zeros(shape[0] * k), jac=True, method="L-BFGS-B",
-                   options={"maxiter": 500, "gtol": 1e-7})  # fmt: skip
-    return float(res.fun), np.asarray(res.x, dtype=np.float64)
-
-
-def regularised_optimum(x: NDArray[np.floating], y: NDArray[np.integer], *, num_classes: int,
-                        weight_decay: float) -> NDArray[np.float64]:
-    """``argmin mean CE + (wd/2) ||theta||^2`` by L-BFGS, shaped ``(k, p)`` like the engine's."""
-    xt = torch.as_tensor(np.asarray(x), dtype=torch.float64)
-    _, flat = _local_optimum(xt, torch.as_tensor(np.asarray(y), dtype=torch.int64),
-                             num_classes, weight_decay)
-    return np.ascontiguousarray(flat.reshape(xt.shape[1], num_classes).T)
 
 
 @dataclass(frozen=True)
@@ -105,11 +141,32 @@ class LogRegObjective:
         if xt.dim() != 2 or xt.shape[1] != self.num_features:
             raise ValueError(f"client rows must have {self.num_features} features (the "
                              f"kernel's), got shape {tuple(xt.shape)}")
-        return xt, torch.as_tensor(np.asarray(y), dtype=torch.int64)
+        return xt.contiguous(), torch.as_tensor(np.asarray(y), dtype=torch.int64)
 
     def loss(self, x: Tensor, y: Tensor) -> Callable[[Tensor], Tensor]:
-        """Mean cross-entropy plus weight decay."""
-        return _loss(x, y, self.weight_decay)
+        """Mean cross-entropy plus weight decay (a torch closure, for autograd)."""
+        wd = self.weight_decay
+
+        def f(theta: Tensor) -> Tensor:
+            return torch.nn.functional.cross_entropy(x @ theta, y) + 0.5 * wd * theta.pow(2).sum()
+
+        return f
+
+    def gradient(self, x: Tensor, y: Tensor, theta: Tensor) -> Tensor:
+        """``grad F_i(theta)`` in closed form."""
+        _, g = value_and_gradient(x.numpy(), y.numpy(), theta.numpy(), self.weight_decay)
+        return torch.as_tensor(np.ascontiguousarray(g))
+
+    def hvp(self, x: Tensor, y: Tensor, theta: Tensor) -> Hvp:
+        """``v -> H v`` of ``F_i`` at ``theta`` in closed form (softmax computed once)."""
+        xn, shape = x.numpy(), tuple(theta.shape)
+        _, pt, _ = softmax_t(xn, theta.numpy())
+
+        def hv(v: NDArray[np.float64]) -> NDArray[np.float64]:
+            out = hessian_vector_product(xn, pt, v.reshape(shape), self.weight_decay)
+            return np.asarray(out, dtype=np.float64).reshape(-1)
+
+        return hv
 
     def sample_stats(self, x: Tensor, y: Tensor, theta: Tensor, *, clip: float,
                      norm: Norm) -> SampleStats:
@@ -117,6 +174,7 @@ class LogRegObjective:
         return _sample_stats(x, y, theta, clip=clip, norm=norm, wd=self.weight_decay)
 
     def local_optimum(self, x: Tensor, y: Tensor) -> tuple[float, float]:
-        """The client's optimum by L-BFGS; ``theta_0 = 0``."""
-        value, theta = _local_optimum(x, y, self.num_classes, self.weight_decay)
+        """The client's optimum by L-BFGS in float64; ``theta_0 = 0``."""
+        value, theta = _lbfgs(x.numpy(), y.numpy(), self.num_classes, self.weight_decay,
+                              np.zeros(self.num_params), _GTOL)
         return value, float(np.sum(theta**2))

@@ -21,9 +21,10 @@ from torch import Tensor
 
 from fedqr.models.logreg import Norm
 from fedqr.theory.constants import ProblemConstants
+from fedqr.theory.estimate_curvature import Hvp
 
-__all__ = ["EstimateSettings", "EstimatedConstants", "GradientPath", "Objective", "SampleStats",
-           "assemble_estimate", "gradient_path"]
+__all__ = ["ClipSetting", "EstimateSettings", "EstimatedConstants", "GradientPath", "Objective",
+           "SampleStats", "assemble_estimate", "gradient_path", "path_points", "path_statistics"]
 
 _QUANTILES = (0.5, 0.9, 0.99, 1.0)
 SampleStats = tuple[float, float, Tensor, Tensor, float]
@@ -69,6 +70,32 @@ class EstimateSettings:
             raise ValueError(f"local_lr must be > 0, got local_lr={self.local_lr!r}")
 
 
+@dataclass(frozen=True, kw_only=True)
+class ClipSetting:
+    """One mechanism's view of a workload: its clipping and the budgets copied into the
+    constants. Estimates of several settings on one workload share the curvature, the GD run
+    and the local optima; only the per-sample statistics depend on the clipping.
+
+    Attributes
+    ----------
+    clip, norm
+        Clipping norm ``xi > 0`` and its norm (l1 Laplace, l2 Gaussian).
+    eps, delta, sample_rate
+        Budgets (scalar or per client) and ``q``.
+    """
+
+    clip: float
+    norm: Norm
+    eps: float | Sequence[float]
+    delta: float | Sequence[float] = 0.0
+    sample_rate: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not (self.clip > 0):
+            raise ValueError(f"clip must be > 0, got clip={self.clip!r}")
+        object.__setattr__(self, "norm", Norm(self.norm))
+
+
 class Objective(Protocol):
     """A model's regularised objective ``F_i = mean loss + (wd/2) ||theta||^2`` as a function
     of flat parameters: what the estimator asks of a model."""
@@ -99,6 +126,14 @@ class Objective(Protocol):
 
     def loss(self, x: Tensor, y: Tensor) -> Callable[[Tensor], Tensor]:
         """``F_i`` of the rows ``(x, y)`` as a closure over flat parameters."""
+        ...
+
+    def gradient(self, x: Tensor, y: Tensor, theta: Tensor) -> Tensor:
+        """``grad F_i(theta)`` of the rows ``(x, y)``, shaped like ``theta``."""
+        ...
+
+    def hvp(self, x: Tensor, y: Tensor, theta: Tensor) -> Hvp:
+        """``v -> H v`` of ``F_i`` at ``theta`` on flat float64 vectors."""
         ...
 
     def sample_stats(self, x: Tensor, y: Tensor, theta: Tensor, *, clip: float,
@@ -170,29 +205,46 @@ class GradientPath:
     clipped_fraction: tuple[float, float]
 
 
-def gradient_path(*, theta: Tensor, steps: int, weights: NDArray[np.float64],
-                  client_stats: Callable[[Tensor], list[SampleStats]],
-                  descent: Callable[[Tensor], Tensor]) -> GradientPath:
-    """Run ``steps`` steps ``theta <- descent(theta)``, recording ``client_stats`` at every point
-    (G: Assumption 6; Lambda: Assumption 8) and the norm quantiles at both ends."""
+def path_points(*, theta: Tensor, steps: int,
+                descent: Callable[[Tensor], Tensor]) -> list[Tensor]:
+    """``theta`` and the ``steps`` points ``theta <- descent(theta)`` after it (the GD run does
+    not depend on the clipping, so several clip settings share one run)."""
+    points = [theta]
+    for _ in range(steps):
+        points.append(descent(points[-1]))
+    return points
+
+
+def path_statistics(*, points: Sequence[Tensor], weights: NDArray[np.float64],
+                    client_stats: Callable[[Tensor], list[SampleStats]]) -> GradientPath:
+    """``client_stats`` at every point of a GD run (G: Assumption 6; Lambda: Assumption 8) and
+    the norm quantiles at both ends; the run ends at ``points[-1]``."""
     g2_rows: list[list[float]] = []
     lam2 = np.zeros(len(weights))
     quant: dict[str, list[NDArray[np.float64]]] = {"l1": [], "l2": []}
     clipped: list[float] = []
-    for step in range(steps + 1):
+    last = len(points) - 1
+    for step, theta in enumerate(points):
         stats = client_stats(theta)
         g2_rows.append([st[0] for st in stats])
         lam2 = np.maximum(lam2, [st[1] for st in stats])
-        if step in (0, steps):
+        if step in (0, last):
             for key, idx in (("l1", 2), ("l2", 3)):
                 norms = torch.cat([torch.as_tensor(st[idx]) for st in stats]).numpy()
                 quant[key].append(np.quantile(norms, _QUANTILES))
             clipped.append(float(np.average([st[4] for st in stats], weights=weights)))
-        if step < steps:
-            theta = descent(theta)
-    return GradientPath(theta=theta, g2=np.asarray(g2_rows, dtype=np.float64), lambda2=lam2,
-                        norm_quantiles={k: np.asarray(v) for k, v in quant.items()},
+    return GradientPath(theta=points[-1], g2=np.asarray(g2_rows, dtype=np.float64),
+                        lambda2=lam2, norm_quantiles={k: np.asarray(v) for k, v in quant.items()},
                         clipped_fraction=(clipped[0], clipped[-1]))
+
+
+def gradient_path(*, theta: Tensor, steps: int, weights: NDArray[np.float64],
+                  client_stats: Callable[[Tensor], list[SampleStats]],
+                  descent: Callable[[Tensor], Tensor]) -> GradientPath:
+    """Run ``steps`` steps ``theta <- descent(theta)``, recording ``client_stats`` at every point
+    (:func:`path_points`, then :func:`path_statistics`)."""
+    return path_statistics(points=path_points(theta=theta, steps=steps, descent=descent),
+                           weights=weights, client_stats=client_stats)
 
 
 def assemble_estimate(

@@ -31,6 +31,7 @@ from torch.nn import functional as F
 from fedqr.models.logreg import Norm
 from fedqr.models.losses import per_sample_cross_entropy
 from fedqr.models.torch_kernel import TorchKernel
+from fedqr.theory.estimate_curvature import Hvp, autograd_gradient, autograd_hvp
 from fedqr.theory.estimate_parts import SampleStats
 
 __all__ = ["TorchObjective"]
@@ -90,6 +91,14 @@ class TorchObjective:
             return mean + 0.5 * wd * theta.pow(2).sum()
 
         return f
+
+    def gradient(self, x: Tensor, y: Tensor, theta: Tensor) -> Tensor:
+        """``grad F_i(theta)`` by autograd."""
+        return autograd_gradient(self.loss(x, y), theta)
+
+    def hvp(self, x: Tensor, y: Tensor, theta: Tensor) -> Hvp:
+        """``v -> H v`` of ``F_i`` at ``theta`` by double-backward autograd."""
+        return autograd_hvp(self.loss(x, y), theta)
 
     def _per_sample_grads(self, x: Tensor, y: Tensor, theta: Tensor) -> Tensor:
         """``[n, P]`` per-sample loss gradients (chunks of 128 rows)."""
