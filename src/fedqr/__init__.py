@@ -19,6 +19,10 @@ from __future__ import annotations
 from importlib import import_module
 from typing import TYPE_CHECKING, Any
 
+from fedqr._threads import prefer_passive_wait
+
+prefer_passive_wait()  # before torch starts OpenMP: see fedqr._threads
+
 __version__ = "0.1.0"
 
 _EXPORTS = {

@@ -14,6 +14,7 @@ from torch import Tensor
 from fedqr.models.logreg import clipped_residual
 from fedqr.models.logreg_pass import evaluate, poisson_positions
 from fedqr.planner.gradients import full_batch_gradient, row_blocks
+from fedqr.planner.noise_sums import laplace_groups, laplace_sum
 from fedqr.planner.twin import Proxy, TwinRun, _continuous, _weights
 from fedqr.privacy import Mechanism
 from fedqr.sim.config import Selection
@@ -94,8 +95,9 @@ def reference_columns(proxy: Proxy, run: TwinRun, *, horizons: NDArray[np.int64]
             unit = draw_noise(kind, torch.ones(k_rep), n_cls * p, generator)
             noise = (w.square().sum(dim=1).sqrt()[:, None, None] * unit).reshape(a, n_cls, p)
         else:
-            unit = draw_noise(kind, torch.ones(k_rep, b), n_cls * p, generator)
-            noise = torch.einsum("cb,kbp->ckp", w, unit).reshape(a, n_cls, p)
+            groups, counts = laplace_groups(c[None, :] * std_sorted[:, sel])
+            noise = laplace_sum(groups[:c_act], counts, repeats=k_rep, num_params=n_cls * p,
+                                generator=generator).reshape(a, n_cls, p)
         theta = torch.cat([float(c.sum()) * th - run.lr.at(t) * (g_sum + noise), theta[a:]])
         stop = int((hs > t + 1).sum())
         if stop < c_act:

@@ -13,7 +13,8 @@ column's test loss is recorded when it reaches its T. Columns of the same repeat
 their noise draws and Poisson batches (common random numbers, scaled by each column's own
 std), so the loss differences between horizons are not blurred by independent noise. The
 Gaussian noise of a round's b replies is drawn as its sum (one normal vector of the summed
-variance per repeat: the same law, b times fewer draws).
+variance per repeat: the same law, b times fewer draws), the Laplace noise as one sum per
+group of replies of equal weights (:mod:`fedqr.planner.noise_sums`).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from fedqr.data import ClientData, Dataset, Partition
 from fedqr.models.logreg import Norm
 from fedqr.models.logreg_pass import ClientLayout, client_layout, evaluate
 from fedqr.planner.gradients import RowBlock, full_batch_gradient, poisson_gradient, row_blocks
+from fedqr.planner.noise_sums import laplace_groups, laplace_sum
 from fedqr.privacy import Mechanism, mechanism_for
 from fedqr.sim.config import Aggregation, LearningRate, Selection
 from fedqr.sim.engine import draw_noise
@@ -134,6 +136,8 @@ class _Round:
     blocks: list[RowBlock]  # full batches: the rows and their weights
     noise_w: Tensor
     noise_sd: Tensor
+    noise_groups: Tensor  # Laplace: (C, G) the distinct columns of noise_w
+    noise_counts: Tensor  # (G,) replies of each group
 
 
 def _round_of(proxy: Proxy, run: TwinRun, sel: NDArray[np.int64], std_sorted: Tensor, *,
@@ -143,12 +147,14 @@ def _round_of(proxy: Proxy, run: TwinRun, sel: NDArray[np.int64], std_sorted: Te
     m = torch.as_tensor(proxy.proxy_sizes[sel], dtype=torch.float32, device=dev)
     weight = c / m if q_twin >= 1 else c / (q_twin * m)  # c_i / n_i of the batch n_i
     w = c[None, :] * std_sorted[:, sel]  # (C, b): each reply's weighted std
+    groups, counts = laplace_groups(w)
     lay = proxy.layout
     return _Round(sel=sel, c_sum=float(c.sum()), weight=weight,
                   starts=torch.as_tensor(lay.offsets[:-1][sel], device=dev),
                   sizes=torch.as_tensor(lay.sizes[sel], device=dev),
                   blocks=row_blocks(lay, sel, weight) if q_twin >= 1 else [],
-                  noise_w=w, noise_sd=w.square().sum(dim=1).sqrt())
+                  noise_w=w, noise_sd=w.square().sum(dim=1).sqrt(), noise_groups=groups,
+                  noise_counts=counts)
 
 
 def simulate_columns(proxy: Proxy, run: TwinRun, *, horizons: NDArray[np.int64],
@@ -257,14 +263,14 @@ def _noise(run: TwinRun, rnd: _Round, c_act: int, num_params: int,
     """The summed noise of the round's b replies for every running column and repeat,
     ``(c_act, K, P)``: Gaussian as one normal vector per repeat of the summed variance
     (``sum_i w_i z_i`` is ``N(0, sum_i w_i^2)``: the same law, b times fewer draws),
-    Laplace as the weighted sum of every reply's draw (shared by the columns of a repeat,
-    scaled by each column's std)."""
+    Laplace as the weighted sum of the replies' draws (shared by the columns of a repeat,
+    scaled by each column's std), one gamma pair per group of equal replies
+    (:mod:`fedqr.planner.noise_sums`)."""
     noise_kind = _continuous(run.mechanism)
     dev = rnd.noise_sd.device
     if noise_kind is Mechanism.GAUSSIAN:
         unit = draw_noise(noise_kind, torch.ones(run.repeats, device=dev), num_params,
                           generator)
         return rnd.noise_sd[:c_act, None, None] * unit
-    unit = draw_noise(noise_kind, torch.ones(run.repeats, len(rnd.sel), device=dev),
-                      num_params, generator)
-    return torch.einsum("cb,kbp->ckp", rnd.noise_w[:c_act], unit)
+    return laplace_sum(rnd.noise_groups[:c_act], rnd.noise_counts, repeats=run.repeats,
+                       num_params=num_params, generator=generator)
