@@ -31,6 +31,7 @@ from fedqr.models.kernel import Kernel, KernelData
 from fedqr.models.logreg import Norm
 from fedqr.models.logreg_pass import poisson_positions
 from fedqr.planner.columns import ColumnEngine, column_engine
+from fedqr.planner.noise_sums import laplace_groups, laplace_sum
 from fedqr.planner.twin import TwinRun, _continuous, _weights
 from fedqr.privacy import Mechanism
 from fedqr.sim.config import Selection
@@ -165,8 +166,8 @@ def simulate_columns_kernel(proxy: KernelProxy, run: TwinRun, *, horizons: NDArr
                             device=dev)
         step = _gradient_term(proxy, run, th, sel, c, q_twin=q_twin, generator=generator,
                               work=work)
-        w = c[None, :] * std_sorted[:c_act][:, sel]  # (C, b): each reply's weighted std
-        _add_noise(step, noise_kind, w, k_rep=k_rep, generator=generator)
+        w = c[None, :] * std_sorted[:, sel]  # (C, b): each reply's weighted std
+        _add_noise(step, noise_kind, w, c_act, k_rep=k_rep, generator=generator)
         th.mul_(float(c.sum())).sub_(step, alpha=run.lr.at(t))  # the running columns, in place
         stop = int((hs > t + 1).sum())
         if stop < c_act:
@@ -176,20 +177,21 @@ def simulate_columns_kernel(proxy: KernelProxy, run: TwinRun, *, horizons: NDArr
     return losses[np.argsort(order, kind="stable")]
 
 
-def _add_noise(step: Tensor, kind: Mechanism, w: Tensor, *, k_rep: int,
+def _add_noise(step: Tensor, kind: Mechanism, w: Tensor, c_act: int, *, k_rep: int,
                generator: torch.Generator) -> None:
-    """Add ``sum_i w_i z_i`` to every running column of ``step`` (``(C K, P)``); the unit draws
-    of a repeat are shared by its columns (the logistic twin's draws, in its order)."""
-    c_act, b = w.shape
+    """Add ``sum_i w_i z_i`` to the ``c_act`` running columns of ``step`` (``(c_act K, P)``;
+    ``w`` is ``(C, b)`` for every column); the unit draws of a repeat are shared by its
+    columns (the logistic twin's draws, in its order: Laplace per group of equal replies,
+    :mod:`fedqr.planner.noise_sums`)."""
     p = step.shape[1]
-    dev = w.device
     out = step.view(c_act, k_rep, p)
     if kind is Mechanism.GAUSSIAN:  # sum_i w_i z_i is N(0, sum_i w_i^2): one draw per repeat
-        unit = draw_noise(kind, torch.ones(k_rep, device=dev), p, generator)
-        out.addcmul_(w.square().sum(dim=1).sqrt()[:, None, None], unit[None])
+        unit = draw_noise(kind, torch.ones(k_rep, device=w.device), p, generator)
+        out.addcmul_(w[:c_act].square().sum(dim=1).sqrt()[:, None, None], unit[None])
     else:
-        unit = draw_noise(kind, torch.ones(k_rep, b, device=dev), p, generator)
-        out.add_(torch.einsum("cb,kbp->ckp", w, unit))
+        groups, counts = laplace_groups(w)
+        out.add_(laplace_sum(groups[:c_act], counts, repeats=k_rep, num_params=p,
+                             generator=generator))
 
 
 def _gradient_term(proxy: KernelProxy, run: TwinRun, theta: Tensor, sel: NDArray[np.int64],
