@@ -23,6 +23,7 @@ from fedqr.models.logreg_pass import (
     full_batch_sums,
     poisson_sums,
 )
+from fedqr.models.sparse_rows import SparseCache
 
 __all__ = ["LogRegKernel"]
 
@@ -62,7 +63,8 @@ class LogRegKernel:
         """Client layout with row norms in the mechanism's norm."""
         layout = client_layout(data.x, data.y, offsets=data.offsets,
                                num_classes=self.num_classes, norm=data.norm)
-        return _Attached(self, layout, data)
+        test = SparseCache.of(data.x_test, [(0, data.x_test.shape[0])], transpose=False)
+        return _Attached(self, layout, data, test)
 
     def describe(self) -> dict[str, object]:
         """Name and size."""
@@ -74,6 +76,7 @@ class _Attached:
     kernel: LogRegKernel
     layout: ClientLayout
     data: KernelData
+    test_sparse: SparseCache  # the test rows as CSR where that pays
 
     def _matrix(self, theta: Tensor) -> Tensor:
         return theta.view(theta.shape[0], self.kernel.num_classes, self.kernel.num_features)
@@ -93,7 +96,7 @@ class _Attached:
     def test_metrics(self, theta: Tensor) -> tuple[list[float], list[float]]:
         n = len(self.data.y_test)
         loss, correct = evaluate(self.data.x_test, self.data.y_test, self._matrix(theta),
-                                 chunk_rows=self.data.chunk_rows)
+                                 chunk_rows=self.data.chunk_rows, sparse=self.test_sparse)
         return (loss / n).tolist(), (correct.double() / n).tolist()
 
     def train_objective(self, theta: Tensor, fused: GradSums | None, *, sel: np.ndarray | None,
@@ -102,7 +105,7 @@ class _Attached:
         loss_sum = fused.loss_sum if fused is not None else None
         if loss_sum is None:
             loss_sum, _ = evaluate(self.layout.x, self.layout.y, mat,
-                                   chunk_rows=self.data.chunk_rows)
+                                   chunk_rows=self.data.chunk_rows, sparse=self.layout.sparse)
         reg = 0.5 * weight_decay * mat.pow(2).sum(dim=(1, 2))
         values: list[float] = (loss_sum / len(self.layout.y) + reg).tolist()
         return values

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -15,6 +16,7 @@ import torch
 from torch import Tensor
 
 from fedqr.models.logreg import Norm, clipped_residual, row_norms
+from fedqr.models.sparse_rows import SparseCache, SparseRows
 
 _MIN_GEMM_COLS = 16  # AVX-512 width in float32
 
@@ -59,7 +61,9 @@ class ClientLayout:
 
     Client i owns rows ``offsets[i]:offsets[i + 1]`` of ``x`` and ``y``; ``blocks[i]`` (when
     present) holds the same rows without their constant columns (:class:`ClientBlock`; a copy,
-    so the layout holds up to twice the training data). Build it with :func:`client_layout`.
+    so the layout holds up to twice the training data); ``sparse`` (when present) gives a
+    client's rows as CSR where a sparse pass pays (:mod:`fedqr.models.sparse_rows`; built on
+    first use). Build it with :func:`client_layout`.
     """
 
     x: Tensor  # (n, p) float32
@@ -68,6 +72,7 @@ class ClientLayout:
     offsets: np.ndarray  # (N + 1,) int64
     num_classes: int
     blocks: tuple[ClientBlock | None, ...] | None = None
+    sparse: SparseCache | None = None
 
     @property
     def sizes(self) -> np.ndarray:
@@ -97,7 +102,9 @@ def client_layout(x: Tensor, y: Tensor, *, offsets: np.ndarray, num_classes: int
     blocks = tuple(client_block(x[int(lo):int(hi)])
                    for lo, hi in itertools.pairwise(offsets))
     return ClientLayout(x=x, y=y, x_norm=row_norms(x, norm), offsets=offsets,
-                        num_classes=num_classes, blocks=blocks)
+                        num_classes=num_classes, blocks=blocks,
+                        sparse=SparseCache.of(x, [(int(lo), int(hi)) for lo, hi in
+                                                  itertools.pairwise(offsets)], transpose=True))
 
 
 @dataclass(frozen=True)
@@ -161,7 +168,7 @@ def full_batch_sums(
             continue
         clipped[slot] += n_clipped
         block = layout.blocks[client] if layout.blocks is not None else None
-        if block is None:
+        if block is None or g_x.shape[1] == p:  # every column (the sparse pass, or no block)
             grad[slot] = g_x
         else:  # the gradient of the constant columns is the rank-one (sum_j r_j) c^T
             grad[slot].index_copy_(1, block.cols, g_x)
@@ -181,6 +188,11 @@ def _client_pass(layout: ClientLayout, client: int, theta_t: Tensor, *, r: int, 
     """One client's rows in chunks: ``S^T X`` of its clipped residuals (each repeat's share
     scaled by ``weight``), their column sums and its clipped count per repeat; its losses
     are added to ``loss_sum`` per repeat where given."""
+    pieces = layout.sparse.get(client, r * k) if layout.sparse is not None else None
+    if pieces is not None:
+        return _sparse_pass(layout, int(layout.offsets[client]), pieces, theta_t, r=r, k=k,
+                            clip=clip, norm=norm, residual=residual, weight=weight,
+                            loss_sum=loss_sum)
     dtype, device = theta_t.dtype, theta_t.device
     lo, hi = int(layout.offsets[client]), int(layout.offsets[client + 1])
     block = layout.blocks[client] if layout.blocks is not None else None
@@ -212,6 +224,33 @@ def _client_pass(layout: ClientLayout, client: int, theta_t: Tensor, *, r: int, 
         if out.clipped is not None:
             n_clipped += out.clipped.sum(dim=0)
     return g_x, res_sum, n_clipped
+
+
+def _sparse_pass(layout: ClientLayout, lo: int, pieces: tuple[tuple[int, SparseRows], ...],
+                 theta_t: Tensor, *, r: int, k: int, clip: float, norm: Norm, residual: bool,
+                 weight: Tensor | None, loss_sum: Tensor | None
+                 ) -> tuple[Tensor, Tensor, Tensor]:
+    """:func:`_client_pass` on the client's CSR rows (first row ``lo``): the same clipped
+    residuals, ``S^T X`` over every column (``res_sum`` is not needed and left zero)."""
+    dtype, device = theta_t.dtype, theta_t.device
+    w_t = theta_t[: r * k].T  # (p, R k)
+    g_x = torch.zeros(r * k, theta_t.shape[1], dtype=dtype, device=device)
+    n_clipped = torch.zeros(r, dtype=dtype, device=device)
+    for start, rows in pieces:
+        a, c = lo + start, rows.csr.shape[0]
+        out = clipped_residual(
+            rows.mm(w_t).view(c, r, k), layout.y[a:a + c, None].expand(c, r),
+            x_norm=layout.x_norm[a:a + c, None], clip=clip, norm=norm, residual=residual,
+            metrics=loss_sum is not None)
+        if out.loss is not None and loss_sum is not None:
+            loss_sum += out.loss.sum(dim=0)
+        if out.residual is None:
+            continue
+        res = out.residual if weight is None else out.residual * weight[None, :, None]
+        g_x += rows.tmm(res.reshape(c, r * k))
+        if out.clipped is not None:
+            n_clipped += out.clipped.sum(dim=0)
+    return g_x, torch.zeros(r * k, dtype=dtype, device=device), n_clipped
 
 
 def poisson_positions(
@@ -294,19 +333,34 @@ def poisson_sums(
 
 
 def evaluate(
-    x: Tensor, y: Tensor, theta: Tensor, *, chunk_rows: int
+    x: Tensor, y: Tensor, theta: Tensor, *, chunk_rows: int, sparse: SparseCache | None = None
 ) -> tuple[Tensor, Tensor]:
-    """Summed cross-entropy and number correct on ``(x, y)`` for every repeat, shape ``(R,)``."""
+    """Summed cross-entropy and number correct on ``(x, y)`` for every repeat, shape ``(R,)``;
+    with ``sparse`` (row groups covering ``x``), the groups whose CSR products pay use them."""
     r, k, _ = theta.shape
     theta_t = forward_weights(theta)
     loss = torch.zeros(r, dtype=theta.dtype, device=theta.device)
     correct = torch.zeros(r, dtype=torch.int64, device=theta.device)
-    for start in range(0, x.shape[0], chunk_rows):
-        xc = x[start:start + chunk_rows]
-        c = xc.shape[0]
-        out = clipped_residual((xc @ theta_t.T)[:, : r * k].view(c, r, k),
-                               y[start:start + chunk_rows, None].expand(c, r), residual=False)
+    for start, logits in _logits(x, theta_t, r * k, chunk_rows=chunk_rows, sparse=sparse):
+        c = logits.shape[0]
+        out = clipped_residual(logits[:, : r * k].view(c, r, k),
+                               y[start:start + c, None].expand(c, r), residual=False)
         assert out.loss is not None and out.correct is not None  # metrics=True
         loss += out.loss.sum(dim=0)
         correct += out.correct.sum(dim=0)
     return loss, correct
+
+
+def _logits(x: Tensor, theta_t: Tensor, cols: int, *, chunk_rows: int,
+            sparse: SparseCache | None) -> Iterator[tuple[int, Tensor]]:
+    """``(first row, logits)`` of consecutive chunks of ``x``, one at a time (CSR pieces
+    where they pay, else dense chunks of ``chunk_rows``)."""
+    groups = sparse.groups if sparse is not None else ((0, x.shape[0]),)
+    for g, (lo, hi) in enumerate(groups):
+        pieces = sparse.get(g, cols) if sparse is not None else None
+        if pieces is not None:
+            for start, rows in pieces:
+                yield lo + start, rows.mm(theta_t[:cols].T)
+        else:
+            for start in range(lo, hi, chunk_rows):
+                yield start, x[start:min(hi, start + chunk_rows)] @ theta_t.T

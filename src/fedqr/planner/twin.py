@@ -32,6 +32,7 @@ from torch import Tensor
 from fedqr.data import ClientData, Dataset, Partition
 from fedqr.models.logreg import Norm
 from fedqr.models.logreg_pass import ClientLayout, client_layout, evaluate
+from fedqr.models.sparse_rows import SparseCache
 from fedqr.planner.gradients import RowBlock, full_batch_gradient, poisson_gradient, row_blocks
 from fedqr.planner.noise_sums import laplace_groups, laplace_sum
 from fedqr.privacy import Mechanism, mechanism_for
@@ -55,6 +56,7 @@ class Proxy:
     proxy_sizes: NDArray[np.int64]  # m_i
     real_sizes: NDArray[np.int64]  # d_i
     norm: Norm
+    test_sparse: SparseCache | None = None  # the test rows as CSR where that pays
 
     @property
     def num_params(self) -> int:
@@ -82,11 +84,12 @@ def make_proxy(train: ClientData, *, rows: tuple[NDArray[np.int64], ...], test: 
     y = torch.as_tensor(ds.y_train[order], dtype=torch.int64, device=device)
     layout = client_layout(x, y, offsets=np.concatenate([[0], np.cumsum(sizes)]),
                            num_classes=ds.num_classes, norm=norm)
-    return Proxy(layout=layout,
-                 x_test=torch.as_tensor(test.x_test, dtype=torch.float32, device=device),
+    x_test = torch.as_tensor(test.x_test, dtype=torch.float32, device=device)
+    return Proxy(layout=layout, x_test=x_test,
                  y_test=torch.as_tensor(test.y_test, dtype=torch.int64, device=device),
                  proxy_sizes=sizes, real_sizes=np.asarray(real_sizes, dtype=np.int64),
-                 norm=norm)
+                 norm=norm,
+                 test_sparse=SparseCache.of(x_test, [(0, x_test.shape[0])], transpose=False))
 
 
 @dataclass(frozen=True)
@@ -206,7 +209,8 @@ def simulate_columns(proxy: Proxy, run: TwinRun, *, horizons: NDArray[np.int64],
     def record(cols: slice) -> None:
         th = (theta[:, cols].transpose(0, 1).reshape(-1, n_cls, p) if poisson
               else theta[cols.start * k_rep:cols.stop * k_rep])  # column c K + r
-        loss, _ = evaluate(proxy.x_test, proxy.y_test, th, chunk_rows=run.chunk_rows)
+        loss, _ = evaluate(proxy.x_test, proxy.y_test, th, chunk_rows=run.chunk_rows,
+                           sparse=proxy.test_sparse)
         values = (loss / len(proxy.y_test)).double().cpu().numpy().reshape(-1, k_rep)
         finite = torch.isfinite(th).flatten(1).all(dim=1).cpu().numpy().reshape(-1, k_rep)
         losses[cols] = np.where(finite & np.isfinite(values), values, np.inf)

@@ -1,0 +1,67 @@
+"""Benchmark: the logistic pass and the test evaluation on CSR rows against dense (MNIST).
+
+For R repeats (R k columns), one Laplace pass over the 10 clients of the paper's two-digit
+partition (``full_batch_sums``) and one evaluation of the 10,000 test rows (``evaluate``),
+each on the dense layout (with constant columns split off) and on CSR rows with their
+background (``fedqr.models.sparse_rows``), and which one ``pays`` picks: the check of the
+crossing that rule encodes, on this machine.
+
+    FEDQR_DATA=../shared/data python bench/sparse_rows.py [--threads 1] [--repeats 1,2,4,10]
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+
+import numpy as np
+import torch
+from _timing import best_seconds  # bench/ is on sys.path when run as a script
+
+from fedqr.data import load_dataset, make_partition
+from fedqr.models.logreg import Norm
+from fedqr.models.logreg_pass import client_layout, evaluate, full_batch_sums
+from fedqr.models.sparse_rows import SparseCache
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=1)
+    ap.add_argument("--repeats", default="1,2,4,10")
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    ds = load_dataset("mnist")
+    part = make_partition("two-digits", labels=ds.y_train, num_clients=10,
+                          rng=np.random.default_rng(0))
+    order = np.concatenate(part.indices)
+    x = torch.as_tensor(ds.x_train[order], dtype=torch.float32)
+    y = torch.as_tensor(ds.y_train[order], dtype=torch.int64)
+    offsets = np.concatenate([[0], np.cumsum(part.sizes)]).astype(np.int64)
+    sparse = client_layout(x, y, offsets=offsets, num_classes=10, norm=Norm.L1)
+    dense = dataclasses.replace(sparse, sparse=None)
+    xt, yt = torch.as_tensor(ds.x_test), torch.as_tensor(ds.y_test)
+    test = SparseCache.of(xt, [(0, len(yt))], transpose=False)
+    assert sparse.sparse is not None
+    print(f"threads={args.threads}; density of the rows less their background: train "
+          f"{np.mean(sparse.sparse.densities):.3f} (mean over clients), test "
+          f"{test.densities[0]:.3f}")
+    print(f"{'R':>3s} {'cols':>5s} | {'pass dense':>10s} {'pass csr':>9s} | "
+          f"{'eval dense':>10s} {'eval csr':>9s} | picks")
+    for r in (int(v) for v in args.repeats.split(",")):
+        theta = 0.01 * torch.randn(r, 10, x.shape[1], generator=torch.Generator().manual_seed(0))
+        sel = np.tile(np.arange(10), (r, 1))
+        times = []
+        for layout in (dense, sparse):
+            times.append(1e3 * best_seconds(lambda lay=layout: full_batch_sums(
+                lay, theta, sel, clip=300.0, norm=Norm.L1, chunk_rows=2048,
+                with_train_loss=False), 5))
+        for cache in (None, test):
+            times.append(1e3 * best_seconds(lambda c=cache: evaluate(
+                xt, yt, theta, chunk_rows=2048, sparse=c), 5))
+        picks = "csr" if sparse.sparse.get(0, r * 10) is not None else "dense"
+        print(f"{r:3d} {r * 10:5d} | {times[0]:8.1f} ms {times[1]:6.1f} ms | {times[2]:8.1f} ms "
+              f"{times[3]:6.1f} ms | {picks}")
+
+
+if __name__ == "__main__":
+    main()
