@@ -101,3 +101,16 @@ def test_evaluate_sparse_equals_dense() -> None:
     loss_d, correct_d = evaluate(x, y, theta, chunk_rows=64)
     torch.testing.assert_close(loss, loss_d, rtol=1e-5, atol=1e-4)
     assert torch.equal(correct, correct_d)
+
+
+def test_a_one_off_evaluation_builds_nothing() -> None:
+    x = _images(200, 30, seed=11)
+    y = torch.randint(0, 4, (200,), generator=torch.Generator().manual_seed(12))
+    theta = torch.randn(1, 4, 30, generator=torch.Generator().manual_seed(13))
+    cache = SparseCache.of(x, [(0, 100), (100, 200)], transpose=True)
+    loss, _ = evaluate(x, y, theta, chunk_rows=64, sparse=cache, build_sparse=False)
+    assert not cache._built  # dense throughout
+    assert cache.get(1, 4) is not None  # built by a pass: now the evaluation uses it
+    both, _ = evaluate(x, y, theta, chunk_rows=64, sparse=cache, build_sparse=False)
+    assert set(cache._built) == {1}
+    torch.testing.assert_close(both, loss, rtol=1e-5, atol=1e-4)

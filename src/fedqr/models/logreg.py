@@ -91,16 +91,20 @@ def clipped_residual(
         Per-row ``loss`` and ``correct`` (shape ``logits.shape[:-1]``), the clipped-row mask and
         the clipped residual (in the storage of a fresh tensor, never aliasing ``logits``).
     """
+    idx = y.unsqueeze(-1)
+    if not residual:  # evaluation: torch's fused log-sum-exp is the fastest here
+        if not metrics:
+            return ChunkOut(None, None, None, None)
+        lse = torch.logsumexp(logits, dim=-1)
+        return ChunkOut(None, None, lse - logits.gather(-1, idx).squeeze(-1),
+                        logits.argmax(dim=-1) == y)
     m = logits.amax(dim=-1, keepdim=True)
     e = (logits - m).exp_()  # hand-written softmax: ~6x faster than torch.softmax at k = 10
     z = e.sum(dim=-1, keepdim=True)
-    idx = y.unsqueeze(-1)
     loss = correct = None
     if metrics:
         loss = z.log().add_(m).squeeze(-1) - logits.gather(-1, idx).squeeze(-1)
         correct = logits.argmax(dim=-1) == y
-    if not residual:
-        return ChunkOut(None, None, loss, correct)
     p = e.div_(z)  # softmax probabilities, in place
     p_y = p.gather(-1, idx)
     p.scatter_add_(-1, idx, torch.full_like(p_y, -1.0))  # P - onehot(Y), in place

@@ -104,8 +104,9 @@ class _Attached:
         mat = self._matrix(theta)
         loss_sum = fused.loss_sum if fused is not None else None
         if loss_sum is None:
-            loss_sum, _ = evaluate(self.layout.x, self.layout.y, mat,
-                                   chunk_rows=self.data.chunk_rows, sparse=self.layout.sparse)
+            loss_sum, _ = evaluate(self.layout.x, self.layout.y, mat,  # CSR the passes built
+                                   chunk_rows=self.data.chunk_rows, sparse=self.layout.sparse,
+                                   build_sparse=False)
         reg = 0.5 * weight_decay * mat.pow(2).sum(dim=(1, 2))
         values: list[float] = (loss_sum / len(self.layout.y) + reg).tolist()
         return values

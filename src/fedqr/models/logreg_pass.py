@@ -333,15 +333,18 @@ def poisson_sums(
 
 
 def evaluate(
-    x: Tensor, y: Tensor, theta: Tensor, *, chunk_rows: int, sparse: SparseCache | None = None
+    x: Tensor, y: Tensor, theta: Tensor, *, chunk_rows: int, sparse: SparseCache | None = None,
+    build_sparse: bool = True,
 ) -> tuple[Tensor, Tensor]:
     """Summed cross-entropy and number correct on ``(x, y)`` for every repeat, shape ``(R,)``;
-    with ``sparse`` (row groups covering ``x``), the groups whose CSR products pay use them."""
+    with ``sparse`` (row groups covering ``x``), the groups whose CSR products pay use them
+    (``build_sparse=False``: only those already built)."""
     r, k, _ = theta.shape
     theta_t = forward_weights(theta)
     loss = torch.zeros(r, dtype=theta.dtype, device=theta.device)
     correct = torch.zeros(r, dtype=torch.int64, device=theta.device)
-    for start, logits in _logits(x, theta_t, r * k, chunk_rows=chunk_rows, sparse=sparse):
+    for start, logits in _logits(x, theta_t, r * k, chunk_rows=chunk_rows, sparse=sparse,
+                                 build=build_sparse):
         c = logits.shape[0]
         out = clipped_residual(logits[:, : r * k].view(c, r, k),
                                y[start:start + c, None].expand(c, r), residual=False)
@@ -352,12 +355,12 @@ def evaluate(
 
 
 def _logits(x: Tensor, theta_t: Tensor, cols: int, *, chunk_rows: int,
-            sparse: SparseCache | None) -> Iterator[tuple[int, Tensor]]:
+            sparse: SparseCache | None, build: bool) -> Iterator[tuple[int, Tensor]]:
     """``(first row, logits)`` of consecutive chunks of ``x``, one at a time (CSR pieces
     where they pay, else dense chunks of ``chunk_rows``)."""
     groups = sparse.groups if sparse is not None else ((0, x.shape[0]),)
     for g, (lo, hi) in enumerate(groups):
-        pieces = sparse.get(g, cols) if sparse is not None else None
+        pieces = sparse.get(g, cols, build=build) if sparse is not None else None
         if pieces is not None:
             for start, rows in pieces:
                 yield lo + start, rows.mm(theta_t[:cols].T)

@@ -137,12 +137,16 @@ class SparseCache:
                                    for (lo, hi), m in zip(groups, offsets, strict=True)),
                    transpose=transpose)
 
-    def get(self, group: int, cols: int) -> tuple[tuple[int, SparseRows], ...] | None:
+    def get(self, group: int, cols: int, *, build: bool = True
+            ) -> tuple[tuple[int, SparseRows], ...] | None:
         """The pieces of ``group`` (each with its first row, relative to the group) when
-        sparse products with ``cols`` columns pay, else ``None``."""
+        sparse products with ``cols`` columns pay, else ``None``; ``build=False``: only when
+        they are built already (a one-off product is not worth building them)."""
         if not pays(self.densities[group], cols):
             return None
         if group not in self._built:
+            if not build:
+                return None
             lo, hi = self.groups[group]
             self._built[group] = tuple(
                 (start, SparseRows.of(self.x[lo + start:min(hi, lo + start + SPARSE_CHUNK_ROWS)],
