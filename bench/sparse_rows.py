@@ -43,8 +43,8 @@ def main() -> None:
     test = SparseCache.of(xt, [(0, len(yt))], transpose=False)
     assert sparse.sparse is not None
     print(f"threads={args.threads}; density of the rows less their background: train "
-          f"{np.mean(sparse.sparse.densities):.3f} (mean over clients), test "
-          f"{test.densities[0]:.3f}")
+          f"{np.mean([sparse.sparse.density_of(i) for i in range(10)]):.3f} (mean over "
+          f"clients), test {test.density_of(0):.3f}")
     print(f"{'R':>3s} {'cols':>5s} | {'pass dense':>10s} {'pass csr':>9s} | "
           f"{'eval dense':>10s} {'eval csr':>9s} | picks")
     for r in (int(v) for v in args.repeats.split(",")):
@@ -52,12 +52,12 @@ def main() -> None:
         sel = np.tile(np.arange(10), (r, 1))
         times = []
         for layout in (dense, sparse):
-            times.append(1e3 * best_seconds(lambda lay=layout: full_batch_sums(
-                lay, theta, sel, clip=300.0, norm=Norm.L1, chunk_rows=2048,
+            times.append(1e3 * best_seconds(lambda lay=layout, th=theta, s=sel: full_batch_sums(
+                lay, th, s, clip=300.0, norm=Norm.L1, chunk_rows=2048,
                 with_train_loss=False), 5))
         for cache in (None, test):
-            times.append(1e3 * best_seconds(lambda c=cache: evaluate(
-                xt, yt, theta, chunk_rows=2048, sparse=c), 5))
+            times.append(1e3 * best_seconds(lambda c=cache, th=theta: evaluate(
+                xt, yt, th, chunk_rows=2048, sparse=c), 5))
         picks = "csr" if sparse.sparse.get(0, r * 10) is not None else "dense"
         print(f"{r:3d} {r * 10:5d} | {times[0]:8.1f} ms {times[1]:6.1f} ms | {times[2]:8.1f} ms "
               f"{times[3]:6.1f} ms | {picks}")

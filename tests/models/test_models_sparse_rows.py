@@ -54,9 +54,10 @@ def test_pays_crosses_where_measured() -> None:
 def test_cache_builds_only_what_pays() -> None:
     x = torch.cat([_images(50, 30, seed=4), torch.randn(50, 30)])
     cache = SparseCache.of(x, [(0, 50), (50, 100)], transpose=False)
-    assert cache.densities[0] < 0.3 and cache.densities[1] > 0.9
+    assert not cache._scan  # nothing measured before it is asked for
+    assert cache.density_of(0) < 0.3 and cache.density_of(1) > 0.9
     assert cache.get(1, 10) is None and cache.get(0, 1000) is None
-    assert not cache._built  # deciding cost nothing
+    assert not cache._built  # deciding builds nothing
     pieces = cache.get(0, 10)
     assert pieces is not None and cache.get(0, 10) is pieces
 

@@ -114,16 +114,16 @@ class SparseCache:
     """CSR copies of groups of rows of one dense matrix (a client's rows, or a test set),
     built on first use, in pieces of at most :data:`SPARSE_CHUNK_ROWS` rows.
 
-    The density of every group is known up front, so deciding costs nothing: :meth:`get`
-    returns a group's pieces when a product with ``cols`` columns pays (:func:`pays`), else
-    ``None`` (the dense path).
+    Nothing is computed up front: a group's background and density are measured the first
+    time it is asked for (:meth:`density_of`), and :meth:`get` returns its pieces when a
+    product with ``cols`` columns pays (:func:`pays`), else ``None`` (the dense path).
     """
 
     x: Tensor
     groups: tuple[tuple[int, int], ...]
-    offsets: tuple[Tensor | None, ...]  # each group's background
-    densities: tuple[float, ...]
     transpose: bool
+    _scan: dict[int, tuple[Tensor | None, float]] = field(
+        default_factory=dict, compare=False, repr=False)
     _built: dict[int, tuple[tuple[int, SparseRows], ...]] = field(
         default_factory=dict, compare=False, repr=False)
 
@@ -131,25 +131,32 @@ class SparseCache:
     def of(cls, x: Tensor, groups: list[tuple[int, int]], *, transpose: bool) -> SparseCache:
         """The cache of ``x``'s row groups ``[lo, hi)`` (``transpose``: also ``X^T``, for
         gradients)."""
-        offsets = tuple(background(x[lo:hi]) for lo, hi in groups)
-        return cls(x=x, groups=tuple(groups), offsets=offsets,
-                   densities=tuple(density(x[lo:hi], m)
-                                   for (lo, hi), m in zip(groups, offsets, strict=True)),
-                   transpose=transpose)
+        return cls(x=x, groups=tuple(groups), transpose=transpose)
+
+    def _scanned(self, group: int) -> tuple[Tensor | None, float]:
+        if group not in self._scan:
+            lo, hi = self.groups[group]
+            m = background(self.x[lo:hi])
+            self._scan[group] = (m, density(self.x[lo:hi], m))
+        return self._scan[group]
+
+    def density_of(self, group: int) -> float:
+        """Share of the group's entries that differ from their column's background."""
+        return self._scanned(group)[1]
 
     def get(self, group: int, cols: int, *, build: bool = True
             ) -> tuple[tuple[int, SparseRows], ...] | None:
         """The pieces of ``group`` (each with its first row, relative to the group) when
         sparse products with ``cols`` columns pay, else ``None``; ``build=False``: only when
         they are built already (a one-off product is not worth building them)."""
-        if not pays(self.densities[group], cols):
+        if group in self._built:
+            return self._built[group] if pays(self.density_of(group), cols) else None
+        if not build or not pays(self.density_of(group), cols):
             return None
-        if group not in self._built:
-            if not build:
-                return None
-            lo, hi = self.groups[group]
-            self._built[group] = tuple(
-                (start, SparseRows.of(self.x[lo + start:min(hi, lo + start + SPARSE_CHUNK_ROWS)],
-                                      offset=self.offsets[group], transpose=self.transpose))
-                for start in range(0, hi - lo, SPARSE_CHUNK_ROWS))
+        lo, hi = self.groups[group]
+        offset = self._scanned(group)[0]
+        self._built[group] = tuple(
+            (start, SparseRows.of(self.x[lo + start:min(hi, lo + start + SPARSE_CHUNK_ROWS)],
+                                  offset=offset, transpose=self.transpose))
+            for start in range(0, hi - lo, SPARSE_CHUNK_ROWS))
         return self._built[group]
