@@ -137,10 +137,9 @@ class _Round:
     starts: Tensor
     sizes: Tensor
     blocks: list[RowBlock]  # full batches: the rows and their weights
-    noise_w: Tensor
     noise_sd: Tensor
-    noise_groups: Tensor  # Laplace: (C, G) the distinct columns of noise_w
-    noise_counts: Tensor  # (G,) replies of each group
+    noise_groups: Tensor | None  # Laplace: (C, G) the distinct columns of the (C, b) scales
+    noise_counts: Tensor | None  # Laplace: (G,) replies of each group
 
 
 def _round_of(proxy: Proxy, run: TwinRun, sel: NDArray[np.int64], std_sorted: Tensor, *,
@@ -150,13 +149,14 @@ def _round_of(proxy: Proxy, run: TwinRun, sel: NDArray[np.int64], std_sorted: Te
     m = torch.as_tensor(proxy.proxy_sizes[sel], dtype=torch.float32, device=dev)
     weight = c / m if q_twin >= 1 else c / (q_twin * m)  # c_i / n_i of the batch n_i
     w = c[None, :] * std_sorted[:, sel]  # (C, b): each reply's weighted std
-    groups, counts = laplace_groups(w)
+    groups, counts = (None, None) if _continuous(run.mechanism) is Mechanism.GAUSSIAN else (
+        laplace_groups(w))
     lay = proxy.layout
     return _Round(sel=sel, c_sum=float(c.sum()), weight=weight,
                   starts=torch.as_tensor(lay.offsets[:-1][sel], device=dev),
                   sizes=torch.as_tensor(lay.sizes[sel], device=dev),
                   blocks=row_blocks(lay, sel, weight) if q_twin >= 1 else [],
-                  noise_w=w, noise_sd=w.square().sum(dim=1).sqrt(), noise_groups=groups,
+                  noise_sd=w.square().sum(dim=1).sqrt(), noise_groups=groups,
                   noise_counts=counts)
 
 
@@ -276,5 +276,6 @@ def _noise(run: TwinRun, rnd: _Round, c_act: int, num_params: int,
         unit = draw_noise(noise_kind, torch.ones(run.repeats, device=dev), num_params,
                           generator)
         return rnd.noise_sd[:c_act, None, None] * unit
+    assert rnd.noise_groups is not None and rnd.noise_counts is not None  # set for Laplace
     return laplace_sum(rnd.noise_groups[:c_act], rnd.noise_counts, repeats=run.repeats,
                        num_params=num_params, generator=generator)
