@@ -16,6 +16,20 @@ def test_groups_are_the_replies_equal_in_every_column() -> None:
     groups, counts = laplace_groups(w)
     pairs = sorted(zip(map(tuple, groups.T.tolist()), counts.tolist(), strict=True))
     assert pairs == [((1.0, 3.0), 2), ((1.0, 4.0), 1), ((2.0, 3.0), 1)]
+    total = (groups * counts).sum(dim=1)  # every reply is in exactly one group
+    torch.testing.assert_close(total, w.sum(dim=1))
+
+
+def test_rounding_does_not_split_a_group() -> None:
+    """Equal budgets give equal weights up to float32 rounding: one group, the mean weight;
+    weights a thousandth apart stay apart."""
+    w = torch.tensor([[0.3, 0.3 * (1 + 2e-7), 0.3 * (1 - 1e-7), 0.3 * (1 + 1e-3)]])
+    groups, counts = laplace_groups(w)
+    assert counts.tolist() == [3, 1]
+    assert groups[0, 0].item() == pytest.approx(0.3, rel=1e-6)
+    assert groups[0, 1].item() == pytest.approx(0.3 * (1 + 1e-3), rel=1e-7)
+    zero, n = laplace_groups(torch.zeros(2, 3))  # no noise: one group of weight 0
+    assert n.tolist() == [3] and not zero.any()
 
 
 @pytest.mark.parametrize("n", [1, 3, 40])

@@ -3,11 +3,13 @@
 The twin uses a round's b Laplace replies only through their weighted sum
 ``sum_i w_ci L_i`` (column c, repeat, coordinate; ``L_i`` of unit variance, shared by the
 columns of a repeat). Replies whose weights are equal in every column form a group g, and
-``sum_{i in g} w_ci L_i = w_cg sum_{i in g} L_i``. A sum of n i.i.d. unit-variance Laplace
-variables is exactly ``(G1 - G2) / sqrt(2)`` with ``G1, G2 ~ Gamma(n, 1)`` i.i.d. (a Laplace
-variable is ``E1 - E2`` of two Exp(1), and a sum of n Exp(1) is Gamma(n, 1)). So each group
-costs two gamma draws per coordinate instead of two uniforms per reply: the same law (not
-the same draws), and N = 1,000 clients of equal size and budget cost what one does.
+``sum_{i in g} w_ci L_i = w_cg sum_{i in g} L_i``. A unit-variance Laplace variable is a normal
+scale mixture, ``L = sqrt(W) Z`` with ``W ~ Exp(1)`` and ``Z ~ N(0, 1)`` independent, so a sum
+of n i.i.d. ones is, given the W's, normal of variance ``sum_i W_i ~ Gamma(n, 1)``: exactly
+``sqrt(G) Z`` with ``G ~ Gamma(n, 1)``. Each group costs one gamma and one normal draw per
+coordinate instead of two uniforms per reply: the same law (not the same draws), and
+N = 1,000 clients of equal budgets cost what one does (weights equal to :data:`GROUP_BITS`
+bits: float32 rounding does not split a group).
 """
 
 from __future__ import annotations
@@ -15,25 +17,45 @@ from __future__ import annotations
 import torch
 from torch import Tensor
 
-__all__ = ["laplace_groups", "laplace_sum"]
+__all__ = ["GROUP_BITS", "laplace_groups", "laplace_sum"]
+
+
+GROUP_BITS = 20
+"""Replies whose weights agree to ``2**-GROUP_BITS`` of their column's largest weight (with the
+next reply in sorted order) form one group. Equal budgets make every reply's weight
+``c_i sigma_i`` the same in exact arithmetic (``c_i`` grows with ``d_i`` as ``sigma_i`` falls
+with it), but float32 rounds them apart; a group's weight is its members' mean."""
 
 
 def laplace_groups(weights: Tensor) -> tuple[Tensor, Tensor]:
-    """The distinct weight columns of a round's replies and their sizes.
+    """The distinct weight columns of a round's replies (to :data:`GROUP_BITS`) and their sizes.
 
     Parameters
     ----------
     weights:
-        ``(C, b)``: column c's weight of reply i.
+        ``(C, b)``: column c's weight of reply i (``>= 0``).
 
     Returns
     -------
     tuple of torch.Tensor
-        ``(C, G)`` the weights of each group (columns in sorted order) and ``(G,)`` how many
-        replies share them.
+        ``(C, G)`` the weights of each group (the mean of its replies') and ``(G,)`` how many
+        replies share them; groups in lexicographic order of their weights.
     """
-    groups, counts = torch.unique(weights, dim=1, return_counts=True)
-    return groups, counts
+    c, b = weights.shape
+    if b == 0:
+        return weights, torch.zeros(0, dtype=torch.int64, device=weights.device)
+    tol = weights.abs().amax(dim=1, keepdim=True) * 2.0 ** -GROUP_BITS
+    order = torch.arange(b, device=weights.device)
+    for row in reversed(range(c)):  # lexicographic: equal replies end up next to each other
+        order = order[torch.argsort(weights[row, order], stable=True)]
+    ws = weights[:, order]
+    new = torch.ones(b, dtype=torch.bool, device=weights.device)
+    new[1:] = ((ws[:, 1:] - ws[:, :-1]).abs() > tol).any(dim=0)
+    group = new.cumsum(0) - 1  # of each sorted reply
+    counts = torch.bincount(group)
+    sums = torch.zeros(c, len(counts), dtype=weights.dtype,
+                       device=weights.device).index_add_(1, group, ws)
+    return sums / counts.to(weights.dtype), counts
 
 
 def laplace_sum(groups: Tensor, counts: Tensor, *, repeats: int, num_params: int,
@@ -48,11 +70,12 @@ def laplace_sum(groups: Tensor, counts: Tensor, *, repeats: int, num_params: int
     repeats, num_params:
         K and P.
     generator:
-        Source of the gamma draws (float64).
+        Source of the gamma and normal draws (float64).
     """
     alpha = counts.to(torch.float64)[None, :, None].expand(
         repeats, len(counts), num_params).contiguous()
-    g1 = torch._standard_gamma(alpha, generator=generator)
-    g2 = torch._standard_gamma(alpha, generator=generator)
-    unit = (g1.sub_(g2).mul_(0.5 ** 0.5)).to(groups.dtype)  # (K, G, P)
+    gamma = torch._standard_gamma(alpha, generator=generator)
+    z = torch.randn(alpha.shape, generator=generator, dtype=torch.float64,
+                    device=alpha.device)
+    unit = gamma.sqrt_().mul_(z).to(groups.dtype)  # (K, G, P): sqrt(Gamma(n)) Z
     return torch.einsum("cg,kgp->ckp", groups, unit).contiguous()
