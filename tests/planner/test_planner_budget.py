@@ -14,10 +14,12 @@ from fedqr.models.zoo import make_kernel
 from fedqr.planner import Scenario, SearchSettings
 from fedqr.planner.budget import (
     COARSE_SHARE,
+    DEFAULT_BUDGET_MAX_S,
     MIN_T_FIRST,
     CostModel,
     TwinSize,
     default_budget_s,
+    raised_budget_s,
     size_twin,
 )
 from fedqr.planner.search import Searcher, auto_repeats
@@ -60,6 +62,19 @@ def test_the_twin_is_sized_to_its_budget() -> None:
     with pytest.raises(ValueError, match="time_budget_s must be > 0"):
         _size(0.0)
     assert default_budget_s(486) == 15.0 and default_budget_s(4000) == 45.0
+
+
+def test_an_expensive_model_raises_the_default_budget_for_its_first_race() -> None:
+    """The smallest twin's first race gets COARSE_SHARE of a raised default (so the search
+    keeps the rest for longer horizons), never more than DEFAULT_BUDGET_MAX_S."""
+    smallest = _size(1e-3, num_params=110_526, flops=200_000_000)  # dearer than a CNN
+    assert smallest.coarse_s > COARSE_SHARE * 45.0  # the default would go to the race
+    raised = raised_budget_s(45.0, smallest.coarse_s)
+    assert raised == pytest.approx(min(DEFAULT_BUDGET_MAX_S, smallest.coarse_s / COARSE_SHARE))
+    again = _size(raised, num_params=110_526, flops=200_000_000)
+    assert again.coarse_s <= COARSE_SHARE * raised * (1 + 1e-9)
+    assert raised_budget_s(45.0, 1.0) == 45.0  # a cheap model keeps its default
+    assert raised_budget_s(45.0, 1e6) == DEFAULT_BUDGET_MAX_S
 
 
 def test_the_cost_model_grows_with_the_work() -> None:

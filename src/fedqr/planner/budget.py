@@ -33,14 +33,19 @@ import numpy as np
 from fedqr.planner.stacked import stacks_repeats
 from fedqr.planner.twin import MIN_PROXY_ROWS as MIN_ROWS_PER_CLIENT
 
-__all__ = ["COARSE_SHARE", "CONSTANTS", "DEFAULT_BUDGET_S", "MIN_T_FIRST", "TERMS",
-           "TWIN_COST_VERSION", "CostModel", "TwinSize", "default_budget_s", "size_twin"]
+__all__ = ["COARSE_SHARE", "CONSTANTS", "DEFAULT_BUDGET_MAX_S", "DEFAULT_BUDGET_S", "MIN_T_FIRST",
+           "TERMS", "TWIN_COST_VERSION", "CostModel", "TwinSize", "default_budget_s",
+           "raised_budget_s", "size_twin"]
 
-TWIN_COST_VERSION = 1
-"""Bumped when the constants change (the plans a budget buys change with them)."""
+TWIN_COST_VERSION = 2  # 2: the default budget is raised for the smallest twin's first race
+"""Bumped when the constants or the default budget change (the plans a budget buys change
+with them)."""
 DEFAULT_BUDGET_S = (15.0, 45.0)
 """Estimated seconds of a kernel twin's plan when no budget is given: 12 s per 1,000 proxy
-rows within these bounds (:func:`default_budget_s`)."""
+rows within these bounds (:func:`default_budget_s`), raised for an expensive model
+(:func:`raised_budget_s`)."""
+DEFAULT_BUDGET_MAX_S = 300.0
+"""The most a default budget is raised to (:func:`raised_budget_s`)."""
 COARSE_SHARE = 0.4
 """Share of the budget the coarse race of the first arms may take."""
 MIN_TEST_ROWS = 1000
@@ -115,6 +120,14 @@ def default_budget_s(proxy_rows: int) -> float:
     (heart disease's 486 rows: 15 s; MNIST's automatic 4,000: 45 s)."""
     lo, hi = DEFAULT_BUDGET_S
     return float(min(hi, max(lo, 12.0 * proxy_rows / 1000)))
+
+
+def raised_budget_s(budget_s: float, smallest_race_s: float) -> float:
+    """A default ``budget_s`` raised so that the first race of the smallest twin takes at most
+    :data:`COARSE_SHARE` of it (up to :data:`DEFAULT_BUDGET_MAX_S`): an expensive model (the
+    paper's CNN on CPU) would otherwise spend the whole default on its first horizons
+    (T <= 8) and plan a T far short of the best; a given budget is never raised."""
+    return float(max(budget_s, min(DEFAULT_BUDGET_MAX_S, smallest_race_s / COARSE_SHARE)))
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -12,7 +12,14 @@ import torch
 from fedqr.data import ClientData
 from fedqr.data.source import DataSource
 from fedqr.models.kernel import Kernel
-from fedqr.planner.budget import CostModel, TwinSize, default_budget_s, size_twin
+from fedqr.planner.budget import (
+    COARSE_SHARE,
+    CostModel,
+    TwinSize,
+    default_budget_s,
+    raised_budget_s,
+    size_twin,
+)
 from fedqr.planner.kernels import forward_flops, twin_kernel
 from fedqr.planner.public import check_fits, split_like_deployment
 from fedqr.planner.scenario import DataUse, Scenario
@@ -156,14 +163,20 @@ def _kernel_twin(scenario: Scenario, kernel: Kernel, train: ClientData, info: di
     else:
         proxy = build(share, None)
         bs, qs = first_arms(scenario, np.asarray(sizes))
-        size = size_twin(
-            budget_s=settings.time_budget_s or default_budget_s(int(proxy.proxy_sizes.sum())),
-            arms=[(b, q) for b in bs for q in qs],
-            grid_of=lambda tf: first_grid(scenario, settings if tf is None else replace(
-                settings, t_first=tf)),
-            t_first=None if scenario.rounds is not None else settings.t_first,
-            cost=cost_model(proxy), real_sizes=np.asarray(sizes), share=share,
-            repeats=settings.repeats, auto_repeats=auto_repeats)
+        cost = cost_model(proxy)
+
+        def sized(budget_s: float) -> TwinSize:
+            return size_twin(
+                budget_s=budget_s, arms=[(b, q) for b in bs for q in qs],
+                grid_of=lambda tf: first_grid(scenario, settings if tf is None else replace(
+                    settings, t_first=tf)),
+                t_first=None if scenario.rounds is not None else settings.t_first,
+                cost=cost, real_sizes=np.asarray(sizes), share=share,
+                repeats=settings.repeats, auto_repeats=auto_repeats)
+
+        size = sized(settings.time_budget_s or default_budget_s(int(proxy.proxy_sizes.sum())))
+        if settings.time_budget_s is None and size.coarse_s > COARSE_SHARE * size.budget_s:
+            size = sized(raised_budget_s(size.budget_s, size.coarse_s))  # an expensive model
         if size.share != share or size.test_rows != proxy.num_test:
             proxy = build(size.share, test_rows(size.test_rows))
     used = {"share": size.share, "rows": int(proxy.proxy_sizes.sum()),
