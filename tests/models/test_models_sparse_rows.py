@@ -115,3 +115,10 @@ def test_a_one_off_evaluation_builds_nothing() -> None:
     both, _ = evaluate(x, y, theta, chunk_rows=64, sparse=cache, build_sparse=False)
     assert set(cache._built) == {1}
     torch.testing.assert_close(both, loss, rtol=1e-5, atol=1e-4)
+
+
+def test_only_cpu_rows_go_sparse() -> None:
+    x = _images(60, 30, seed=14)
+    meta = SparseCache.of(x.to("meta"), [(0, 60)], transpose=False)
+    assert meta.get(0, 10) is None  # any other device keeps its dense products
+    assert SparseCache.of(x, [(0, 60)], transpose=False).get(0, 10) is not None

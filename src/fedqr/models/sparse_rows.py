@@ -116,7 +116,8 @@ class SparseCache:
 
     Nothing is computed up front: a group's background and density are measured the first
     time it is asked for (:meth:`density_of`), and :meth:`get` returns its pieces when a
-    product with ``cols`` columns pays (:func:`pays`), else ``None`` (the dense path).
+    product with ``cols`` columns pays (:func:`pays`), else ``None`` (the dense path, always
+    on a GPU: :func:`pays` is a CPU measurement).
     """
 
     x: Tensor
@@ -149,6 +150,8 @@ class SparseCache:
         """The pieces of ``group`` (each with its first row, relative to the group) when
         sparse products with ``cols`` columns pay, else ``None``; ``build=False``: only when
         they are built already (a one-off product is not worth building them)."""
+        if self.x.device.type != "cpu":  # the crossing was measured on CPU; GPUs stay dense
+            return None
         if group in self._built:
             return self._built[group] if pays(self.density_of(group), cols) else None
         if not build or not pays(self.density_of(group), cols):
