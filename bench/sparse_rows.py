@@ -20,7 +20,8 @@ from _timing import best_seconds  # bench/ is on sys.path when run as a script
 
 from fedqr.data import load_dataset, make_partition
 from fedqr.models.logreg import Norm
-from fedqr.models.logreg_pass import client_layout, evaluate, full_batch_sums
+from fedqr.models.logreg_eval import evaluate
+from fedqr.models.logreg_pass import client_layout, full_batch_sums
 from fedqr.models.sparse_rows import SparseCache
 
 

@@ -8,7 +8,8 @@ import torch
 
 from fedqr.models import sparse_rows
 from fedqr.models.logreg import Norm, row_norms
-from fedqr.models.logreg_pass import ClientLayout, client_layout, evaluate, full_batch_sums
+from fedqr.models.logreg_eval import evaluate
+from fedqr.models.logreg_pass import ClientLayout, client_layout, full_batch_sums
 from fedqr.models.sparse_rows import SparseCache, SparseRows, background, density, pays
 
 

@@ -12,7 +12,8 @@ from numpy.typing import NDArray
 from torch import Tensor
 
 from fedqr.models.logreg import clipped_residual
-from fedqr.models.logreg_pass import evaluate, poisson_positions
+from fedqr.models.logreg_eval import evaluate
+from fedqr.models.logreg_pass import poisson_positions
 from fedqr.planner.gradients import full_batch_gradient, row_blocks
 from fedqr.planner.noise_sums import laplace_groups, laplace_sum
 from fedqr.planner.twin import Proxy, TwinRun, _continuous, _weights

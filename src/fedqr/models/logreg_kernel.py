@@ -15,10 +15,10 @@ from torch import Tensor
 
 from fedqr.models.kernel import GradSums, KernelData
 from fedqr.models.logreg import clipped_residual
+from fedqr.models.logreg_eval import evaluate
 from fedqr.models.logreg_pass import (
     ClientLayout,
     client_layout,
-    evaluate,
     forward_weights,
     full_batch_sums,
     poisson_sums,

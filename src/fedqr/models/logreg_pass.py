@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import itertools
 import math
-from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
@@ -330,40 +329,3 @@ def poisson_sums(
     clipped = (out.clipped.view(r, b * m).to(theta.dtype) * mask if out.clipped is not None
                else torch.zeros_like(mask)).view(r, b, m).sum(dim=-1)
     return GradSums(grad, valid.sum(dim=-1).to(theta.dtype), clipped, None)
-
-
-def evaluate(
-    x: Tensor, y: Tensor, theta: Tensor, *, chunk_rows: int, sparse: SparseCache | None = None,
-    build_sparse: bool = True,
-) -> tuple[Tensor, Tensor]:
-    """Summed cross-entropy and number correct on ``(x, y)`` for every repeat, shape ``(R,)``;
-    with ``sparse`` (row groups covering ``x``), the groups whose CSR products pay use them
-    (``build_sparse=False``: only those already built)."""
-    r, k, _ = theta.shape
-    theta_t = forward_weights(theta)
-    loss = torch.zeros(r, dtype=theta.dtype, device=theta.device)
-    correct = torch.zeros(r, dtype=torch.int64, device=theta.device)
-    for start, logits in _logits(x, theta_t, r * k, chunk_rows=chunk_rows, sparse=sparse,
-                                 build=build_sparse):
-        c = logits.shape[0]
-        out = clipped_residual(logits[:, : r * k].view(c, r, k),
-                               y[start:start + c, None].expand(c, r), residual=False)
-        assert out.loss is not None and out.correct is not None  # metrics=True
-        loss += out.loss.sum(dim=0)
-        correct += out.correct.sum(dim=0)
-    return loss, correct
-
-
-def _logits(x: Tensor, theta_t: Tensor, cols: int, *, chunk_rows: int,
-            sparse: SparseCache | None, build: bool) -> Iterator[tuple[int, Tensor]]:
-    """``(first row, logits)`` of consecutive chunks of ``x``, one at a time (CSR pieces
-    where they pay, else dense chunks of ``chunk_rows``)."""
-    groups = sparse.groups if sparse is not None else ((0, x.shape[0]),)
-    for g, (lo, hi) in enumerate(groups):
-        pieces = sparse.get(g, cols, build=build) if sparse is not None else None
-        if pieces is not None:
-            for start, rows in pieces:
-                yield lo + start, rows.mm(theta_t[:cols].T)
-        else:
-            for start in range(lo, hi, chunk_rows):
-                yield start, x[start:min(hi, start + chunk_rows)] @ theta_t.T

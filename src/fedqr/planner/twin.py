@@ -31,7 +31,8 @@ from torch import Tensor
 
 from fedqr.data import ClientData, Dataset, Partition
 from fedqr.models.logreg import Norm
-from fedqr.models.logreg_pass import ClientLayout, client_layout, evaluate
+from fedqr.models.logreg_eval import evaluate
+from fedqr.models.logreg_pass import ClientLayout, client_layout
 from fedqr.models.sparse_rows import SparseCache
 from fedqr.planner.gradients import RowBlock, full_batch_gradient, poisson_gradient, row_blocks
 from fedqr.planner.noise_sums import laplace_groups, laplace_sum

@@ -1,0 +1,65 @@
+"""Test metrics of softmax regression for every repeat: one pass over the rows, dense or CSR.
+
+The logits of a chunk of rows for all R repeats are one product with ``R k`` columns; where
+the rows' CSR copy pays (:mod:`fedqr.models.sparse_rows`), it is used instead of the dense
+rows. The loss is a fused log-sum-exp; correctness counts ``argmax == y``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+import torch
+from torch import Tensor
+
+from fedqr.models.logreg import clipped_residual
+from fedqr.models.logreg_pass import forward_weights
+from fedqr.models.sparse_rows import SparseCache
+
+__all__ = ["evaluate"]
+
+
+def evaluate(
+    x: Tensor, y: Tensor, theta: Tensor, *, chunk_rows: int, sparse: SparseCache | None = None,
+    build_sparse: bool = True,
+) -> tuple[Tensor, Tensor]:
+    """Summed cross-entropy and number correct on ``(x, y)`` for every repeat, shape ``(R,)``;
+    with ``sparse`` (row groups covering ``x`` in order), the groups whose CSR products pay
+    use them (``build_sparse=False``: only those already built)."""
+    r, k, _ = theta.shape
+    theta_t = forward_weights(theta)
+    loss = torch.zeros(r, dtype=theta.dtype, device=theta.device)
+    correct = torch.zeros(r, dtype=torch.int64, device=theta.device)
+    for start, logits in _logits(x, theta_t, r * k, chunk_rows=chunk_rows, sparse=sparse,
+                                 build=build_sparse):
+        c = logits.shape[0]
+        out = clipped_residual(logits[:, : r * k].view(c, r, k),
+                               y[start:start + c, None].expand(c, r), residual=False)
+        assert out.loss is not None and out.correct is not None  # metrics=True
+        loss += out.loss.sum(dim=0)
+        correct += out.correct.sum(dim=0)
+    return loss, correct
+
+
+def _logits(x: Tensor, theta_t: Tensor, cols: int, *, chunk_rows: int,
+            sparse: SparseCache | None, build: bool) -> Iterator[tuple[int, Tensor]]:
+    """``(first row, logits)`` of consecutive chunks of ``x``, one at a time: the CSR pieces
+    of the groups where they pay, dense chunks of ``chunk_rows`` over the runs of the others
+    (consecutive dense groups merged: many small clients are not many small products)."""
+    groups = sparse.groups if sparse is not None else ((0, x.shape[0]),)
+    dense_from = 0
+    for g, (lo, _) in enumerate(groups):
+        pieces = sparse.get(g, cols, build=build) if sparse is not None else None
+        if pieces is None:
+            continue
+        yield from _dense(x, theta_t, dense_from, lo, chunk_rows)
+        for start, rows in pieces:
+            yield lo + start, rows.mm(theta_t[:cols].T)
+        dense_from = groups[g][1]
+    yield from _dense(x, theta_t, dense_from, x.shape[0], chunk_rows)
+
+
+def _dense(x: Tensor, theta_t: Tensor, lo: int, hi: int, chunk_rows: int
+           ) -> Iterator[tuple[int, Tensor]]:
+    for start in range(lo, hi, chunk_rows):
+        yield start, x[start:min(hi, start + chunk_rows)] @ theta_t.T
