@@ -206,7 +206,8 @@ _TwinRepeatsOpt = Annotated[int | None, typer.Option(
              "12 on fewer).")]
 _TwinBudgetOpt = Annotated[float | None, typer.Option(
         help="Seconds (estimated) the twin of a model other than logreg may simulate "
-             "(default 12 per 1,000 proxy rows, 15 to 45).")]
+             "(default 12 per 1,000 proxy rows, 15 to 45, raised up to 300 for a model whose "
+             "first race would take over 40% of it).")]
 _AsJsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 _PlotOpt = Annotated[Path | None, typer.Option(
         help="Write the predicted loss over (T, b) (twin) or U (bound) as a PNG here.")]
