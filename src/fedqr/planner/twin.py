@@ -269,7 +269,7 @@ def _noise(run: TwinRun, rnd: _Round, c_act: int, num_params: int,
     ``(c_act, K, P)``: Gaussian as one normal vector per repeat of the summed variance
     (``sum_i w_i z_i`` is ``N(0, sum_i w_i^2)``: the same law, b times fewer draws),
     Laplace as the weighted sum of the replies' draws (shared by the columns of a repeat,
-    scaled by each column's std), one gamma pair per group of equal replies
+    scaled by each column's std), one gamma and one normal draw per group of equal replies
     (:mod:`fedqr.planner.noise_sums`)."""
     noise_kind = _continuous(run.mechanism)
     dev = rnd.noise_sd.device
