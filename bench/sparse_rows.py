@@ -60,6 +60,12 @@ def main() -> None:
             times.append(1e3 * best_seconds(lambda c=cache, th=theta: evaluate(
                 xt, yt, th, chunk_rows=2048, sparse=c), 5))
         picks = "csr" if sparse.sparse.get(0, r * 10) is not None else "dense"
+        if picks == "csr" and r == 1:  # every client's copies, built for this pass
+            csr_mb = sum(t.nbytes for group in sparse.sparse._built.values()
+                         for _, rows in group for m in (rows.csr, rows.csr_t) if m is not None
+                         for t in (m.values(), m.col_indices(), m.crow_indices())) / 1e6
+            print(f"    CSR copies (rows and transpose): {csr_mb:.0f} MB beside the dense "
+                  f"rows' {x.nbytes / 1e6:.0f} MB")
         print(f"{r:3d} {r * 10:5d} | {times[0]:8.1f} ms {times[1]:6.1f} ms | {times[2]:8.1f} ms "
               f"{times[3]:6.1f} ms | {picks}")
 

@@ -44,18 +44,19 @@ def laplace_groups(weights: Tensor) -> tuple[Tensor, Tensor]:
     c, b = weights.shape
     if b == 0:
         return weights, torch.zeros(0, dtype=torch.int64, device=weights.device)
+    uniq, counts = torch.unique(weights, dim=1, return_counts=True)  # lexicographic order
+    if uniq.shape[1] == 1:
+        return uniq, counts
     tol = weights.abs().amax(dim=1, keepdim=True) * 2.0 ** -GROUP_BITS
-    order = torch.arange(b, device=weights.device)
-    for row in reversed(range(c)):  # lexicographic: equal replies end up next to each other
-        order = order[torch.argsort(weights[row, order], stable=True)]
-    ws = weights[:, order]
-    new = torch.ones(b, dtype=torch.bool, device=weights.device)
-    new[1:] = ((ws[:, 1:] - ws[:, :-1]).abs() > tol).any(dim=0)
-    group = new.cumsum(0) - 1  # of each sorted reply
-    counts = torch.bincount(group)
-    sums = torch.zeros(c, len(counts), dtype=weights.dtype,
-                       device=weights.device).index_add_(1, group, ws)
-    return sums / counts.to(weights.dtype), counts
+    new = torch.ones(uniq.shape[1], dtype=torch.bool, device=weights.device)
+    new[1:] = ((uniq[:, 1:] - uniq[:, :-1]).abs() > tol).any(dim=0)  # near-equal neighbours
+    group = new.cumsum(0) - 1
+    n = int(group[-1]) + 1
+    merged = torch.zeros(n, dtype=counts.dtype, device=weights.device).index_add_(0, group,
+                                                                                  counts)
+    sums = torch.zeros(c, n, dtype=weights.dtype, device=weights.device).index_add_(
+        1, group, uniq * counts.to(weights.dtype))
+    return sums / merged.to(weights.dtype), merged
 
 
 def laplace_sum(groups: Tensor, counts: Tensor, *, repeats: int, num_params: int,

@@ -13,7 +13,6 @@ from fedqr.data import ClientData
 from fedqr.data.source import DataSource
 from fedqr.models.kernel import Kernel
 from fedqr.planner.budget import (
-    COARSE_SHARE,
     CostModel,
     TwinSize,
     default_budget_s,
@@ -175,8 +174,9 @@ def _kernel_twin(scenario: Scenario, kernel: Kernel, train: ClientData, info: di
                 repeats=settings.repeats, auto_repeats=auto_repeats)
 
         size = sized(settings.time_budget_s or default_budget_s(int(proxy.proxy_sizes.sum())))
-        if settings.time_budget_s is None and size.coarse_s > COARSE_SHARE * size.budget_s:
-            size = sized(raised_budget_s(size.budget_s, size.coarse_s))  # an expensive model
+        raised = raised_budget_s(size.budget_s, size.coarse_s)
+        if settings.time_budget_s is None and raised > size.budget_s:  # an expensive model
+            size = sized(raised)
         if size.share != share or size.test_rows != proxy.num_test:
             proxy = build(size.share, test_rows(size.test_rows))
     used = {"share": size.share, "rows": int(proxy.proxy_sizes.sum()),

@@ -22,6 +22,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 import numpy as np
@@ -138,9 +139,14 @@ class _Round:
     starts: Tensor
     sizes: Tensor
     blocks: list[RowBlock]  # full batches: the rows and their weights
+    noise_w: Tensor  # (C, b)
     noise_sd: Tensor
-    noise_groups: Tensor | None  # Laplace: (C, G) the distinct columns of the (C, b) scales
-    noise_counts: Tensor | None  # Laplace: (G,) replies of each group
+
+    @cached_property
+    def laplace_groups(self) -> tuple[Tensor, Tensor]:
+        """The replies grouped by equal scales (:func:`fedqr.planner.noise_sums.laplace_groups`),
+        formed on first use (only the Laplace noise asks) and kept for the selection."""
+        return laplace_groups(self.noise_w)
 
 
 def _round_of(proxy: Proxy, run: TwinRun, sel: NDArray[np.int64], std_sorted: Tensor, *,
@@ -150,15 +156,12 @@ def _round_of(proxy: Proxy, run: TwinRun, sel: NDArray[np.int64], std_sorted: Te
     m = torch.as_tensor(proxy.proxy_sizes[sel], dtype=torch.float32, device=dev)
     weight = c / m if q_twin >= 1 else c / (q_twin * m)  # c_i / n_i of the batch n_i
     w = c[None, :] * std_sorted[:, sel]  # (C, b): each reply's weighted std
-    groups, counts = (None, None) if _continuous(run.mechanism) is Mechanism.GAUSSIAN else (
-        laplace_groups(w))
     lay = proxy.layout
     return _Round(sel=sel, c_sum=float(c.sum()), weight=weight,
                   starts=torch.as_tensor(lay.offsets[:-1][sel], device=dev),
                   sizes=torch.as_tensor(lay.sizes[sel], device=dev),
                   blocks=row_blocks(lay, sel, weight) if q_twin >= 1 else [],
-                  noise_sd=w.square().sum(dim=1).sqrt(), noise_groups=groups,
-                  noise_counts=counts)
+                  noise_w=w, noise_sd=w.square().sum(dim=1).sqrt())
 
 
 def simulate_columns(proxy: Proxy, run: TwinRun, *, horizons: NDArray[np.int64],
@@ -277,6 +280,6 @@ def _noise(run: TwinRun, rnd: _Round, c_act: int, num_params: int,
         unit = draw_noise(noise_kind, torch.ones(run.repeats, device=dev), num_params,
                           generator)
         return rnd.noise_sd[:c_act, None, None] * unit
-    assert rnd.noise_groups is not None and rnd.noise_counts is not None  # set for Laplace
-    return laplace_sum(rnd.noise_groups[:c_act], rnd.noise_counts, repeats=run.repeats,
+    groups, counts = rnd.laplace_groups
+    return laplace_sum(groups[:c_act], counts, repeats=run.repeats,
                        num_params=num_params, generator=generator)
