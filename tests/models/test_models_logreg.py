@@ -44,3 +44,23 @@ def test_metrics_off_skips_loss_and_keeps_the_residual() -> None:
     assert off.loss is None and off.correct is None
     assert on.residual is not None and off.residual is not None
     assert torch.equal(on.residual, off.residual)
+
+
+def test_evaluation_metrics_match_torch_logsumexp_and_argmax() -> None:
+    """The evaluation branch (one max for the shift and the argmax) gives torch's
+    log-sum-exp loss and first-maximum argmax, also for ties and non-finite logits."""
+    gen = torch.Generator().manual_seed(3)
+    wide = torch.randn(500, 3, 10, generator=gen) * 30
+    odd = torch.tensor([[[float("inf"), 0.0, 1.0]], [[float("nan"), 0.0, 1.0]],
+                        [[-float("inf"), 0.0, 1.0]], [[1e30, 1e30, 0.0]], [[2.0, 2.0, 1.0]],
+                        [[-float("inf"), -float("inf"), -float("inf")]]])
+    for logits in (wide, odd):
+        y = torch.randint(0, logits.shape[-1], logits.shape[:-1], generator=gen)
+        out = clipped_residual(logits, y, residual=False)
+        ref = torch.logsumexp(logits, dim=-1) - logits.gather(-1, y.unsqueeze(-1)).squeeze(-1)
+        assert out.loss is not None and out.correct is not None
+        torch.testing.assert_close(out.loss, ref, equal_nan=True, rtol=1e-6, atol=1e-5)
+        assert torch.equal(out.correct, logits.argmax(dim=-1) == y)
+    tied = clipped_residual(torch.tensor([[[2.0, 2.0, 1.0]]]), torch.tensor([[1]]),
+                            residual=False).correct
+    assert tied is not None and not bool(tied.item())  # the first maximum is class 0

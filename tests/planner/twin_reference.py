@@ -11,7 +11,7 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
-from fedqr.models.logreg import clipped_residual
+from fedqr.models.logreg import clipped_residual, column_logits
 from fedqr.models.logreg_eval import evaluate
 from fedqr.models.logreg_pass import poisson_positions
 from fedqr.planner.gradients import full_batch_gradient, row_blocks
@@ -42,7 +42,7 @@ def _poisson(proxy: Proxy, theta: Tensor, sel: NDArray[np.int64], weight: Tensor
     rows, w = rows.gather(1, order).reshape(-1), w.gather(1, order)
     x = lay.x.index_select(0, rows).view(k_rep, count, p)
     th = theta.view(n_col, k_rep, k, p).transpose(0, 1).reshape(k_rep, n_col * k, p)
-    logits = torch.bmm(x, th.transpose(1, 2)).view(k_rep, count, n_col, k)
+    logits = column_logits(x, th).view(k_rep, count, n_col, k)
     out = clipped_residual(logits, lay.y.index_select(0, rows).view(k_rep, count, 1).expand(
         k_rep, count, n_col), x_norm=lay.x_norm.index_select(0, rows).view(k_rep, count, 1),
         clip=run.clip, norm=proxy.norm, metrics=False)

@@ -16,7 +16,7 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
-from fedqr.models.logreg import Norm, clipped_residual
+from fedqr.models.logreg import Norm, clipped_residual, column_logits
 from fedqr.models.logreg_pass import ClientLayout, poisson_positions
 
 __all__ = ["RowBlock", "full_batch_gradient", "poisson_gradient", "row_blocks", "row_ranges"]
@@ -125,7 +125,7 @@ def poisson_gradient(layout: ClientLayout, theta: Tensor, starts: Tensor, sizes:
     w = w.gather(1, order)
     x = layout.x.index_select(0, flat_rows).view(repeats, count, p)
     th = theta.reshape(repeats, n_col * k, p)  # a view: the columns are a prefix
-    logits = torch.bmm(x, th.transpose(1, 2)).view(repeats, count, n_col, k)
+    logits = column_logits(x, th).view(repeats, count, n_col, k)
     y = layout.y.index_select(0, flat_rows).view(repeats, count, 1)
     x_norm = layout.x_norm.index_select(0, flat_rows).view(repeats, count, 1)
     out = clipped_residual(logits, y.expand(repeats, count, n_col), x_norm=x_norm, clip=clip,
@@ -133,3 +133,4 @@ def poisson_gradient(layout: ClientLayout, theta: Tensor, starts: Tensor, sizes:
     assert out.residual is not None  # residual=True
     res = out.residual.mul_(w[:, :, None, None]).view(repeats, count, n_col * k)
     return torch.bmm(res.transpose(1, 2), x).view(repeats, n_col, k, p)  # (K, A k, p)
+
