@@ -97,6 +97,19 @@ def test_plan_bad_input_exit_2(constants_file: Path, tmp_path: Path, args: list[
     assert not png.exists()
 
 
+def test_plan_bound_with_a_data_file_says_how_to_estimate_the_constants(
+        tmp_path: Path, constants_file: Path) -> None:
+    data = tmp_path / "mine.csv"
+    data.write_text("client,label,a\n0,0,1.0\n1,1,2.0\n")
+    for extra in ([], ["--constants", str(constants_file)]):
+        res = runner.invoke(app, ["plan", "--method", "bound", "--eps", "1", "--data",
+                                  str(data), *extra])
+        assert res.exit_code == 2, res.output
+        text = " ".join(res.output.split())
+        assert "--method bound plans from the bound's constants" in text
+        assert f"fedqr estimate --data {data} --out constants.json" in text
+
+
 def test_plan_bound_needs_exactly_one_source(constants_file: Path) -> None:
     res = runner.invoke(app, ["plan", "--method", "bound", "--eps", "1"])
     assert res.exit_code == 2 and "exactly one of --constants" in res.output

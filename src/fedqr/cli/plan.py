@@ -269,6 +269,12 @@ def plan(
     """Plan the numbers of rounds T and replies per round b (and q) for the clients' budgets."""
     chosen = method or (Method.BOUND if constants is not None else Method.TWIN)
     if chosen is not Method.TWIN:
+        if data is not None:
+            raise fail(f"--method {chosen.value} plans from the bound's constants, not from a "
+                       f"data file, got data={str(data)!r}: estimate them first (fedqr "
+                       f"estimate --data {data} --out constants.json; it reads the clients' data "
+                       "without privacy) and give --constants constants.json, or leave --method "
+                       "out to plan with the twin")
         try:
             eps_list = [_extra_eps(e) for e in eps.split(",")] + [_extra_eps(a)
                                                                  for a in ctx.args]
