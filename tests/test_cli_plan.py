@@ -97,6 +97,20 @@ def test_plan_bad_input_exit_2(constants_file: Path, tmp_path: Path, args: list[
     assert not png.exists()
 
 
+@pytest.mark.parametrize("method", ["bound", "twin"])
+@pytest.mark.parametrize("name", ["plot.txt", "plot"])
+def test_plot_without_a_figure_suffix_is_refused_before_any_work(
+        constants_file: Path, tmp_path: Path, method: str, name: str) -> None:
+    path = tmp_path / name
+    source = (["--constants", str(constants_file)] if method == "bound"
+              else ["--dataset", "digits", "--num-clients", "4"])
+    res = runner.invoke(app, ["plan", "--method", method, "--mechanism", "laplace", "--eps",
+                              "1", *source, "--plot", str(path), "--no-cache"])
+    assert res.exit_code == 2, res.output
+    assert "plot must end in .png" in " ".join(res.output.split())
+    assert list(tmp_path.iterdir()) == [constants_file]  # nothing written
+
+
 def test_plan_bound_with_a_data_file_says_how_to_estimate_the_constants(
         tmp_path: Path, constants_file: Path) -> None:
     data = tmp_path / "mine.csv"

@@ -65,10 +65,20 @@ def mechanism_for(mechanism: Mechanism) -> NoiseMechanism:
     return spec(mechanism)
 
 
-def check_out_file(name: str, path: Path | None) -> None:
-    """Reject, before any work, an output file path that is a folder or cannot be written."""
-    if path is not None:
-        check_writable_file(name, path)
+FIGURE_SUFFIXES = (".png", ".svg", ".pdf", ".jpg", ".jpeg", ".eps", ".ps", ".tif", ".tiff",
+                   ".webp")
+"""Figure files matplotlib writes (it picks the format by the suffix)."""
+
+
+def check_out_file(name: str, path: Path | None, *,
+                   suffixes: tuple[str, ...] | None = None) -> None:
+    """Reject, before any work, an output file path that is a folder or cannot be written,
+    or (``suffixes``) does not end in one of them."""
+    if path is None:
+        return
+    if suffixes is not None and path.suffix.lower() not in suffixes:
+        raise ValueError(f"{name} must end in {', '.join(suffixes)}, got {name}={str(path)!r}")
+    check_writable_file(name, path)
 
 
 def check_out_dir(name: str, path: Path) -> None:
@@ -81,7 +91,7 @@ staged = staged_dir
 """Stage output files inside the output folder; they appear there only on success."""
 
 
-__all__ = ["check_out_dir", "check_out_file", "device", "err", "fail", "floats",
+__all__ = ["FIGURE_SUFFIXES", "check_out_dir", "check_out_file", "device", "err", "fail", "floats",
            "mechanism_for", "out", "progress", "staged", "warn_diverged", "write_file_atomic",
            "write_json_atomic"]
 

@@ -31,6 +31,7 @@ from fedqr._options import (
     NumClientsOpt,
 )
 from fedqr.cli._common import (
+    FIGURE_SUFFIXES,
     check_out_file,
     err,
     fail,
@@ -87,7 +88,7 @@ def _plan_bound(
     try:
         for e in eps_list:
             _check_budget(e, delta, mechanism)
-        check_out_file("plot", plot)
+        check_out_file("plot", plot, suffixes=FIGURE_SUFFIXES)
         if (constants is None) == (dataset is None):
             raise ValueError("give exactly one of --constants FILE or --dataset NAME, got "
                              f"constants={constants}, dataset={dataset}")

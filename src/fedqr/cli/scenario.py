@@ -221,12 +221,12 @@ def twin_plan(o: dict[str, Any]) -> tuple[Plan, Scenario]:
     """``fedqr plan --method twin``: the plan and its scenario (``o``: the options of
     :func:`fedqr.cli.plan.plan`); ``ValueError`` on bad input, before any work."""
     from fedqr._validate import int_or_auto, rate_or_auto
-    from fedqr.cli._common import check_out_file
+    from fedqr.cli._common import FIGURE_SUFFIXES, check_out_file
     from fedqr.cli._common import device as _device
 
     if o["constants"] is not None:
         raise ValueError("constants is for --method bound|paper, got method=twin")
-    check_out_file("plot", o["plot"])
+    check_out_file("plot", o["plot"], suffixes=FIGURE_SUFFIXES)
     work = workload(
         dataset=o["dataset"] or DatasetName.MNIST, partition=o["partition"],
         alpha=o["alpha"], fraction=o["fraction"], num_clients=o["num_clients"],
