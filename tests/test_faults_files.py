@@ -274,3 +274,38 @@ def test_flower_result_without_a_mechanism_is_written(tmp_path: Path) -> None:
     write_result(tmp_path, doc={"clients": [{"epsilon_spent": math.inf}]},
                  theta=np.zeros((2, 3)))
     assert json.loads((tmp_path / RESULT).read_text()) == {"clients": [{"epsilon_spent": None}]}
+
+
+# -- a cache folder that cannot be written: the plan and the run go on without it -------------
+def test_unwritable_cache_is_reported_and_skipped(tmp_path: Path,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    blocker = tmp_path / "not-a-folder"
+    blocker.write_text("")
+    monkeypatch.setenv("FEDQR_CACHE", str(blocker))  # every cache path lies under a file
+    common = ["--dataset", "digits", "--num-clients", "3", "--mechanism", "laplace", "--eps",
+              "2", "--clip", "10"]
+    runner = CliRunner()
+    plan = runner.invoke(app, ["plan", *common, "--rounds", "4", "--json"])
+    assert plan.exit_code == 0, plan.output
+    text = " ".join(plan.stderr.split())
+    assert "damaged" not in text and "could not cache the plan" in text
+    out = tmp_path / "run"
+    run = runner.invoke(app, ["run", *common, "--rounds", "auto", "--clients-per-round", "auto",
+                              "--out", str(out)])
+    assert run.exit_code == 0, run.output
+    assert (out / "result.json").is_file()
+    assert blocker.read_text() == ""  # untouched
+
+
+def test_save_memo_reports_an_unwritable_folder_once(tmp_path: Path,
+                                                     caplog: pytest.LogCaptureFixture) -> None:
+    from fedqr.planner.cache import load_memo, save_memo
+
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    memo = {(2, 1.0, 5): (0.5, 0.6)}
+    with caplog.at_level("WARNING", logger="fedqr.planner.cache"):
+        assert save_memo(blocker / "a.json", memo) is False
+        assert save_memo(blocker / "b.json", memo) is False
+    assert len(caplog.records) == 1 and "FEDQR_CACHE" in caplog.records[0].getMessage()
+    assert save_memo(tmp_path / "ok.json", memo) and load_memo(tmp_path / "ok.json") == memo

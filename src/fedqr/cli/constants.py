@@ -152,7 +152,12 @@ def estimate_for(spec: EstimateSpec, *, data_dir: Path | None, eps: float, delta
                 gd_steps=spec.gd_steps if isinstance(kernel, LogRegKernel) else None))
         doc = estimate_document(est, spec, model=kernel.describe(), data=identity)
         if use_cache:
-            write_json_atomic(path, doc)
+            try:
+                write_json_atomic(path, doc)
+            except OSError as e:  # the cache is best effort
+                err.print(f"[yellow]warning:[/] could not cache the estimate in {path.parent} "
+                          f"({e.strerror or e}): set FEDQR_CACHE to a writable folder or pass "
+                          "--no-cache")
     n = doc["N"]
     doc["eps_i"], doc["delta_i"] = [eps] * n, [delta] * n
     return doc

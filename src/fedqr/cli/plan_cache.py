@@ -99,7 +99,7 @@ def replay(key: str, *, as_json: bool, started: float) -> bool:
         doc.update(simulated_rounds=0, from_cache=True,
                    wall_time_s=time.perf_counter() - started)
         view = plan_view(doc)
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):  # no answer, or no cache folder there
         return False
     except (OSError, UnicodeDecodeError, *_DAMAGED) as e:
         err.print(f"[yellow]warning:[/] unreadable or damaged cached plan {path}, planning "

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import math
 from dataclasses import asdict
 from pathlib import Path
@@ -62,10 +63,25 @@ def load_memo(path: Path) -> Memo | None:
         return None
 
 
-def save_memo(path: Path, memo: Memo) -> None:
-    """Write ``memo`` atomically."""
+def save_memo(path: Path, memo: Memo) -> bool:
+    """Write ``memo`` atomically; whether it was written. The cache is best effort: a folder
+    that cannot be written (a read-only home, ``FEDQR_CACHE`` naming a file) is reported once
+    per folder on the ``fedqr`` logger and the plan goes on without it."""
     from fedqr.sim.result import write_json_atomic
 
     rows = [[b, q, t, [v if math.isfinite(v) else _INF_JSON for v in losses]]
             for (b, q, t), losses in sorted(memo.items())]
-    write_json_atomic(path, {"version": PLANNER_VERSION, "memo": rows})
+    try:
+        write_json_atomic(path, {"version": PLANNER_VERSION, "memo": rows})
+    except OSError as e:
+        if path.parent not in _UNWRITABLE:
+            _UNWRITABLE.add(path.parent)
+            _LOG.warning("warning: could not write the planner cache in %s (%s): planning "
+                         "without it; set FEDQR_CACHE to a writable folder or pass --no-cache",
+                         path.parent, e.strerror or e)
+        return False
+    return True
+
+
+_UNWRITABLE: set[Path] = set()
+_LOG = logging.getLogger("fedqr.planner.cache")
