@@ -210,7 +210,7 @@ def _own_estimate(o: _Options, *, eps: float, delta: float, cache: bool) -> dict
     from fedqr.data.source import OwnData
 
     work = workload(
-        dataset=DatasetName.MNIST, partition=None, alpha=o.alpha, fraction=1.0,
+        dataset=None, partition=None, alpha=o.alpha, fraction=1.0,
         num_clients=o.num_clients, seed=o.seed, data_dir=None, data=o.data,
         test_data=o.test_data, test_share=o.test_share, client_column=o.client_column,
         label_column=o.label_column, standardize=o.standardize, model=o.model,

@@ -60,8 +60,9 @@ if TYPE_CHECKING:
     from fedqr.models.kernel import Kernel
 
 
-_DatasetOpt = Annotated[DatasetName, typer.Option(
-        help="Data set: mnist and digits train softmax regression, femnist the paper's CNN.")]
+_DatasetOpt = Annotated[DatasetName | None, typer.Option(
+        help="Data set (default mnist): mnist and digits train softmax regression, femnist the "
+             "paper's CNN.")]
 _PartitionOpt = Annotated[PartitionKind | None, typer.Option(
         help="two-digits: the paper's non-iid split; iid; dirichlet (see --alpha); by-writer "
              "(FEMNIST's whole writers). Default: by-writer for femnist, else two-digits.")]
@@ -107,7 +108,7 @@ _PilotShareOpt = Annotated[float | None, typer.Option(
 
 
 def run(
-    dataset: _DatasetOpt = DatasetName.MNIST,
+    dataset: _DatasetOpt = None,
     partition: _PartitionOpt = None,
     alpha: AlphaOpt = 0.5,
     fraction: _FractionOpt = 1.0,

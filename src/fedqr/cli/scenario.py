@@ -188,22 +188,27 @@ def plan_document(plan: Plan, scenario: Scenario) -> dict[str, Any]:
     return document(plan, scenario)
 
 
-def workload(*, dataset: DatasetName, partition: PartitionKind | None, alpha: float,
+def workload(*, dataset: DatasetName | None, partition: PartitionKind | None, alpha: float,
               fraction: float, num_clients: int | None, seed: int, data_dir: Path | None,
               data: Path | None, test_data: Path | None, test_share: float | None,
               client_column: str, label_column: str, standardize: bool, model: str | None,
               hidden: str) -> Workload:
-    """The run's workload: its data (a built-in recipe or ``--data``) and model kernel."""
+    """The run's workload: its data (a built-in recipe, default MNIST, or ``--data``) and
+    model kernel; a built-in recipe's options given with ``--data`` are refused."""
 
     if data is None:
         for name, given in (("test_data", test_data), ("test_share", test_share)):
             if given is not None:
                 raise ValueError(f"{name} needs --data FILE, got {name}={given}")
         source: DataSource = DataSpec(
-            dataset=dataset, fraction=fraction, partition=partition, alpha=alpha,
+            dataset=dataset or DatasetName.MNIST, fraction=fraction, partition=partition,
+            alpha=alpha,
             num_clients=10 if num_clients is None else num_clients, seed=seed,
             data_dir=data_dir)
     else:
+        _check_own_data_options(dataset=dataset, partition=partition, fraction=fraction,
+                                data_dir=data_dir, client_column=client_column,
+                                label_column=label_column)
         for name, path in (("data", data), ("test_data", test_data)):
             if path is not None and not path.is_file():
                 raise ValueError(f"{name} must be an existing .npz, .csv or .parquet file, "
@@ -217,6 +222,25 @@ def workload(*, dataset: DatasetName, partition: PartitionKind | None, alpha: fl
     return Workload.of(source, model, hidden=parse_hidden(hidden))
 
 
+def _check_own_data_options(*, dataset: DatasetName | None, partition: PartitionKind | None,
+                            fraction: float, data_dir: Path | None, client_column: str,
+                            label_column: str) -> None:
+    """A data file brings its clients and rows: the options of a built-in recipe do not
+    apply, and its client and label columns must differ."""
+    given = [f"{name}={value}" for name, value in (
+        ("dataset", dataset.value if dataset is not None else None),
+        ("partition", partition.value if partition is not None else None),
+        ("fraction", fraction if fraction != 1.0 else None),
+        ("data_dir", str(data_dir) if data_dir is not None else None)) if value is not None]
+    if given:
+        raise ValueError(f"--data FILE brings its own clients and rows: --dataset, --partition, "
+                         f"--fraction and --data-dir are for the built-in data sets, got "
+                         f"{', '.join(given)} with data (leave them out)")
+    if client_column == label_column:
+        raise ValueError(f"client_column (--client-column) and label_column (--label-column) "
+                         f"must name different columns, got both {client_column!r}")
+
+
 def twin_plan(o: dict[str, Any]) -> tuple[Plan, Scenario]:
     """``fedqr plan --method twin``: the plan and its scenario (``o``: the options of
     :func:`fedqr.cli.plan.plan`); ``ValueError`` on bad input, before any work."""
@@ -228,7 +252,7 @@ def twin_plan(o: dict[str, Any]) -> tuple[Plan, Scenario]:
         raise ValueError("constants is for --method bound|paper, got method=twin")
     check_out_file("plot", o["plot"], suffixes=FIGURE_SUFFIXES)
     work = workload(
-        dataset=o["dataset"] or DatasetName.MNIST, partition=o["partition"],
+        dataset=o["dataset"], partition=o["partition"],
         alpha=o["alpha"], fraction=o["fraction"], num_clients=o["num_clients"],
         seed=o["seed"], data_dir=o["data_dir"], data=o["data"], test_data=o["test_data"],
         test_share=o["test_share"], client_column=o["client_column"],
