@@ -26,9 +26,12 @@ __all__ = [
     "ModelOpt",
     "ProxyClassesOpt",
     "ProxyDataOpt",
+    "ProxyShareOpt",
     "StandardizeOpt",
     "TestDataOpt",
     "TestShareOpt",
+    "TwinBudgetOpt",
+    "TwinRepeatsOpt",
     "load_own",
     "parse_hidden",
 ]
@@ -50,6 +53,19 @@ ProxyClassesOpt = Annotated[str | None, typer.Option(
     help="With a public proxy (--proxy-data or --proxy-dataset): the proxy classes kept, e.g. "
          "0-9 or 0,1,5 (relabelled 0..k-1 in that order), or MAP.json, a label map "
          "{\"proxy label\": deployment label}.")]
+
+ProxyShareOpt = Annotated[float | None, typer.Option(
+        help="Share of each client's (or the public set's) rows the twin trains on "
+             "(default: about 4000 rows in all).")]
+
+TwinRepeatsOpt = Annotated[int | None, typer.Option(
+        help="Twin repeats per schedule (>= 2; default 3 on 3,000 proxy rows or more, up to "
+             "12 on fewer).")]
+
+TwinBudgetOpt = Annotated[float | None, typer.Option(
+        help="Seconds (estimated) the twin of a model other than logreg may simulate "
+             "(default 12 per 1,000 proxy rows, 15 to 45, raised up to 300 for a model whose "
+             "first race would take over 40% of it).")]
 
 
 def parse_hidden(text: str) -> tuple[int, ...]:

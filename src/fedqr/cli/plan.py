@@ -47,9 +47,12 @@ from fedqr.cli.data_options import (
     ModelOpt,
     ProxyClassesOpt,
     ProxyDataOpt,
+    ProxyShareOpt,
     StandardizeOpt,
     TestDataOpt,
     TestShareOpt,
+    TwinBudgetOpt,
+    TwinRepeatsOpt,
 )
 from fedqr.cli.estimate import (
     AlphaOpt,
@@ -195,20 +198,10 @@ _DataUseOpt = Annotated[DataUse, typer.Option(
         help="clear-proxy: a share of the clients' data read WITHOUT privacy (simulation "
              "only); public-proxy: --proxy-dataset, no cost; private-pilot: public proxy plus "
              "a pilot run charged to the clients' budgets (--pilot-share).")]
-_ProxyShareOpt = Annotated[float | None, typer.Option(
-        help="Share of each client's (or the public set's) rows the twin trains on "
-             "(default: about 4000 rows in all).")]
 _ProxyDatasetOpt = Annotated[DatasetName | None, typer.Option(
         help="Public proxy data set (public-proxy, private-pilot).")]
 _PilotShareOpt = Annotated[float | None, typer.Option(
         help="private-pilot: share of each budget the pilot spends, in (0, 1).")]
-_TwinRepeatsOpt = Annotated[int | None, typer.Option(
-        help="Twin repeats per schedule (>= 2; default 3 on 3,000 proxy rows or more, up to "
-             "12 on fewer).")]
-_TwinBudgetOpt = Annotated[float | None, typer.Option(
-        help="Seconds (estimated) the twin of a model other than logreg may simulate "
-             "(default 12 per 1,000 proxy rows, 15 to 45, raised up to 300 for a model whose "
-             "first race would take over 40% of it).")]
 _AsJsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 _PlotOpt = Annotated[Path | None, typer.Option(
         help="Write the predicted loss over (T, b) (twin) or U (bound) as a PNG here.")]
@@ -249,13 +242,13 @@ def plan(
     rounds: _RoundsOpt = None,
     clients_per_round: _ClientsPerRoundOpt = None,
     data_use: _DataUseOpt = DataUse.CLEAR_PROXY,
-    proxy_share: _ProxyShareOpt = None,
+    proxy_share: ProxyShareOpt = None,
     proxy_dataset: _ProxyDatasetOpt = None,
     proxy_data: ProxyDataOpt = None,
     proxy_classes: ProxyClassesOpt = None,
     pilot_share: _PilotShareOpt = None,
-    twin_repeats: _TwinRepeatsOpt = None,
-    twin_budget: _TwinBudgetOpt = None,
+    twin_repeats: TwinRepeatsOpt = None,
+    twin_budget: TwinBudgetOpt = None,
     seed: SeedOpt = 0,
     device: DeviceOpt = "auto",
     data_dir: DataDirOpt = None,

@@ -49,9 +49,12 @@ from fedqr.cli.data_options import (
     ModelOpt,
     ProxyClassesOpt,
     ProxyDataOpt,
+    ProxyShareOpt,
     StandardizeOpt,
     TestDataOpt,
     TestShareOpt,
+    TwinBudgetOpt,
+    TwinRepeatsOpt,
 )
 
 if TYPE_CHECKING:
@@ -149,6 +152,9 @@ def run(
     proxy_data: ProxyDataOpt = None,
     proxy_classes: ProxyClassesOpt = None,
     pilot_share: _PilotShareOpt = None,
+    proxy_share: ProxyShareOpt = None,
+    twin_repeats: TwinRepeatsOpt = None,
+    twin_budget: TwinBudgetOpt = None,
 ) -> None:
     """Simulate FedSGD-DPC and write result.json and a loss/accuracy plot."""
     from fedqr.cli.scenario import workload
@@ -175,12 +181,16 @@ def run(
             weight_decay=weight_decay, selection=selection, aggregation=aggregation,
             repeats=repeats, seed=seed, eval_every=eval_every, eval_train=eval_train,
             device=_device(device))
+        planning: dict[str, Any] = dict(
+            data_use=data_use, proxy_dataset=proxy_dataset, proxy_data=proxy_data,
+            proxy_classes=proxy_classes, pilot_share=pilot_share, proxy_share=proxy_share,
+            twin_repeats=twin_repeats, twin_budget=twin_budget)
         if None in (settings["rounds"], settings["clients_per_round"], settings["sample_rate"]):
-            plan_doc = _planned(
-                source, kernel, settings, eps=eps, delta=delta, data_use=data_use,
-                proxy_dataset=proxy_dataset, proxy_data=proxy_data,
-                proxy_classes=proxy_classes, pilot_share=pilot_share,
-                client_column=client_column, label_column=label_column)
+            plan_doc = _planned(source, kernel, settings, eps=eps, delta=delta,
+                                client_column=client_column, label_column=label_column,
+                                **planning)
+        else:
+            _nothing_to_plan(planning)
     except (OSError, DataNotFoundError) as e:  # an unreadable or missing data file
         raise fail(str(e), code=1) from None
     except ValueError as e:
@@ -189,9 +199,20 @@ def run(
     _write(doc, plan_doc=plan_doc, out_dir=out_dir)
 
 
+def _nothing_to_plan(planning: dict[str, Any]) -> None:
+    """Refuse the planner's options when T, b and q are all given (they would be ignored)."""
+    given = [f"{k}={v.value if isinstance(v, DataUse) else v}" for k, v in planning.items()
+             if v is not None and v is not DataUse.CLEAR_PROXY]
+    if given:
+        raise ValueError(f"{', '.join(given)}: options of the planner, which plans only what "
+                         f"is auto (--rounds auto, --clients-per-round auto, --sample-rate "
+                         f"auto); here T, b and q are all given (leave them out)")
+
+
 def _planned(source: "DataSource", kernel: "Kernel", settings: dict[str, Any], *, eps: str,
              delta: str, data_use: DataUse, proxy_dataset: DatasetName | None,
              proxy_data: Path | None, proxy_classes: str | None, pilot_share: float | None,
+             proxy_share: float | None, twin_repeats: int | None, twin_budget: float | None,
              client_column: str, label_column: str) -> dict[str, object]:
     """Fill T, b and q of ``settings`` from the twin planner (and the budgets a private pilot
     left for the run); the plan's document."""
@@ -205,12 +226,12 @@ def _planned(source: "DataSource", kernel: "Kernel", settings: dict[str, Any], *
         lr_decay=s["lr_decay"], lr_schedule=s["lr_schedule"], weight_decay=s["weight_decay"],
         aggregation=s["aggregation"], seed=s["seed"], rounds=s["rounds"],
         clients_per_round=s["clients_per_round"], source=source, kernel=kernel)
-    choice = proxy_choice(data_use=data_use, proxy_share=None, proxy_dataset=proxy_dataset,
+    choice = proxy_choice(data_use=data_use, proxy_share=proxy_share, proxy_dataset=proxy_dataset,
                           scenario=scenario, pilot_share=pilot_share, proxy_data=proxy_data,
                           proxy_classes=proxy_classes, client_column=client_column,
                           label_column=label_column)
-    the_plan = run_planner(scenario, choice, twin_repeats=None, device=s["device"],
-                           use_cache=True, pilot_share=pilot_share)
+    the_plan = run_planner(scenario, choice, twin_repeats=twin_repeats, device=s["device"],
+                           use_cache=True, pilot_share=pilot_share, twin_budget=twin_budget)
     try:
         the_plan.check_useful()
     except PlanNotUseful as e:

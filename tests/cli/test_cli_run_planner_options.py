@@ -1,0 +1,63 @@
+"""``fedqr run --rounds auto`` takes the planner's settings of ``fedqr plan`` (--twin-budget,
+--twin-repeats, --proxy-share) and plans the same schedule; with T, b and q all given, the
+planner's options are refused rather than ignored."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from fedqr.cli import app
+
+runner = CliRunner()
+MODEL = ["--model", "mlp", "--hidden", "8", "--mechanism", "laplace", "--eps", "20", "--clip",
+         "1"]
+TWIN = ["--twin-budget", "0.5", "--twin-repeats", "2", "--proxy-share", "0.5"]
+
+
+@pytest.fixture(autouse=True)
+def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEDQR_CACHE", str(tmp_path / "cache"))
+
+
+@pytest.fixture
+def scenario(tmp_path: Path) -> list[str]:
+    """Four clients of an easy two-class problem, an MLP and a Laplace budget."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(1600, 6))
+    path = tmp_path / "easy.npz"
+    np.savez(path, x=x, y=(x[:, 0] + x[:, 1] > 0).astype(np.int64),
+             client=np.repeat(np.arange(4), 400))
+    return ["--data", str(path), "--test-share", "0.25", *MODEL]
+
+
+def test_run_plans_with_the_plans_twin_settings(tmp_path: Path, scenario: list[str]) -> None:
+    res = runner.invoke(app, ["plan", *scenario, *TWIN, "--json", "--no-cache"])
+    assert res.exit_code == 0, res.output
+    plan = json.loads(res.stdout)["recommended"]
+    out = tmp_path / "run"
+    res = runner.invoke(app, ["run", *scenario, *TWIN, "--rounds", "auto",
+                              "--clients-per-round", "auto", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    ran = json.loads((out / "result.json").read_text())["plan"]
+    assert (ran["rounds"], ran["clients_per_round"]) == (plan["rounds"],
+                                                         plan["clients_per_round"])
+    assert ran["predicted_test_loss"]["mean"] == pytest.approx(
+        plan["predicted_test_loss"]["mean"])
+
+
+@pytest.mark.parametrize("extra", [["--twin-budget", "3"], ["--twin-repeats", "4"],
+                                   ["--proxy-share", "0.5"],
+                                   ["--data-use", "public-proxy", "--proxy-data", "X.npz"]])
+def test_planner_options_with_nothing_to_plan_are_refused(tmp_path: Path, scenario: list[str],
+                                                          extra: list[str]) -> None:
+    out = tmp_path / "run"
+    res = runner.invoke(app, ["run", *scenario, "--rounds", "3", "--clients-per-round", "2",
+                              *extra, "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    assert "options of the planner" in " ".join(res.output.split())
+    assert not out.exists()
