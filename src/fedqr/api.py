@@ -230,13 +230,22 @@ def plan(
 
 def plan_document(plan: Plan, scenario: Scenario) -> dict[str, Any]:
     """``fedqr plan --json``: the recommended schedule and every prediction."""
-    return {"recommended": plan.recommended_dict(mechanism=scenario.mechanism),
+    from fedqr.sim.result import jsonable
+
+    s = scenario
+    model = (s.kernel.describe() if s.kernel is not None
+             else None if s.model is None else {"name": s.model.value})
+    return {"recommended": plan.recommended_dict(mechanism=s.mechanism),
             "untrained_test_loss": plan.untrained_loss,
-            "scenario": {"data": scenario.data.identity(), "mechanism": scenario.mechanism.value,
-                         "eps": list(scenario.eps), "delta": list(scenario.delta),
-                         "clip": scenario.clip},
+            "scenario": {"data": s.data.identity(), "mechanism": s.mechanism.value,
+                         "eps": list(s.eps), "delta": list(s.delta), "clip": s.clip,
+                         "accountant": s.accountant.value, "model": model,
+                         "sample_rate": s.sample_rate if s.poisson else None,
+                         "rounds": s.rounds, "clients_per_round": s.clients_per_round,
+                         "lr": jsonable(s.lr), "weight_decay": s.weight_decay,
+                         "aggregation": s.aggregation.value},
             "simulated_rounds": plan.simulated_rounds, "wall_time_s": plan.wall_time_s,
-            "from_cache": plan.from_cache,
+            "from_cache": plan.from_cache, "simulated": plan.settings.get("simulated"),
             "predictions": [p.as_dict() for p in plan.predictions if math.isfinite(p.mean)]}
 
 
