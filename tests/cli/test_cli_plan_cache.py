@@ -26,7 +26,7 @@ from typer.testing import CliRunner
 from fedqr.cli import app, plan_cache
 
 runner = CliRunner()
-CALL_FIELDS = ("simulated_rounds", "wall_time_s", "from_cache")
+CALL_FIELDS = ("simulated_rounds", "simulated", "wall_time_s", "from_cache")
 """What a plan document says about the call itself, not the plan."""
 HEAVY = ("torch", "dp_accounting", "scipy", "flwr", "numpy", "matplotlib")
 
