@@ -14,7 +14,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from fedqr.models.logreg import Norm, clipped_residual, column_logits, row_norms
+from fedqr.models.logreg import Norm, clipped_residual, row_norms
 from fedqr.models.sparse_rows import SparseCache, SparseRows
 
 _MIN_GEMM_COLS = 16  # AVX-512 width in float32
@@ -313,7 +313,9 @@ def poisson_sums(
     b, m = sel.shape[1], pos.shape[-1]
     rows = (torch.as_tensor(layout.offsets[:-1], device=dev)[sel_t].unsqueeze(-1) + pos).reshape(-1)
     xg = layout.x.index_select(0, rows).view(r, b * m, p)
-    logits = column_logits(xg, theta)  # (R, b m, k)
+    # the plain product (not column_logits): a reply alone (Flower) and in a batch of replies
+    # (simulation) then agree bit for bit (tests/flower/test_flower_data.py)
+    logits = torch.bmm(xg, theta.transpose(1, 2))  # (R, b m, k)
     out = clipped_residual(
         logits,
         layout.y.index_select(0, rows).view(r, b * m),
