@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -161,17 +162,18 @@ def _err(match: str, **kw: Any) -> None:
 def test_bad_test_set_options_are_named() -> None:
     d = _data()
     base = {k: d[k] for k in ("x", "y", "client")}
-    _err("give x_test and y_test, or test_share", **base)
+    _err(r"give x_test and y_test, or test_share \(--test-share\): .* test_path, "
+         r"--test-data\); got neither", **base)
     _err("not both", **d, test_share=0.2)
     _err("y_test=None", **base, x_test=d["x_test"])
     _err("x_test=None", **base, y_test=d["y_test"])
     _err(r"x_test must have 4 features like x, got 3", **{**d, "x_test": d["x_test"][:, :3]})
     _err(r"y_test must be 1-D of length 10", **{**d, "y_test": d["y_test"][:4]})
     for share in (0, 1, 1.5, -0.1, float("nan")):
-        _err(r"test_share must be in \(0, 1\)", **base, test_share=share)
-    _err(r"test_share must be a number", **base, test_share="0.2")
+        _err(r"test_share \(--test-share\) must be in \(0, 1\)", **base, test_share=share)
+    _err(r"test_share \(--test-share\) must be a number", **base, test_share="0.2")
     _err(r"seed must be an integer >= 0, got seed=-1", **base, test_share=0.2, seed=-1)
-    _err(r"test_share=0.01 holds out no row", **base, test_share=0.01)
+    _err(r"test_share \(--test-share\) 0.01 holds out no row", **base, test_share=0.01)
 
 
 def test_bad_arrays_are_named() -> None:
@@ -182,7 +184,8 @@ def test_bad_arrays_are_named() -> None:
     _err(r"x must hold at least 1 row, got x.shape=\(0, 4\)",
          **{**d, "x": np.zeros((0, 4)), "y": [], "client": []})
     _err(r"x must hold at least 1 feature", **{**d, "x": np.zeros((60, 0))})
-    _err(r"x must have shape \[n, ...\]", **{**d, "x": np.zeros(60)})
+    _err(r"^x must have shape \(n, features...\) \(at least 2-D: one row per sample\), got "
+         r"x.shape=\(60,\)$", **{**d, "x": np.zeros(60)})
     _err(r"x must hold real numbers .*x.dtype=<U1", **{**d, "x": np.full((60, 4), "a")})
     _err(r"client must hold integer or string client ids, got client\[2\]=1.5",
          **{**d, "client": np.r_[0.0, 1.0, 1.5, np.zeros(57)]})
@@ -199,6 +202,21 @@ def test_non_finite_features_are_counted_with_the_first_row() -> None:
     d = _data()
     d["x_test"][4, 2] = np.nan
     _err(r"x_test must be finite, got 1 NaN .* row 4", **d)
+
+
+def test_float64_beyond_float32_range_is_one_clean_error() -> None:
+    d = _data()
+    x = d["x"].astype(np.float64)
+    x[5, 2], x[8, 0], x[9, 1] = 1e200, -1e300, np.inf  # the inf is not "beyond the range"
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy RuntimeWarning (overflow in cast) first
+        _err(r"^x must lie within the float32 range \[-3.403e\+38, 3.403e\+38\], got 2 "
+             r"value\(s\) beyond it, the first in row 5, feature 2: 1e\+200 ", **{**d, "x": x})
+        _err(r"^x_test must lie within the float32 range .* row 0, feature 3: -4e\+39 ",
+             **{**d, "x_test": np.r_[[[0.0, 0.0, 0.0, -4e39]], d["x_test"][1:]]})
+        x[5, 2] = x[8, 0] = 3.4e38  # large, but within the range
+        _err(r"^x must be finite, got 1 NaN or infinite value\(s\), the first in row 9$",
+             **{**d, "x": x})
 
 
 def test_bad_labels_are_named() -> None:
@@ -334,7 +352,7 @@ def test_select_classes_errors_name_the_culprit() -> None:
     with pytest.raises(ValueError, match=r"new labels must be exactly 0..1, got \[0, 2\]"):
         fd.relabel({0: 0, 1: 2})
     sparse = FederatedData.from_arrays(x=np.ones((4, 1)), y=[0, 1, 0, 1], client=[0, 0, 1, 1],
-                                       x_test=np.ones((2, 1)), y_test=[0, 3],
+                                       x_test=np.ones((2, 1)), y_test=[0, 3], num_classes=4,
                                        standardize=False)
     with pytest.raises(ValueError, match=r"mapping selects no training row: no row has a label "
                                          r"in \[2, 3\]"):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 import zipfile
 from pathlib import Path
 from typing import Any
@@ -115,21 +116,27 @@ def _from(path: Path, **kw: Any) -> FederatedData:
 
 
 def test_missing_unknown_and_unreadable_paths_are_named(tmp_path: Path) -> None:
-    with pytest.raises(DataNotFoundError, match=r"path must be an existing data file, got "
-                                                r"path='.*nope.npz' \(no such file\)"):
+    with pytest.raises(DataNotFoundError, match=r"^path \(--data\) must be an existing data "
+                                                r"file, got path='.*nope.npz' \(no such file\)"):
         _from(tmp_path / "nope.npz")
     (tmp_path / "a.csv").write_text("client,label,u\n0,0,1\n1,1,2\n")
-    with pytest.raises(DataNotFoundError, match=r"test_path=.*t.csv"):
+    with pytest.raises(DataNotFoundError, match=r"^test_path \(--test-data\) .*test_path=.*t.csv"):
         _from(tmp_path / "a.csv", test_path=tmp_path / "t.csv")
     (tmp_path / "a.txt").write_text("x")
-    with pytest.raises(ValueError, match=r"path must end in .npz, .csv, .parquet, got "
-                                         r"path='.*a.txt'"):
+    with pytest.raises(ValueError, match=r"^path \(--data\) must end in .npz, .csv, .parquet, "
+                                         r"got path='.*a.txt'"):
         _from(tmp_path / "a.txt")
     (tmp_path / "dir.csv").mkdir()
-    with pytest.raises(ValueError, match=r"path must be a data file, .*dir.csv' \(not a file\)"):
+    with pytest.raises(ValueError, match=r"^path \(--data\) must be a data file, got "
+                                         r"path='.*dir.csv' \(a folder, not a file\)$"):
         _from(tmp_path / "dir.csv")
+    with pytest.raises(ValueError, match=r"^test_path \(--test-data\) must be a data file, "
+                                         r"got .*dir.csv' \(a folder, not a file\)$"):
+        _from(tmp_path / "a.csv", test_path=tmp_path / "dir.csv")
     (tmp_path / "t.parquet").write_bytes(b"")
-    with pytest.raises(ValueError, match=r"test_path must be a .csv file like path"):
+    with pytest.raises(ValueError, match=r"^test_path \(--test-data\) must be a .csv file like "
+                                         r"path \(--data\) '.*a.csv', got test_path="
+                                         r"'.*t.parquet'$"):
         _from(tmp_path / "a.csv", test_path=tmp_path / "t.parquet")
     (tmp_path / "bad.npz").write_bytes(b"not a zip file")
     with pytest.raises(ValueError, match=r"bad.npz is not a readable .npz file"):
@@ -163,9 +170,11 @@ def test_npz_with_wrong_arrays_names_them(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match=r"array num_classes must be a 0-d integer"):
         _from(p, test_share=0.5)
     p = _npz(tmp_path / "ok.npz", x=x, y=y, client=c, x_test=x, y_test=y)
-    with pytest.raises(ValueError, match=r"ok.npz holds a test set .* give no test_path"):
+    with pytest.raises(ValueError, match=r"ok.npz holds a test set .* give no test_path "
+                                         r"\(--test-data\) with it, got test_path='.*ok.npz'"):
         _from(p, test_path=p)
-    with pytest.raises(ValueError, match=r"give a test set .* or test_share, not both"):
+    with pytest.raises(ValueError, match=r"give a test set .* or test_share, not both "
+                                         r"\(--test-data or --test-share\); got test_share=0.5"):
         _from(p, test_share=0.5)
     with pytest.raises(ValueError, match=r"client_column and label_column apply to .csv"):
         _from(p, client_column="site")
@@ -173,6 +182,17 @@ def test_npz_with_wrong_arrays_names_them(tmp_path: Path) -> None:
                client=c, x_test=x[:, :1], y_test=y)
     with pytest.raises(ValueError, match=r"nan.npz: x must be finite, got 1 NaN .* row 1"):
         _from(bad)
+    huge = _npz(tmp_path / "huge.npz", x=x * 1e200, y=y, client=c, x_test=x, y_test=y)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no numpy "overflow encountered in cast" first
+        with pytest.raises(ValueError, match=r"huge.npz: x must lie within the float32 range "
+                                             r".* got 8 value\(s\) beyond it"):
+            _from(huge)
+    flat = _npz(tmp_path / "flat.npz", x=np.ones(4), y=y, client=c, x_test=x, y_test=y)
+    with pytest.raises(ValueError, match=r"flat.npz: x must have shape \(n, features...\) "
+                                         r"\(at least 2-D: one row per sample\), got "
+                                         r"x.shape=\(4,\)$"):
+        _from(flat)
 
 
 def test_bad_csv_contents_name_column_and_line(tmp_path: Path) -> None:

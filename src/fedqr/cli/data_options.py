@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -83,13 +84,23 @@ def load_own(path: Path, *, test_data: Path | None, test_share: float | None,
              client_column: str, label_column: str, standardize: bool, seed: int,
              classes: str | None = None) -> OwnData:
     """The :class:`~fedqr.data.source.OwnData` of a data file (and its class selection)."""
-    from fedqr.data import FederatedData
+    from rich.markup import escape
+
+    from fedqr.cli._common import err
+    from fedqr.data import EmptyClassWarning, FederatedData
     from fedqr.data.public import select_proxy_classes
     from fedqr.data.source import OwnData
 
-    data = FederatedData.from_file(path, client_column=client_column,
-                                   label_column=label_column, test_path=test_data,
-                                   test_share=test_share, standardize=standardize, seed=seed)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", EmptyClassWarning)
+        data = FederatedData.from_file(path, client_column=client_column,
+                                       label_column=label_column, test_path=test_data,
+                                       test_share=test_share, standardize=standardize, seed=seed)
+    for w in caught:  # the data layer's warnings as one line each, others as they were
+        if issubclass(w.category, EmptyClassWarning):
+            err.print(f"[yellow]warning:[/] {escape(f'{path}: {w.message}')}")
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     if classes is not None:
         data = select_proxy_classes(data, classes)
     return OwnData(data=data, seed=seed)

@@ -211,8 +211,9 @@ def workload(*, dataset: DatasetName | None, partition: PartitionKind | None, al
                                 label_column=label_column)
         for name, path in (("data", data), ("test_data", test_data)):
             if path is not None and not path.is_file():
+                what = "a folder, not a file" if path.is_dir() else "no such file"
                 raise ValueError(f"{name} must be an existing .npz, .csv or .parquet file, "
-                                 f"got {name}={str(path)!r} (no such file)")
+                                 f"got {name}={str(path)!r} ({what})")
         source = load_own(data, test_data=test_data, test_share=test_share,
                           client_column=client_column, label_column=label_column,
                           standardize=standardize, seed=seed)

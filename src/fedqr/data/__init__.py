@@ -11,10 +11,12 @@ Partitioners
 Federated data
     :class:`FederatedData`: rows, labels and the client of each row, from arrays, a data
     file (``.npz``, ``.csv``, ``.parquet``; see :mod:`fedqr.data.tabular`) or a built-in
-    :class:`ClientData`.
+    :class:`ClientData`; :class:`EmptyClassWarning` when its labels leave a class of
+    ``0..k-1`` without a training row.
 """
 
 from fedqr.data._files import ChecksumError, DataNotFoundError
+from fedqr.data._labels import EmptyClassWarning
 from fedqr.data.datasets import Dataset, DatasetName, load_dataset
 from fedqr.data.digits import load_digits_arrays
 from fedqr.data.federated import FederatedData, Standardization
@@ -47,6 +49,7 @@ __all__ = [
     "DataSpec",
     "Dataset",
     "DatasetName",
+    "EmptyClassWarning",
     "FederatedData",
     "FemnistFormatError",
     "IdxFormatError",

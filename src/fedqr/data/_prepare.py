@@ -6,11 +6,14 @@ Every check raises ``ValueError`` naming the parameter, the allowed range and th
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
+
+from fedqr.data._labels import as_labels
 
 _CHUNK_ROWS = 8192
 
@@ -56,15 +59,42 @@ def as_features(name: str, x: ArrayLike) -> tuple[NDArray[np.float32], tuple[int
         raise ValueError(f"{name} must hold real numbers (an int or float dtype), "
                          f"got {name}.dtype={arr.dtype}")
     if arr.ndim < 2:
-        raise ValueError(f"{name} must have shape [n, ...] (at least 2-D), "
-                         f"got {name}.shape={arr.shape}")
+        raise ValueError(f"{name} must have shape (n, features...) (at least 2-D: one row "
+                         f"per sample), got {name}.shape={arr.shape}")
     if arr.shape[0] == 0:
         raise ValueError(f"{name} must hold at least 1 row, got {name}.shape={arr.shape} (empty)")
     shape = tuple(int(d) for d in arr.shape[1:])
     if math.prod(shape) == 0:
         raise ValueError(f"{name} must hold at least 1 feature, got {name}.shape={arr.shape}")
-    flat = np.ascontiguousarray(arr.reshape(arr.shape[0], -1), dtype=np.float32)
+    with np.errstate(over="ignore"):  # reported below, without numpy's RuntimeWarning
+        flat = np.ascontiguousarray(arr.reshape(arr.shape[0], -1), dtype=np.float32)
+    if arr.dtype.itemsize > 4 and np.issubdtype(arr.dtype, np.floating):
+        _check_float32_range(name, arr.reshape(arr.shape[0], -1), flat)
     return flat, shape
+
+
+def _check_float32_range(name: str, arr: NDArray[Any], flat: NDArray[np.float32]) -> None:
+    """``ValueError`` if a finite value of ``arr`` became infinite as float32 (overflow)."""
+    inf = np.isinf(flat)
+    if not inf.any():
+        return
+    over = inf & np.isfinite(arr)
+    count = int(np.count_nonzero(over))
+    if count:
+        row, col = divmod(int(np.argmax(over)), over.shape[1])
+        big = float(np.finfo(np.float32).max)
+        raise ValueError(f"{name} must lie within the float32 range [-{big:.4g}, {big:.4g}], "
+                         f"got {count} value(s) beyond it, the first in row {row}, feature "
+                         f"{col}: {arr[row, col].item()!r} (rescale that feature)")
+
+
+def check_input_shape(input_shape: Sequence[int], num_features: int) -> tuple[int, ...]:
+    """``input_shape`` as a tuple of positive ints whose product is ``num_features``."""
+    shape = tuple(int(d) for d in input_shape)
+    if math.prod(shape) != num_features or min(shape, default=0) < 1:
+        raise ValueError(f"input_shape must be positive and multiply to the {num_features} "
+                         f"features of x, got input_shape={shape}")
+    return shape
 
 
 def check_finite(name: str, x: NDArray[np.float32]) -> None:
@@ -75,49 +105,6 @@ def check_finite(name: str, x: NDArray[np.float32]) -> None:
         row = int(np.flatnonzero(bad.any(axis=1))[0])
         raise ValueError(f"{name} must be finite, got {count} NaN or infinite value(s), "
                          f"the first in row {row}")
-
-
-def as_labels(name: str, y: ArrayLike, *, length: int) -> NDArray[np.int64]:
-    """``y`` as 1-D int64 of ``length``: an int dtype, or floats that are exactly integral.
-
-    Raises
-    ------
-    ValueError
-        On a wrong shape or length, non-integral values or negative values.
-    """
-    arr: NDArray[Any] = np.asarray(y)
-    if arr.ndim != 1 or arr.shape[0] != length:
-        raise ValueError(f"{name} must be 1-D of length {length} (one label per row), "
-                         f"got {name}.shape={arr.shape}")
-    if np.issubdtype(arr.dtype, np.floating):
-        ok = np.isfinite(arr) & (arr == np.round(arr))
-        if not bool(ok.all()):
-            row = int(np.flatnonzero(~ok)[0])
-            raise ValueError(f"{name} must hold integer class labels, got {name}[{row}]="
-                             f"{arr[row].item()!r}")
-        arr = arr.astype(np.int64)
-    elif not np.issubdtype(arr.dtype, np.integer):
-        raise ValueError(f"{name} must hold integer class labels, got {name}.dtype={arr.dtype}")
-    out = arr.astype(np.int64, copy=False)
-    if out.size and int(out.min()) < 0:
-        row = int(np.argmin(out))
-        raise ValueError(f"{name} must hold class labels >= 0, got {name}[{row}]={int(out[row])}")
-    return out
-
-
-def resolve_num_classes(num_classes: int | None, *labels: NDArray[np.int64]) -> int:
-    """``num_classes`` checked against the labels, or ``max(label) + 1`` when ``None``."""
-    top = max(int(y.max()) for y in labels if y.size)
-    if num_classes is None:
-        return top + 1
-    if isinstance(num_classes, bool) or not isinstance(num_classes, int | np.integer):
-        raise ValueError(f"num_classes must be an integer >= 2, got num_classes={num_classes!r}")
-    if num_classes < 2:
-        raise ValueError(f"num_classes must be >= 2, got num_classes={num_classes}")
-    if top >= num_classes:
-        raise ValueError(f"labels must lie in [0, {num_classes - 1}] (num_classes="
-                         f"{num_classes}), got a label {top}")
-    return int(num_classes)
 
 
 def map_clients(name: str, client: ArrayLike, *, length: int
@@ -215,8 +202,8 @@ def test_set(xf: NDArray[np.float32], yf: NDArray[np.int64], cf: NDArray[np.int6
     """
     if x_test is not None or y_test is not None:
         if test_share is not None:
-            raise ValueError(f"give x_test and y_test, or test_share, not both; got "
-                             f"test_share={test_share!r} and a test set")
+            raise ValueError(f"give x_test and y_test, or test_share (--test-share), not "
+                             f"both; got test_share={test_share!r} and a test set")
         if x_test is None or y_test is None:
             missing = "x_test" if x_test is None else "y_test"
             raise ValueError(f"give x_test and y_test together, got {missing}=None")
@@ -228,26 +215,30 @@ def test_set(xf: NDArray[np.float32], yf: NDArray[np.int64], cf: NDArray[np.int6
         check_finite("x_test", xt)
         return xf, yf, cf, xt, yt
     if test_share is None:
-        raise ValueError("give x_test and y_test, or test_share (the share of each client's "
-                         "rows held out for testing); got neither")
+        raise ValueError("give x_test and y_test, or test_share (--test-share): the share of "
+                         "each client's rows held out for testing (a data file gives x_test and "
+                         "y_test as arrays in its .npz, or as a test file: test_path, "
+                         "--test-data); got neither")
     share = check_share(test_share)
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got seed={seed!r}")
     held = holdout(yf, cf, num_clients=int(cf.max()) + 1, share=share,
                    rng=np.random.default_rng(int(seed)))
     if not held.any():
-        raise ValueError(f"test_share={share} holds out no row (each client keeps at least "
-                         f"1 training row); give a larger test_share")
+        raise ValueError(f"test_share (--test-share) {share} holds out no row (each client "
+                         f"keeps at least 1 training row); give a larger test_share")
     return xf[~held], yf[~held], cf[~held], xf[held], yf[held]
 
 
 def check_share(share: object) -> float:
     """``test_share`` as a float in ``(0, 1)``."""
     if isinstance(share, bool) or not isinstance(share, int | float | np.integer | np.floating):
-        raise ValueError(f"test_share must be a number in (0, 1), got test_share={share!r}")
+        raise ValueError(f"test_share (--test-share) must be a number in (0, 1), got "
+                         f"test_share={share!r}")
     value = float(share)
     if not 0.0 < value < 1.0:
-        raise ValueError(f"test_share must be in (0, 1), got test_share={value!r}")
+        raise ValueError(f"test_share (--test-share) must be in (0, 1), got "
+                         f"test_share={value!r}")
     return value
 
 

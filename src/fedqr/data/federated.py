@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import hashlib
 import json
-import math
 import os
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -23,6 +22,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fedqr.data import _prepare as prep
 from fedqr.data._checks import check_federated, check_mapping, coverage
+from fedqr.data._labels import as_labels, classes_of, warn_empty_classes
 from fedqr.data._prepare import Standardization
 from fedqr.data.datasets import Dataset
 from fedqr.data.partition import Partition
@@ -157,7 +157,8 @@ class FederatedData:
             a constant feature is only centred), train and test alike.
         num_classes : int or None
             Number of classes (labels must lie in ``0..num_classes-1``); ``max(label) + 1``
-            when ``None``.
+            when ``None``, and then a given test set must have no label above every training
+            label.
         input_shape : sequence of int or None
             Shape of one sample (its product is the number of features); ``x.shape[1:]``.
         name : str
@@ -171,26 +172,30 @@ class FederatedData:
         ------
         ValueError
             On any inconsistent input; the message names the parameter and the value.
+
+        Warns
+        -----
+        fedqr.data.EmptyClassWarning
+            Once, if ``num_classes`` is ``None`` and a class of ``0..k-1`` has no training row.
         """
         xf, shape = prep.as_features("x", x)
-        yf = prep.as_labels("y", y, length=xf.shape[0])
+        yf = as_labels("y", y, length=xf.shape[0])
         cf, names = prep.map_clients("client", client, length=xf.shape[0])
         prep.check_finite("x", xf)
         xf, yf, cf, xt, yt = prep.test_set(xf, yf, cf, x_test=x_test, y_test=y_test,
                                            test_share=test_share, seed=seed)
-        k = prep.resolve_num_classes(num_classes, yf, yt)
+        k, empty = classes_of(num_classes, yf, yt, held_out=x_test is None and y_test is None)
         if input_shape is not None:
-            shape = tuple(int(d) for d in input_shape)
-            if math.prod(shape) != xf.shape[1] or min(shape, default=0) < 1:
-                raise ValueError(f"input_shape must be positive and multiply to the "
-                                 f"{xf.shape[1]} features of x, got input_shape={shape}")
+            shape = prep.check_input_shape(input_shape, xf.shape[1])
         stats = None
         if standardize:
             stats = prep.feature_stats(xf)
             xf, xt = prep.apply_stats(xf, stats), prep.apply_stats(xt, stats)
-        return cls(x=xf, y=yf, client=cf, x_test=xt, y_test=yt, num_classes=k,
+        data = cls(x=xf, y=yf, client=cf, x_test=xt, y_test=yt, num_classes=k,
                    input_shape=shape, name=name, client_names=names, standardization=stats,
                    feature_names=None if feature_names is None else tuple(feature_names))
+        warn_empty_classes(empty, k)
+        return data
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], *, client_column: str = "client",
@@ -220,7 +225,8 @@ class FederatedData:
                        test_path=test_path)
         if t.x_test is not None and test_share is not None:
             raise ValueError(f"give a test set (in the file or test_path) or test_share, not "
-                             f"both; got test_share={test_share!r} and a test set in {t.source}")
+                             f"both (--test-data or --test-share); got test_share="
+                             f"{test_share!r} and a test set in {t.source}")
         k = num_classes if num_classes is not None else t.num_classes
         try:
             return cls.from_arrays(x=t.x, y=t.y, client=t.client, x_test=t.x_test,

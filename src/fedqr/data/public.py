@@ -75,10 +75,12 @@ def load_proxy(path: Path, *, classes: str | None, client_column: str, label_col
     """``--proxy-data FILE [--proxy-classes ...]``: a public data file, standardised by its own
     statistics; its test set, else 20% of its rows, is the twin's evaluation set."""
     if not path.is_file():
+        what = "a folder, not a file" if path.is_dir() else "no such file"
         raise ValueError(f"proxy_data must be an existing .npz, .csv or .parquet file, got "
-                         f"proxy_data={str(path)!r} (no such file)")
+                         f"proxy_data={str(path)!r} ({what})")
     try:
-        t = read_table(path, client_column=client_column, label_column=label_column)
+        t = read_table(path, client_column=client_column, label_column=label_column,
+                       option=("proxy_data", "--proxy-data"))
         data = FederatedData.from_arrays(
             x=t.x, y=t.y, client=t.client, x_test=t.x_test, y_test=t.y_test,
             test_share=None if t.x_test is not None else 0.2, standardize=True,

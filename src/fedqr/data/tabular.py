@@ -60,18 +60,21 @@ class TableData:
     feature_names: tuple[str, ...] | None = None
 
 
-def _check_path(option: str, path: str | os.PathLike[str]) -> Path:
+def _check_path(name: str, flag: str, path: str | os.PathLike[str]) -> Path:
+    """``path`` checked; messages name the parameter ``name`` and the CLI option ``flag``."""
     p = Path(path).expanduser()
     if not p.exists():
-        raise DataNotFoundError(f"{option} must be an existing data file, got {option}="
+        raise DataNotFoundError(f"{name} ({flag}) must be an existing data file, got {name}="
                                 f"{str(p)!r} (no such file)")
     if not p.is_file():
-        raise ValueError(f"{option} must be a data file, got {option}={str(p)!r} (not a file)")
+        what = "a folder, not a file" if p.is_dir() else "not a regular file"
+        raise ValueError(f"{name} ({flag}) must be a data file, got {name}={str(p)!r} ({what})")
     if p.suffix.lower() not in SUFFIXES:
-        raise ValueError(f"{option} must end in {', '.join(SUFFIXES)}, got {option}="
+        raise ValueError(f"{name} ({flag}) must end in {', '.join(SUFFIXES)}, got {name}="
                          f"{str(p)!r}")
     if not os.access(p, os.R_OK):
-        raise ValueError(f"{option}={str(p)!r} cannot be read (permission denied)")
+        raise ValueError(f"{name} ({flag}) must be a readable file, got {name}={str(p)!r} "
+                         f"(permission denied)")
     return p
 
 
@@ -126,7 +129,7 @@ def _npz_table(p: Path, tp: Path | None, source: str) -> TableData:
     if tp is not None:
         if xt is not None:
             raise ValueError(f"{p} holds a test set (x_test, y_test): give no test_path "
-                             f"(got test_path={str(tp)!r})")
+                             f"(--test-data) with it, got test_path={str(tp)!r}")
         t = _read_npz(tp, test=True)
         xt, yt = t["x"], t["y"]
     return TableData(x=a["x"], y=a["y"], client=a["client"], x_test=xt, y_test=yt,
@@ -163,8 +166,12 @@ def _align(test: Columns, names: tuple[str, ...], tp: Path) -> NDArray[np.float3
 
 def read_table(path: str | os.PathLike[str], *, client_column: str = "client",
                label_column: str = "label",
-               test_path: str | os.PathLike[str] | None = None) -> TableData:
+               test_path: str | os.PathLike[str] | None = None,
+               option: tuple[str, str] = ("path", "--data")) -> TableData:
     """Read a data file (and a test file of the same format), after a memory check.
+
+    ``option`` names ``path`` in messages: the parameter and the command-line option (the test
+    file is ``test_path``, ``--test-data``).
 
     Raises
     ------
@@ -174,12 +181,12 @@ def read_table(path: str | os.PathLike[str], *, client_column: str = "client",
         On an unknown suffix, an unreadable or malformed file (the message names the file,
         and the column or array), or a file too large (:class:`DataTooLargeError`).
     """
-    p = _check_path("path", path)
-    tp = None if test_path is None else _check_path("test_path", test_path)
+    p = _check_path(*option, path)
+    tp = None if test_path is None else _check_path("test_path", "--test-data", test_path)
     suffix = p.suffix.lower()
     if tp is not None and tp.suffix.lower() != suffix:
-        raise ValueError(f"test_path must be a {suffix} file like path, got test_path="
-                         f"{str(tp)!r}")
+        raise ValueError(f"test_path (--test-data) must be a {suffix} file like {option[0]} "
+                         f"({option[1]}) {str(p)!r}, got test_path={str(tp)!r}")
     source = str(p) if tp is None else f"{p} (test: {tp})"
     check_memory(source, _size(p) + (0 if tp is None else _size(tp)))
     if suffix == ".npz":

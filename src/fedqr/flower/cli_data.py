@@ -26,8 +26,9 @@ def own_data(opts: FlowerOptions, *, remote: bool) -> FederatedData | None:
 
     for name, path in (("data", opts.data), ("test_data", opts.test_data)):
         if path is not None and not path.is_file():
+            what = "a folder, not a file" if path.is_dir() else "no such file"
             raise ValueError(f"{name} must be an existing .npz, .csv or .parquet file, got "
-                             f"{name}={str(path)!r} (no such file)")
+                             f"{name}={str(path)!r} ({what})")
     if opts.data is None:
         if opts.test_share is not None:
             raise ValueError(f"test_share needs --data FILE, got test_share={opts.test_share}")

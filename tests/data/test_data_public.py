@@ -1,0 +1,36 @@
+"""The proxy file of --proxy-data (fedqr.data.public.load_proxy): messages name the option."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from fedqr.data.public import load_proxy
+
+
+def _load(path: Path) -> object:
+    return load_proxy(path, classes=None, client_column="client", label_column="label", seed=0)
+
+
+def test_a_missing_file_a_folder_and_a_wrong_suffix_name_proxy_data(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"^proxy_data must be an existing .npz, .csv or "
+                                         r".parquet file, got proxy_data='.*nope.csv' "
+                                         r"\(no such file\)$"):
+        _load(tmp_path / "nope.csv")
+    (tmp_path / "dir.csv").mkdir()
+    with pytest.raises(ValueError, match=r"proxy_data='.*dir.csv' \(a folder, not a file\)$"):
+        _load(tmp_path / "dir.csv")
+    (tmp_path / "p.txt").write_text("x")
+    with pytest.raises(ValueError, match=r"proxy_data '.*p.txt': proxy_data \(--proxy-data\) "
+                                         r"must end in .npz, .csv, .parquet"):
+        _load(tmp_path / "p.txt")
+
+
+def test_a_proxy_file_is_read_with_a_held_out_test_set(tmp_path: Path) -> None:
+    np.savez(tmp_path / "p.npz", x=np.arange(20.0)[:, None], y=np.arange(20) % 2,
+             client=np.zeros(20, dtype=np.int64))
+    own = load_proxy(tmp_path / "p.npz", classes=None, client_column="client",
+                     label_column="label", seed=0)
+    assert own.data.num_classes == 2 and own.data.num_test == 4  # 20% held out
