@@ -10,7 +10,7 @@ from fedqr.data import DatasetName, DataSpec, FederatedData, PartitionKind
 from fedqr.data.source import OwnData
 from fedqr.planner import DataUse, ProxyChoice, Scenario, SearchSettings, make_plan
 from fedqr.planner.search import Prediction
-from fedqr.planner.shift import alternatives, candidates
+from fedqr.planner.shift import alternatives, candidates, confirm
 from fedqr.privacy import Mechanism
 from fedqr.sim.config import LearningRate
 
@@ -75,3 +75,55 @@ def test_no_alternatives_when_asked_for_none_or_all_rows_are_read() -> None:
     assert plan.proxy_shift["alternatives"] == []
     with pytest.raises(ValueError, match="proxy_alternatives must be >= 0"):
         SearchSettings(proxy_alternatives=-1)
+
+
+def _runs(*rows: tuple[float, float, float]) -> list[dict[tuple[int, float, int], float]]:
+    """Shift runs: the mean losses of three candidates (keys of CANDS) in each run."""
+    return [dict(zip([(2, 1.0, 10), (4, 1.0, 8), (1, 1.0, 5)], row, strict=True))
+            for row in rows]
+
+
+CANDS = [Prediction(10, 2, 1.0, 0.40, 0.02), Prediction(8, 4, 1.0, 0.41, 0.02),
+         Prediction(5, 1, 1.0, 0.45, 0.02)]
+
+
+def test_confirm_overrules_the_search_only_on_unanimous_clear_evidence() -> None:
+    # every run ranks candidate 1 below the first, by ~10%: it replaces the first choice
+    assert confirm(CANDS, _runs((0.50, 0.45, 0.60), (0.49, 0.44, 0.61), (0.51, 0.46, 0.6))) == 1
+    # the lowest of two qualifying candidates
+    assert confirm(CANDS, _runs((0.50, 0.45, 0.40), (0.49, 0.44, 0.41), (0.51, 0.46, 0.4))) == 2
+    # one run disagrees, or the advantage is within the margin, or too few runs: keep it
+    assert confirm(CANDS, _runs((0.50, 0.45, 0.6), (0.43, 0.44, 0.6), (0.51, 0.46, 0.6))) == 0
+    assert confirm(CANDS, _runs((0.500, 0.499, 0.6), (0.49, 0.489, 0.6), (0.5, 0.499, 0.6))) == 0
+    assert confirm(CANDS, _runs((0.50, 0.45, 0.6), (0.49, 0.44, 0.61))) == 0
+    assert confirm(CANDS[:1], _runs((0.5, 0.4, 0.4), (0.5, 0.4, 0.4), (0.5, 0.4, 0.4))) == 0
+    # the first choice diverging when re-simulated gives way; a diverging candidate never wins
+    inf = float("inf")
+    assert confirm(CANDS, _runs((inf, 0.45, 0.6), (0.49, 0.44, 0.61), (0.51, 0.46, 0.6))) == 1
+    assert confirm(CANDS, _runs((0.5, inf, 0.6), (0.49, 0.44, 0.61), (0.51, 0.46, 0.6))) == 0
+
+
+def test_a_plan_whose_first_choice_the_shift_overrules_recommends_the_confirmed_one(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import fedqr.planner.plan as plan_module
+
+    search = make_plan(SCENARIO, proxy=ProxyChoice(share=0.5), settings=FAST)
+    first, other = search.predictions[0], next(
+        p for p in search.predictions[1:] if p.rounds > 0
+        and p.clients_per_round != search.predictions[0].clients_per_round)
+    confirmed = {"rounds": other.rounds, "clients_per_round": other.clients_per_round,
+                 "sample_rate": other.sample_rate, "mean": other.mean * 0.9,
+                 "stderr": other.stderr, "runs": 3,
+                 "replaces": {"rounds": first.rounds, "clients_per_round": first.clients_per_round,
+                              "sample_rate": first.sample_rate, "search_loss": first.mean,
+                              "shift_loss": first.mean * 1.2}}
+    monkeypatch.setattr(plan_module, "proxy_shift",
+                        lambda *a, **k: {"alternatives": [], "confirmed": confirmed})
+    plan = make_plan(SCENARIO, proxy=ProxyChoice(share=0.5), settings=FAST)
+    r = plan.recommended
+    assert (r.rounds, r.clients_per_round, r.mean) == (other.rounds, other.clients_per_round,
+                                                       other.mean * 0.9)
+    ups = [(p.rounds, p.clients_per_round) for p in plan.runner_ups()]
+    assert (first.rounds, first.clients_per_round) in ups
+    assert (other.rounds, other.clients_per_round) not in ups
+    assert f"replaces the search's first choice T={first.rounds}" in plan.message

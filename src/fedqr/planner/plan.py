@@ -61,8 +61,11 @@ class Plan:
             raise PlanNotUseful(self.message)
 
     def runner_ups(self, k: int = 5) -> list[Prediction]:
-        """The next best schedules."""
-        return self.predictions[1:1 + k]
+        """The next best schedules (the search's best but the recommended one)."""
+        r = self.recommended
+        key = (r.rounds, r.clients_per_round, r.sample_rate)
+        return [p for p in self.predictions
+                if (p.rounds, p.clients_per_round, p.sample_rate) != key][:k]
 
     def recommended_dict(self, *, mechanism: Mechanism) -> dict[str, Any]:
         """The ``recommended`` object of ``fedqr plan --json`` and result.json."""
@@ -128,6 +131,13 @@ def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
                 f"(raise eps, lower the clip, or use more data per client)")
     message = (f"predicted test loss {best.mean:.4f} +- {best.stderr:.4f} at T={best.rounds}, "
                f"b={best.clients_per_round}")
+    if (confirmed := shift.get("confirmed")) is not None:
+        old = confirmed["replaces"]
+        message += (f", re-simulated on the plan's proxy: it replaces the search's first "
+                    f"choice T={old['rounds']}, b={old['clients_per_round']} (predicted "
+                    f"{old['search_loss']:.4f}, {old['shift_loss']:.4f} on average when "
+                    f"re-simulated), which all {confirmed['runs']} re-simulations on the proxy "
+                    f"and its other draws ranked below it")
     if shift.get("proxy_std") is not None:
         still = shift["recommended_still_best"]
         message += (f"; proxy shift: +- {shift['proxy_std']:.4f} over "
@@ -197,6 +207,12 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     shift = proxy_shift(scenario, choice, real, real_sizes, dev, run_settings, twin,
                         predictions, key=key, use_cache=use_cache, repeats=searcher.repeats,
                         count=st.proxy_alternatives)
+    confirmed = shift.get("confirmed")
+    if confirmed is not None:  # the shift's runs overruled the search's first choice
+        best = Prediction(rounds=confirmed["rounds"],
+                          clients_per_round=confirmed["clients_per_round"],
+                          sample_rate=confirmed["sample_rate"], mean=confirmed["mean"],
+                          stderr=confirmed["stderr"])
     base = searcher.untrained_loss()
     useful = best.rounds > 0 and best.mean < (1 - USEFUL_MARGIN) * base
     message = _message(best, base, useful=useful, shift=shift, cut_short=searcher.cut_short)

@@ -34,12 +34,21 @@ from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import Prediction, Searcher, SearchSettings
 from fedqr.planner.twin_kernel import KernelProxy
 
-__all__ = ["SHIFT_BUDGET_SHARE", "Alternative", "alternatives", "candidates", "proxy_shift"]
+__all__ = ["CONFIRM_MARGIN", "SHIFT_BUDGET_SHARE", "Alternative", "alternatives", "candidates",
+           "confirm", "proxy_shift"]
 
 SHIFT_BUDGET_SHARE = 1.0
 """A kernel twin's alternatives (and their reference) may take this share of the plan's time
 budget (estimated), on top of the search: the candidates on as many alternatives as fit, else
 the recommended schedule alone; what does not fit is left out and the plan says so."""
+
+
+CONFIRM_MARGIN = 0.01
+"""The search's first choice gives way to another candidate only when that candidate's loss is
+lower on every run of the shift (the plan's proxy with fresh draws and each alternative, at
+least three runs) and lower on average by more than this share. The search recommends the
+lowest of many noisy predictions (the winner's curse); these runs are independent of that
+choice, so they can overrule it."""
 
 
 @dataclass(frozen=True)
@@ -84,6 +93,30 @@ def candidates(predictions: list[Prediction], k: int = 3) -> list[Prediction]:
         if len(out) == k:
             break
     return out
+
+
+Key = tuple[int, float, int]
+
+
+def _key(p: Prediction) -> Key:
+    return (p.clients_per_round, p.sample_rate, p.rounds)
+
+
+def confirm(chosen: list[Prediction], losses: list[dict[Key, float]]) -> int:
+    """Which candidate to recommend: the index in ``chosen`` (0: the search's first choice)
+    of the candidate beating the first on every run of ``losses`` (the candidates' mean
+    losses per shift run) by more than :data:`CONFIRM_MARGIN` on average, the lowest such."""
+    if len(losses) < 3 or len(chosen) < 2:
+        return 0
+    first = np.array([got[_key(chosen[0])] for got in losses])
+    pick, lowest = 0, float(first.mean())
+    for i, p in enumerate(chosen[1:], start=1):
+        got = np.array([run[_key(p)] for run in losses])
+        mean = float(got.mean())
+        if (np.isfinite(got).all() and bool((got < first).all())
+                and mean < (1 - CONFIRM_MARGIN) * float(first.mean()) and mean < lowest):
+            pick, lowest = i, mean
+    return pick
 
 
 def _simulate(searcher: Searcher, chosen: list[Prediction]) -> dict[tuple[int, float, int], float]:
@@ -147,7 +180,21 @@ def proxy_shift(scenario: Scenario, choice: ProxyChoice, real: ClientData | None
         losses.append(_simulate(searcher, chosen))
         if use_cache and searcher.simulated_rounds:
             save_memo(path, searcher.memo)
-    return _summary(out, runs, losses, chosen, len(alts))
+    pick = confirm(chosen, losses)
+    if pick:
+        first = chosen[0]
+        chosen = [chosen[pick], *(p for i, p in enumerate(chosen) if i != pick)]
+    summary = _summary(out, runs, losses, chosen, len(alts))
+    if pick:
+        new = chosen[0]
+        summary["confirmed"] = {  # its re-simulation on the plan's proxy, as the search's
+            "rounds": new.rounds, "clients_per_round": new.clients_per_round,
+            "sample_rate": new.sample_rate, "mean": losses[0][_key(new)],
+            "stderr": new.stderr, "runs": len(losses),
+            "replaces": {"rounds": first.rounds, "clients_per_round": first.clients_per_round,
+                         "sample_rate": first.sample_rate, "search_loss": first.mean,
+                         "shift_loss": float(np.mean([run[_key(first)] for run in losses]))}}
+    return summary
 
 
 def _summary(out: dict[str, Any], runs: list[Alternative],
