@@ -103,8 +103,8 @@ def test_a_model_file_is_estimated_but_not_cached(small_file: Path, tmp_path: Pa
 
 @pytest.mark.parametrize(("args", "needle"), [
     (["--data", "nowhere.npz"], "data must be an existing .npz, .csv or .parquet file"),
-    (["--data", "{small}", "--dataset", "digits"], "give --data FILE or --dataset NAME"),
-    (["--data", "{small}", "--partition", "iid"], "partition applies to --dataset"),
+    (["--data", "{small}", "--dataset", "digits"], "got dataset=digits with data"),
+    (["--data", "{small}", "--partition", "iid"], "got partition=iid with data"),
     (["--data", "{small}", "--num-clients", "4"], "num_clients must match the clients"),
     (["--data", "{small}", "--model", "resnet"], "model must be logreg, mlp, cnn or FILE.py"),
     (["--data", "{small}", "--model", "mlp", "--hidden", "8,x"], "hidden must be"),

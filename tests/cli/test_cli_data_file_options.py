@@ -28,7 +28,8 @@ SAME_COLUMN = (["--client-column", "label"], "must name different columns, got b
 
 
 @pytest.mark.parametrize(("command", "extra", "message"), [
-    *[(c, e, m) for c in ("plan", "run") for e, m in RECIPE],  # estimate: its own messages
+    *[(c, e, m) for c in ("plan", "run") for e, m in RECIPE],
+    *[("estimate", e, m) for e, m in RECIPE[:2]],  # estimate has no --fraction
     *[(c, *SAME_COLUMN) for c in ("plan", "run", "estimate")]])
 def test_built_in_options_with_a_data_file_are_refused(
         data_file: Path, tmp_path: Path, command: str, extra: list[str], message: str) -> None:

@@ -180,12 +180,6 @@ def _estimate_doc(o: _Options, *, eps: float, delta: float, cache: bool) -> dict
     cache."""
     from fedqr.cli.constants import estimate_for
 
-    if o.data is not None and o.dataset is not None:
-        raise ValueError(f"give --data FILE or --dataset NAME, not both, got "
-                         f"dataset={o.dataset.value}, data={str(o.data)!r}")
-    if o.data is not None and o.partition is not None:
-        raise ValueError(f"partition applies to --dataset (a data file's rows name their "
-                         f"clients), got partition={o.partition.value}")
     if o.data is not None:
         return _own_estimate(o, eps=eps, delta=delta, cache=cache)
     for name, given in (("test_data", o.test_data), ("test_share", o.test_share)):
@@ -209,9 +203,9 @@ def _own_estimate(o: _Options, *, eps: float, delta: float, cache: bool) -> dict
     from fedqr.data.presets import default_clip
     from fedqr.data.source import OwnData
 
-    work = workload(
-        dataset=None, partition=None, alpha=o.alpha, fraction=1.0,
-        num_clients=o.num_clients, seed=o.seed, data_dir=None, data=o.data,
+    work = workload(  # refuses the built-in options (--dataset, --partition, --data-dir)
+        dataset=o.dataset, partition=o.partition, alpha=o.alpha, fraction=1.0,
+        num_clients=o.num_clients, seed=o.seed, data_dir=o.data_dir, data=o.data,
         test_data=o.test_data, test_share=o.test_share, client_column=o.client_column,
         label_column=o.label_column, standardize=o.standardize, model=o.model,
         hidden=o.hidden)

@@ -133,4 +133,3 @@ def poisson_gradient(layout: ClientLayout, theta: Tensor, starts: Tensor, sizes:
     assert out.residual is not None  # residual=True
     res = out.residual.mul_(w[:, :, None, None]).view(repeats, count, n_col * k)
     return torch.bmm(res.transpose(1, 2), x).view(repeats, n_col, k, p)  # (K, A k, p)
-
