@@ -129,8 +129,9 @@ def clipped_residual(
 NARROW_COLUMNS = 24
 """At most this many logit columns (columns x classes) per repeat, the forward product is
 taken transposed, ``(theta X^T)^T``: on 2 CPU threads a (3, 620, 784) x (784, 10) product
-takes 0.65 ms as ``X theta^T`` and 0.36 ms transposed (``bench/twin_products.py``); from
-about 32 columns the plain layout is faster. Used by the twin's Poisson rounds (one running
+takes 0.64 ms as ``X theta^T`` and 0.34 ms transposed (``bench/twin_products.py``); the plain
+layout is as fast from about 20 columns with one repeat, 40 with three, and faster beyond (80
+columns: 1.58 against 1.69 ms). Used by the twin's Poisson rounds (one running
 column is their common case); the engine keeps the plain product, whose rounding does not
 depend on how many replies share it."""
 
