@@ -40,7 +40,7 @@ from fedqr.data import ClientData, DatasetName, DataSpec, FederatedData
 from fedqr.data.source import DataSource, OwnData
 from fedqr.models.kernel import Kernel
 from fedqr.models.logreg import Norm
-from fedqr.models.logreg_pass import poisson_positions
+from fedqr.models.sampling import poisson_positions
 from fedqr.models.zoo import make_kernel
 from fedqr.planner import Scenario, SearchSettings, make_plan
 from fedqr.planner.budget import CONSTANTS, TERMS, CostModel

@@ -13,7 +13,7 @@ from torch import Tensor
 
 from fedqr.models.logreg import clipped_residual, column_logits
 from fedqr.models.logreg_eval import evaluate
-from fedqr.models.logreg_pass import poisson_positions
+from fedqr.models.sampling import poisson_positions
 from fedqr.planner.gradients import full_batch_gradient, row_blocks
 from fedqr.planner.noise_sums import laplace_groups, laplace_sum
 from fedqr.planner.twin import Proxy, TwinRun, _continuous, _weights

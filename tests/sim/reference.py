@@ -11,7 +11,7 @@ import torch
 from torch.func import grad, vmap
 
 from fedqr.data import Dataset, Partition
-from fedqr.models.logreg_pass import poisson_positions
+from fedqr.models.sampling import poisson_positions
 from fedqr.privacy import Mechanism
 from fedqr.sim.budget import plan_client_privacy
 from fedqr.sim.config import SimConfig

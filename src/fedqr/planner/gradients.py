@@ -17,7 +17,8 @@ from numpy.typing import NDArray
 from torch import Tensor
 
 from fedqr.models.logreg import Norm, clipped_residual, column_logits
-from fedqr.models.logreg_pass import ClientLayout, poisson_positions
+from fedqr.models.logreg_pass import ClientLayout
+from fedqr.models.sampling import poisson_positions
 
 __all__ = ["RowBlock", "full_batch_gradient", "poisson_gradient", "row_blocks", "row_ranges"]
 

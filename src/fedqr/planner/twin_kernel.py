@@ -29,7 +29,7 @@ from torch import Tensor
 from fedqr.data import ClientData, Dataset
 from fedqr.models.kernel import Kernel, KernelData
 from fedqr.models.logreg import Norm
-from fedqr.models.logreg_pass import poisson_positions
+from fedqr.models.sampling import poisson_positions
 from fedqr.planner.columns import ColumnEngine, column_engine
 from fedqr.planner.noise_sums import laplace_groups, laplace_sum
 from fedqr.planner.twin import TwinRun, _continuous, _weights

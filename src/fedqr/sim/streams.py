@@ -13,7 +13,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from fedqr.models.logreg_pass import poisson_positions
+from fedqr.models.sampling import poisson_positions
 from fedqr.privacy import Mechanism, NoiseMechanism, mechanism_for
 from fedqr.sim.config import NoiseSeeding, SimConfig
 
