@@ -7,9 +7,9 @@ The public API (keyword-only; see ``docs/api.md``)::
 
     import fedqr
     data = fedqr.FederatedData.from_file("clients.csv", test_share=0.25)
-    plan = fedqr.plan(data=data, model="mlp", mechanism="gaussian", eps=1.0)
-    result = fedqr.simulate(data=data, model="mlp", mechanism="gaussian", eps=1.0,
-                            schedule=plan)
+    budget = dict(data=data, model="mlp", mechanism="laplace", eps=4.0, clip=5.0)
+    plan = fedqr.plan(**budget)  # plan.useful is False where no schedule helps
+    result = fedqr.simulate(schedule=plan, **budget)  # refused for a plan that is not useful
 
 Names are imported on first use, so ``import fedqr`` (and ``fedqr --help``) stays cheap.
 """

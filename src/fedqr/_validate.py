@@ -8,15 +8,18 @@ given, e.g. ``eps must be > 0, got eps=-1.0``, and returns the value. Nothing he
 from __future__ import annotations
 
 import math
+from numbers import Integral, Real
 
 __all__ = [
     "SEED_MAX",
     "check_finite",
+    "check_float",
     "check_in_range",
     "check_int_range",
     "check_nonnegative",
     "check_positive",
     "check_seed",
+    "float_tuple",
     "int_or_auto",
     "rate_or_auto",
 ]
@@ -28,8 +31,39 @@ SEED_MAX = 2**63 - 1
 """The largest seed (torch and NumPy seeds are 64-bit integers)."""
 
 
+def check_float(name: str, value: object) -> float:
+    """``value`` as a float if it is a real number (NumPy's included, a bool not): a string
+    or ``None`` is refused by name rather than failing a comparison deep inside."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        raise ValueError(f"{name} must be a number, got {name}={value!r}")
+    return float(value)
+
+
+def float_tuple(name: str, value: object) -> tuple[float, ...]:
+    """One number, or a non-empty sequence (or 1-D array) of numbers, as a tuple of floats.
+
+    A string is refused, never split into its characters (``eps="25"`` is not ``(2, 5)``).
+    """
+    if isinstance(value, str | bytes) or value is None:
+        raise ValueError(f"{name} must be a number or a sequence of numbers, "
+                         f"got {name}={value!r}")
+    if getattr(value, "ndim", None) == 0:  # a 0-d array: its one value
+        value = value.item()  # type: ignore[attr-defined]
+    if isinstance(value, Real) and not isinstance(value, bool):
+        return (float(value),)
+    try:
+        items = list(value)  # type: ignore[call-overload]
+    except TypeError:
+        raise ValueError(f"{name} must be a number or a sequence of numbers, "
+                         f"got {name}={value!r}") from None
+    if not items:
+        raise ValueError(f"{name} must have at least one value, got {name}={value!r}")
+    return tuple(check_float(name, v) for v in items)
+
+
 def check_positive(name: str, value: float, *, allow_inf: bool = False) -> float:
     """``value`` if it is ``> 0`` (and finite unless ``allow_inf``)."""
+    value = check_float(name, value)
     if not (value > 0) or math.isnan(value) or (math.isinf(value) and not allow_inf):
         bound = "> 0" if allow_inf else "> 0 and finite"
         raise ValueError(f"{name} must be {bound}, got {name}={value}")
@@ -38,6 +72,7 @@ def check_positive(name: str, value: float, *, allow_inf: bool = False) -> float
 
 def check_nonnegative(name: str, value: float) -> float:
     """``value`` if it is ``>= 0`` and finite."""
+    value = check_float(name, value)
     if not (value >= 0) or math.isinf(value):
         raise ValueError(f"{name} must be >= 0 and finite, got {name}={value}")
     return value
@@ -45,6 +80,7 @@ def check_nonnegative(name: str, value: float) -> float:
 
 def check_finite(name: str, value: float) -> float:
     """``value`` if it is a finite number."""
+    value = check_float(name, value)
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {name}={value}")
     return value
@@ -53,6 +89,7 @@ def check_finite(name: str, value: float) -> float:
 def check_in_range(name: str, value: float, low: float, high: float, *,
                    low_open: bool = False, high_open: bool = False) -> float:
     """``value`` if it lies in the interval from ``low`` to ``high`` (ends as given)."""
+    value = check_float(name, value)
     above = value > low if low_open else value >= low
     below = value < high if high_open else value <= high
     if not (above and below):
@@ -62,9 +99,11 @@ def check_in_range(name: str, value: float, low: float, high: float, *,
 
 
 def check_int_range(name: str, value: int, low: int, high: int | None = None) -> int:
-    """``value`` if it is an integer in ``[low, high]`` (no upper end when ``high`` is None)."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    """``value`` as an ``int`` if it is an integer (NumPy's included, a bool not) in
+    ``[low, high]`` (no upper end when ``high`` is None)."""
+    if isinstance(value, bool) or not isinstance(value, Integral):
         raise ValueError(f"{name} must be an integer, got {name}={value!r}")
+    value = int(value)
     if high is None:
         if value < low:
             raise ValueError(f"{name} must be >= {low}, got {name}={value}")

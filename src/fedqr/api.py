@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -15,7 +16,10 @@ from typing import Any
 
 import torch
 
+from fedqr._device import resolve_device
+from fedqr._validate import check_int_range, float_tuple
 from fedqr.data import DataSpec, FederatedData
+from fedqr.data._validate import parse_enum
 from fedqr.data.presets import default_clip, default_eval_every
 from fedqr.data.source import DataSource, OwnData
 from fedqr.models.losses import LossFn
@@ -79,18 +83,28 @@ class SimulationResult:
     document: dict[str, Any]
 
     @property
+    def diverged(self) -> bool:
+        """Whether a repeat's parameters left the floats (inf or NaN; see ``document``'s
+        ``diverged_round``): its final metrics are NaN."""
+        return bool(self.document.get("diverged"))
+
+    @property
     def final_test_accuracy(self) -> float:
-        """Mean over the repeats of the last evaluation's test accuracy."""
-        return float(self.document["summary"]["final_test_accuracy_mean"])
+        """Mean over the repeats of the last evaluation's test accuracy (NaN if diverged)."""
+        return _number(self.document["summary"]["final_test_accuracy_mean"], self.diverged)
 
     @property
     def final_test_loss(self) -> float:
-        """Mean over the repeats of the last evaluation's test loss."""
-        return float(self.document["summary"]["final_test_loss_mean"])
+        """Mean over the repeats of the last evaluation's test loss (NaN if diverged)."""
+        return _number(self.document["summary"]["final_test_loss_mean"], self.diverged)
 
     def save(self, path: str | Path) -> None:
         """Write ``result.json`` atomically."""
         write_json_atomic(Path(path), self.document)
+
+
+def _number(value: object, diverged: bool) -> float:
+    return math.nan if diverged or value is None else float(value)  # type: ignore[arg-type]
 
 
 def _source(data: FederatedData | DataSpec | DataSource, seed: int) -> DataSource:
@@ -141,8 +155,13 @@ def simulate(
     device, on_round:
         Torch device; progress callback with the number of finished rounds.
     """
-    mech = Mechanism(mechanism)
+    mech = parse_enum(Mechanism, "mechanism", mechanism)
+    if on_round is not None and not callable(on_round):
+        raise ValueError(f"on_round must be a callable (rounds done) -> None, got {on_round!r}")
+    dev = resolve_device(device)
     if schedule is not None:
+        _check_schedule(schedule, rounds=rounds, clients_per_round=clients_per_round,
+                        sample_rate=sample_rate)
         rounds, clients_per_round = schedule.rounds, schedule.clients_per_round
         sample_rate = schedule.sample_rate
     if rounds is None or clients_per_round is None:
@@ -158,25 +177,76 @@ def simulate(
         selection=selection, aggregation=aggregation,
         lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay, mu=mu, gamma=gamma),
         weight_decay=weight_decay,
-        privacy=PrivacyConfig(mechanism=mech, eps=_tuple(eps), delta=_tuple(delta),
+        privacy=PrivacyConfig(mechanism=mech, eps=float_tuple("eps", eps),
+                              delta=float_tuple("delta", delta),
                               clip=clip if clip is not None else default_clip(source.dataset,
                                                                               mech),
-                              sample_rate=q, accountant=Accountant(accountant)),
+                              sample_rate=q,
+                              accountant=parse_enum(Accountant, "accountant", accountant)),
         repeats=repeats, seed=seed,
         eval_every=eval_every if eval_every is not None
         else default_eval_every(source.dataset, rounds),
         train_eval=train_eval, train_eval_rows=train_eval_rows)
+    if schedule is not None:
+        _same_scenario(schedule, config)
     started = time.perf_counter()
     result = run_rounds(client_data.dataset, client_data.partition, config, kernel,
-                        device=device, on_round=on_round)
+                        device=dev, on_round=on_round)
     doc = result.to_json()
     doc["wall_time_s"] = time.perf_counter() - started
     doc["data"] = source.identity()
-    doc["provenance"] = provenance(model=kernel.describe(), device=device)
+    doc["provenance"] = provenance(model=kernel.describe(), device=dev)
     if schedule is not None:
         doc["plan"] = {**schedule.document["recommended"],
                        "achieved_test_loss": doc["summary"]["final_test_loss_mean"]}
+    if doc.get("diverged"):
+        warnings.warn(f"the run diverged (parameters left the floats at round "
+                      f"{doc.get('diverged_round')}): its final test metrics are NaN; lower "
+                      "lr or clip", RuntimeWarning, stacklevel=2)
     return SimulationResult(document=doc)
+
+
+def _check_schedule(schedule: object, *, rounds: int | None, clients_per_round: int | None,
+                    sample_rate: float | None) -> None:
+    """A plan to run: a :class:`PlanResult` that found a useful schedule, and no T, b or q
+    of the caller's beside it (one of the two would be ignored)."""
+    if not isinstance(schedule, PlanResult):
+        raise ValueError(f"schedule must be a PlanResult (what fedqr.plan returns), got "
+                         f"schedule={type(schedule).__name__}")
+    given = {name: v for name, v in (("rounds", rounds), ("clients_per_round",
+             clients_per_round), ("sample_rate", sample_rate)) if v is not None}
+    if given:
+        name, value = next(iter(given.items()))
+        raise ValueError(f"schedule sets rounds, clients_per_round and sample_rate; give "
+                         f"either schedule or {name}, got both ({name}={value})")
+    if not schedule.useful:
+        raise ValueError(f"schedule is a plan that found no schedule better than the "
+                         f"untrained model (useful=False: {schedule.plan.message}); nothing "
+                         "to run: give rounds and clients_per_round to run anyway")
+
+
+def _same_scenario(schedule: PlanResult, config: SimConfig) -> None:
+    """The plan's mechanism, clip and per-client budgets are the run's (a plan made for other
+    budgets is not this run's plan)."""
+    sc, privacy, n = schedule.document["scenario"], config.privacy, config.num_clients
+    checks = [("mechanism", sc["mechanism"], privacy.mechanism.value),
+              ("clip", float(sc["clip"]), float(privacy.clip)),
+              ("eps", _per(sc["eps"], n), privacy.client_eps(n))]
+    if privacy.spec.needs_delta:
+        checks.append(("delta", _per(sc["delta"], n), privacy.client_delta(n)))
+    for name, planned, given in checks:
+        if planned != given:
+            raise ValueError(f"schedule was planned for {name}={_show(planned)}, the run asks "
+                             f"{name}={_show(given)}: plan again for this run's {name}")
+
+
+def _per(values: Sequence[float], n: int) -> tuple[float, ...]:
+    v = tuple(float(x) for x in values)
+    return v * n if len(v) == 1 else v
+
+
+def _show(v: object) -> str:
+    return repr(v[0]) if isinstance(v, tuple) and len(set(v)) == 1 else repr(v)
 
 
 def plan(
@@ -199,14 +269,22 @@ def plan(
     clients' features and classes) and reads only the clients' sizes. Other parameters as
     :func:`simulate`.
     """
-    mech = Mechanism(mechanism)
+    mech = parse_enum(Mechanism, "mechanism", mechanism)
+    use = parse_enum(DataUse, "data_use", data_use)
+    if use is DataUse.PRIVATE_PILOT:
+        raise ValueError("data_use='private-pilot' runs pilot rounds charged to the clients' "
+                         "ledgers: it is the command line's (`fedqr plan --data-use "
+                         "private-pilot --pilot-share S`); the Python API plans with "
+                         "'clear-proxy' or 'public-proxy'")
+    dev = resolve_device(device)
     source = _source(data, seed)
-    use = DataUse(data_use)
     scenario = Scenario(
-        data=source, mechanism=mech, eps=_tuple(eps), delta=_tuple(delta),
+        data=source, mechanism=mech, eps=float_tuple("eps", eps),
+        delta=float_tuple("delta", delta),
         clip=clip if clip is not None else default_clip(source.dataset, mech),
         sample_rate=sample_rate if mechanism_for(mech).batch_rate(0.5) < 1 else 1.0,
-        accountant=Accountant(accountant), rounds=rounds, clients_per_round=clients_per_round,
+        accountant=parse_enum(Accountant, "accountant", accountant), rounds=rounds,
+        clients_per_round=clients_per_round,
         lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay),
         weight_decay=weight_decay, aggregation=aggregation,
         kernel=None if model is None else Workload.of(source, model,
@@ -222,8 +300,10 @@ def plan(
         public = _source(proxy, seed + 1)
         choice = ProxyChoice(use=DataUse.PUBLIC_PROXY, share=proxy_share, public=public,
                              public_label=getattr(public.dataset, "value", None) or "own")
+    if twin_repeats is not None:
+        twin_repeats = check_int_range("twin_repeats", twin_repeats, 2)
     settings = SearchSettings(repeats=twin_repeats, seed=seed)
-    result = make_plan(scenario, proxy=choice, settings=settings, device=device,
+    result = make_plan(scenario, proxy=choice, settings=settings, device=dev,
                        use_cache=use_cache, progress=progress)
     return PlanResult(plan=result, document=plan_document(result, scenario))
 
@@ -248,6 +328,3 @@ def plan_document(plan: Plan, scenario: Scenario) -> dict[str, Any]:
             "from_cache": plan.from_cache, "simulated": plan.settings.get("simulated"),
             "predictions": [p.as_dict() for p in plan.predictions if math.isfinite(p.mean)]}
 
-
-def _tuple(v: float | Sequence[float]) -> tuple[float, ...]:
-    return (float(v),) if isinstance(v, int | float) else tuple(float(e) for e in v)

@@ -45,16 +45,11 @@ def floats(name: str, text: str) -> tuple[float, ...]:
 
 
 def device(name: str) -> torch.device:
-    """``auto`` (CUDA when available), ``cpu`` or ``cuda[:i]``."""
-    import torch  # here, not at the top: ``fedqr --help`` must not import torch
+    """``auto`` (CUDA when available), ``cpu`` or ``cuda[:i]``
+    (:func:`fedqr._device.resolve_device`)."""
+    from fedqr._device import resolve_device
 
-    if name == "auto":
-        return torch.device("cuda" if torch.cuda.is_available() else "cpu")
-    if name.startswith("cuda") and not torch.cuda.is_available():
-        raise ValueError(f"device must be one of auto, cpu (no CUDA here), got device={name!r}")
-    if name != "cpu" and not name.startswith("cuda"):
-        raise ValueError(f"device must be auto, cpu or cuda[:i], got device={name!r}")
-    return torch.device(name)
+    return resolve_device(name)
 
 
 def mechanism_for(mechanism: Mechanism) -> NoiseMechanism:

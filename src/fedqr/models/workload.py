@@ -52,7 +52,7 @@ def kernel_for(model: Model | None, dataset: Dataset, *, preset: DatasetName | s
     """
     choice = model if model is not None else default_model_name(preset)
     return make_kernel(choice, input_shape=input_shape(dataset),
-                       num_classes=dataset.num_classes, hidden=tuple(hidden), loss_fn=loss_fn)
+                       num_classes=dataset.num_classes, hidden=hidden, loss_fn=loss_fn)
 
 
 @dataclass(frozen=True)

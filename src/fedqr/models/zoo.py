@@ -15,6 +15,7 @@ import dataclasses
 import importlib.util
 import math
 from collections.abc import Callable, Sequence
+from numbers import Integral
 from pathlib import Path
 from typing import Any
 
@@ -34,6 +35,7 @@ UserFactory = Callable[[tuple[int, ...], int], nn.Module]
 """A user's model: ``(input_shape, num_classes) -> nn.Module`` (input without the batch axis)."""
 
 _BATCH_COUPLED = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
+_DROPOUT = (nn.modules.dropout._DropoutNd,)  # Dropout*, AlphaDropout, FeatureAlphaDropout
 
 
 def seeded(factory: UserFactory, input_shape: tuple[int, ...], num_classes: int) -> ModelFactory:
@@ -103,7 +105,8 @@ def check_model(build: ModelFactory, *, input_shape: tuple[int, ...], num_classe
     ------
     ValueError
         If the factory raises or returns no ``nn.Module``, the model has no parameters, holds
-        batch normalisation, gives logits of the wrong shape, or no per-sample gradients.
+        batch normalisation or dropout, gives logits of the wrong shape, or no per-sample
+        gradients.
     """
     try:
         model = build(torch.Generator().manual_seed(0))
@@ -117,6 +120,12 @@ def check_model(build: ModelFactory, *, input_shape: tuple[int, ...], num_classe
         raise ValueError(f"model {label!r} holds {coupled[0]}: batch normalisation mixes the "
                          "samples of a batch, so per-sample gradients (and their clipping) "
                          "are undefined; use nn.GroupNorm (or LayerNorm) instead")
+    dropout = [m for m in model.modules() if isinstance(m, _DROPOUT) and m.p > 0]
+    if dropout:
+        raise ValueError(f"model {label!r} holds {dropout[0]!r}: dropout draws from torch's "
+                         "global random generator, not the run's seed (runs would not be "
+                         "reproducible), and fedqr trains and evaluates the module as built; "
+                         "remove it or set p=0 (the clients' noise regularises already)")
     if not any(p.requires_grad for p in model.parameters()):
         raise ValueError(f"model {label!r} has no trainable parameters")
     x = torch.zeros(2, *input_shape)
@@ -161,14 +170,28 @@ def make_kernel(model: str | UserFactory | Kernel, *, input_shape: tuple[int, ..
     options:
         Chunk sizes and memory format of a torch model.
     """
+    if isinstance(model, nn.Module):
+        raise ValueError(f"model must be a factory (input_shape, num_classes) -> nn.Module, "
+                         f"not a module: got model={type(model).__name__} instance (pass "
+                         "`lambda input_shape, num_classes: MyNet(...)`, so each repeat "
+                         "builds its own, seeded)")
     if not isinstance(model, str) and not callable(model):
+        if not all(hasattr(model, a) for a in ("attach", "init", "num_params")):
+            raise ValueError("model must be 'logreg', 'mlp', 'cnn', 'FILE.py:FUNCTION', a "
+                             "factory (input_shape, num_classes) -> nn.Module or a Kernel, "
+                             f"got model={model!r}")
         return model
+    if isinstance(hidden, str) or not all(
+            isinstance(h, Integral) and not isinstance(h, bool) and h >= 1
+            for h in (hidden if isinstance(hidden, Sequence) else [None])):
+        raise ValueError(f"hidden must be a sequence of layer widths >= 1, e.g. (64,), "
+                         f"got hidden={hidden!r}")
     if model == "logreg":
         if loss_fn is not None:
             raise ValueError("loss_fn applies to torch models; logreg trains cross-entropy")
         return LogRegKernel(num_features=math.prod(input_shape), num_classes=num_classes)
     build, label = _factory(model, input_shape=input_shape, num_classes=num_classes,
-                            hidden=hidden)
+                            hidden=tuple(int(h) for h in hidden))
     loss = loss_fn if loss_fn is not None else per_sample_cross_entropy
     method = check_model(build, input_shape=input_shape, num_classes=num_classes, label=label,
                          loss_fn=loss)

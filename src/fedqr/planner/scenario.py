@@ -12,6 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from fedqr._enums import DataUse, Method
+from fedqr._validate import check_int_range, check_nonnegative
 from fedqr.data import DataSpec
 from fedqr.data.presets import default_model_name
 from fedqr.data.source import DataSource
@@ -68,11 +69,16 @@ class Scenario:
         if not self.spec.private:
             raise ValueError("mechanism must be a private mechanism to plan for, got "
                              "mechanism='none' (without noise, more rounds never hurt)")
+        for name in ("rounds", "clients_per_round"):  # NumPy integers become ints
+            if getattr(self, name) is not None:
+                object.__setattr__(self, name, check_int_range(name, getattr(self, name),
+                                                               -2**63))
         if self.rounds is not None and self.rounds < 1:
             raise ValueError(f"rounds must be >= 1, got rounds={self.rounds}")
         if self.clients_per_round is not None and not 1 <= self.clients_per_round <= n:
             raise ValueError(f"clients_per_round must be in [1, num_clients={n}], "
                              f"got clients_per_round={self.clients_per_round}")
+        check_nonnegative("weight_decay", self.weight_decay)
         if self.sample_rate is not None and not 0 < self.sample_rate <= 1:
             raise ValueError(f"sample_rate must be in (0, 1], got sample_rate={self.sample_rate}")
         if not (self.clip > 0 and math.isfinite(self.clip)):

@@ -10,7 +10,13 @@ from enum import StrEnum
 from fedqr._enums import Aggregation as Aggregation
 from fedqr._enums import LrSchedule as LrSchedule
 from fedqr._enums import Selection as Selection
-from fedqr._validate import check_in_range, check_int_range, check_positive, check_seed
+from fedqr._validate import (
+    check_in_range,
+    check_int_range,
+    check_positive,
+    check_seed,
+    float_tuple,
+)
 from fedqr.data._validate import parse_enum
 from fedqr.privacy import Accountant, Mechanism, NoiseMechanism, as_mechanism, mechanism_for
 
@@ -142,6 +148,8 @@ class PrivacyConfig:
         object.__setattr__(self, "mechanism", as_mechanism(self.mechanism))
         object.__setattr__(self, "accountant",
                            parse_enum(Accountant, "accountant", self.accountant))
+        for name in ("eps", "delta"):  # NumPy scalars and arrays become floats; no string
+            object.__setattr__(self, name, _plain(name, getattr(self, name)))
         for e in _as_tuple(self.eps):
             _positive("eps", e)
         for d in _as_tuple(self.delta):  # whatever the mechanism: a delta is a probability
@@ -165,6 +173,17 @@ class PrivacyConfig:
         """delta_i for every client (0 for pure DP and no mechanism)."""
         values = _per_client("delta", self.delta, num_clients)
         return tuple(self.spec.client_delta(d) for d in values)
+
+
+def _plain(name: str, v: object) -> float | tuple[float, ...]:
+    """A budget as given when it is a Python number or tuple of them (its config hash stays),
+    else as floats; a string, ``None`` or an empty sequence is refused by name."""
+    values = float_tuple(name, v)
+    if (isinstance(v, int | float) and not isinstance(v, bool)) or (
+            isinstance(v, tuple) and all(type(x) in (int, float) for x in v)):
+        return v
+    is_scalar = not isinstance(v, Sequence) and getattr(v, "ndim", 0) == 0
+    return values[0] if is_scalar else values
 
 
 def _as_tuple(v: float | Sequence[float]) -> tuple[float, ...]:
@@ -237,6 +256,9 @@ class SimConfig:
     noise_seeding: NoiseSeeding = NoiseSeeding.BATCH
 
     def __post_init__(self) -> None:
+        for name in ("num_clients", "clients_per_round", "rounds", "repeats", "eval_every",
+                     "chunk_rows", "seed"):  # NumPy integers become ints; 1.5 or True do not
+            object.__setattr__(self, name, check_int_range(name, getattr(self, name), -2**63))
         check_int_range("num_clients", self.num_clients, 1)
         if not 1 <= self.clients_per_round <= self.num_clients:
             raise ValueError(

@@ -1,0 +1,140 @@
+"""What the Python API accepts and refuses: NumPy numbers, budgets that are not numbers, a
+plan run as a schedule, a diverged run, the models it cannot train reproducibly."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+import torch
+
+import fedqr
+from fedqr._validate import float_tuple
+
+
+@pytest.fixture(scope="module")
+def data() -> fedqr.FederatedData:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(600, 6)).astype(np.float32)
+    y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int64)
+    return fedqr.FederatedData.from_arrays(x=x, y=y, client=rng.integers(0, 4, 600),
+                                           test_share=0.25, seed=0)
+
+
+@pytest.fixture
+def budget(data: fedqr.FederatedData) -> dict[str, Any]:
+    return {"data": data, "model": "logreg", "mechanism": "laplace", "eps": 4.0, "clip": 5.0}
+
+
+def test_float_tuple_takes_numbers_and_sequences_never_strings() -> None:
+    assert float_tuple("eps", np.float32(2)) == (2.0,)
+    assert float_tuple("eps", np.array(3.0)) == (3.0,)
+    assert float_tuple("eps", np.array([1, 2])) == (1.0, 2.0)
+    assert float_tuple("eps", [1, np.int64(5)]) == (1.0, 5.0)
+    for bad in ("25", b"2", None, True, [], ["1"], [None]):
+        with pytest.raises(ValueError, match="eps"):
+            float_tuple("eps", bad)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"eps": "25"}, "eps must be a number or a sequence of numbers, got eps='25'"),
+    ({"eps": None}, "eps must be a number"),
+    ({"mechanism": "Laplace"}, "mechanism must be one of 'laplace'"),
+    ({"accountant": "x"}, "accountant must be one of"),
+    ({"clip": "5"}, "clip must be a number, got clip='5'"),
+    ({"clients_per_round": 1.5}, "clients_per_round must be an integer"),
+    ({"clients_per_round": True}, "clients_per_round must be an integer"),
+    ({"device": "gpu"}, "device must be auto, cpu or cuda"),
+    ({"model": 42}, "model must be 'logreg'"),
+    ({"model": torch.nn.Linear(6, 2)}, "not a module"),
+    ({"model": "mlp", "hidden": 8}, "hidden must be a sequence of layer widths"),
+    ({"on_round": 5}, "on_round must be a callable"),
+])
+def test_simulate_refuses_bad_input_by_name(budget: dict[str, Any], change: dict[str, Any],
+                                            message: str) -> None:
+    args = {**budget, "rounds": 2, "clients_per_round": 2, **change}
+    with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
+        fedqr.simulate(**args)
+
+
+def test_numpy_numbers_are_plain_numbers(budget: dict[str, Any]) -> None:
+    a = fedqr.simulate(**{**budget, "eps": np.float32(4)}, rounds=np.int64(3),
+                       clients_per_round=np.int64(2), seed=np.int64(1))
+    b = fedqr.simulate(**budget, rounds=3, clients_per_round=2, seed=1)
+    assert a.final_test_loss == b.final_test_loss
+    assert a.document["config"]["rounds"] == 3 and type(a.document["config"]["rounds"]) is int
+
+
+def test_dropout_is_refused_for_reproducibility(budget: dict[str, Any]) -> None:
+    def net(shape: tuple[int, ...], k: int) -> torch.nn.Module:
+        return torch.nn.Sequential(torch.nn.Linear(shape[0], 8), torch.nn.Dropout(0.5),
+                                   torch.nn.Linear(8, k))
+
+    with pytest.raises(ValueError, match="dropout draws from torch's global random"):
+        fedqr.simulate(**{**budget, "model": net}, rounds=2, clients_per_round=2)
+
+    def no_drop(shape: tuple[int, ...], k: int) -> torch.nn.Module:  # p = 0 does nothing
+        return torch.nn.Sequential(torch.nn.Linear(shape[0], 8), torch.nn.Dropout(0.0),
+                                   torch.nn.Linear(8, k))
+
+    runs = [fedqr.simulate(**{**budget, "model": no_drop}, rounds=2, clients_per_round=2)
+            for _ in range(2)]
+    assert runs[0].final_test_loss == runs[1].final_test_loss
+
+
+def test_a_diverged_run_warns_and_reports_nan(data: fedqr.FederatedData) -> None:
+    rng = np.random.default_rng(1)
+    x = 1000 * rng.normal(size=(400, 4)).astype(np.float32)
+    wild = fedqr.FederatedData.from_arrays(x=x, y=(x[:, 0] > 0).astype(np.int64),
+                                           client=rng.integers(0, 4, 400), test_share=0.25,
+                                           standardize=False)
+    with pytest.warns(RuntimeWarning, match="diverged"):
+        r = fedqr.simulate(data=wild, model="logreg", mechanism="none", lr=1e6, lr_decay=0.0,
+                           rounds=20, clients_per_round=4)
+    assert r.diverged and math.isnan(r.final_test_loss) and math.isnan(r.final_test_accuracy)
+
+
+def test_a_schedule_is_the_plan_of_this_run(budget: dict[str, Any], tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEDQR_CACHE", str(tmp_path))
+    plan = fedqr.plan(**budget)
+    assert plan.useful
+    ran = fedqr.simulate(**budget, schedule=plan)
+    assert ran.document["config"]["rounds"] == plan.rounds
+    for change, message in [({"rounds": 7}, "give either schedule or rounds"),
+                            ({"mechanism": "gaussian"}, "planned for mechanism='laplace'"),
+                            ({"eps": 1.0}, "planned for eps=4.0, the run asks eps=1.0"),
+                            ({"clip": 2.0}, "planned for clip=5.0")]:
+        with pytest.raises(ValueError, match=message):
+            fedqr.simulate(**{**budget, **change}, schedule=plan)
+    with pytest.raises(ValueError, match="schedule must be a PlanResult"):
+        fedqr.simulate(**budget, schedule={"rounds": 3})  # type: ignore[arg-type]
+
+
+def test_a_plan_that_is_not_useful_is_not_run(budget: dict[str, Any], tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FEDQR_CACHE", str(tmp_path))
+    hopeless = {**budget, "eps": 0.01, "clip": 50.0}  # noise far above any signal
+    plan = fedqr.plan(**hopeless)
+    assert not plan.useful and plan.rounds == 0
+    with pytest.raises(ValueError, match="useful=False"):
+        fedqr.simulate(**hopeless, schedule=plan)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"rounds": 2.5}, "rounds must be an integer"),
+    ({"clients_per_round": 2.0}, "clients_per_round must be an integer"),
+    ({"twin_repeats": 2.5}, "twin_repeats must be an integer"),
+    ({"weight_decay": -1.0}, "weight_decay must be >= 0"),
+    ({"weight_decay": math.nan}, "weight_decay must be >= 0"),
+    ({"seed": -1}, "seed must be in"),
+    ({"data_use": "private-pilot"}, "the Python API plans with 'clear-proxy'"),
+    ({"data_use": "clear"}, "data_use must be one of"),
+])
+def test_plan_refuses_bad_input_by_name(budget: dict[str, Any], change: dict[str, Any],
+                                        message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        fedqr.plan(**budget, use_cache=False, **change)
