@@ -195,6 +195,9 @@ def simulate(
     doc = result.to_json()
     doc["wall_time_s"] = time.perf_counter() - started
     doc["data"] = source.identity()
+    names = source.data.client_names if isinstance(source, OwnData) else None
+    for entry, name in zip(doc["clients"], names or (), strict=False):
+        entry["name"] = name  # the user's id of client i (ids sorted: eps lists follow them)
     doc["provenance"] = provenance(model=kernel.describe(), device=dev)
     if schedule is not None:
         doc["plan"] = {**schedule.document["recommended"],

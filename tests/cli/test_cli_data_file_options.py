@@ -3,6 +3,7 @@ refused (exit 2, the options named, nothing written) by plan, run and estimate a
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -41,4 +42,42 @@ def test_built_in_options_with_a_data_file_are_refused(
     res = runner.invoke(app, args)
     assert res.exit_code == 2, res.output
     assert message in " ".join(res.output.split())
+    assert not out.exists()
+
+
+def _named_clients(tmp_path: Path) -> Path:
+    """Three clients named in an order their sorted ids do not follow."""
+    path = tmp_path / "named.csv"
+    names = ["zeta", "alpha", "mid"]
+    rows = [f"{names[i % 3]},{(i // 3) % 2},{i * 0.1:.1f},{(i * 7) % 5}" for i in range(90)]
+    path.write_text("site,label,a,b\n" + "\n".join(rows) + "\n")
+    return path
+
+
+def test_run_on_fewer_clients_than_ten_replies_with_all_and_names_them(tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    result = runner.invoke(app, ["run", "--data", str(_named_clients(tmp_path)),
+                                 "--client-column", "site", "--test-share", "0.3",
+                                 "--mechanism", "laplace", "--eps", "1,2,5", "--clip", "2",
+                                 "--rounds", "2", "--out", str(out)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads((out / "result.json").read_text())
+    assert doc["config"]["clients_per_round"] == 3  # b = N where N < 10, not a refused 10
+    assert [(c["name"], c["epsilon_budget"]) for c in doc["clients"]] == [
+        ("alpha", 1.0), ("mid", 2.0), ("zeta", 5.0)]  # eps lists follow the sorted ids
+
+
+@pytest.mark.parametrize(("command", "rate", "message"), [
+    ("plan", "0.5", "uses each client's full local data (q = 1), got sample_rate=0.5"),
+    ("plan", "auto", "laplace reads every row of a client (q = 1)"),
+    ("run", "auto", "laplace reads every row of a client (q = 1)")])
+def test_a_sample_rate_for_laplace_is_refused_by_plan_as_by_run(
+        data_file: Path, tmp_path: Path, command: str, rate: str, message: str) -> None:
+    out = tmp_path / "out"
+    args = [command, "--data", str(data_file), "--test-share", "0.3", "--mechanism", "laplace",
+            "--eps", "2", "--sample-rate", rate]
+    args += ["--rounds", "auto", "--out", str(out)] if command == "run" else []
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    assert message in " ".join(result.output.split())
     assert not out.exists()

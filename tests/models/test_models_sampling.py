@@ -58,8 +58,8 @@ def test_batch_size_is_binomial() -> None:
 def test_neighbouring_rows_are_independent() -> None:
     inc = _inclusion(20, 0.3, draws=8000)
     for j in (0, 7, 18):  # a row and the next: the pair the gaps of one process link
-        table = np.array([[np.sum(inc[:, j] & inc[:, j + 1]), np.sum(inc[:, j] & ~inc[:, j + 1])],
-                          [np.sum(~inc[:, j] & inc[:, j + 1]), np.sum(~inc[:, j] & ~inc[:, j + 1])]])
+        a, b = inc[:, j], inc[:, j + 1]
+        table = np.array([[np.sum(a & b), np.sum(a & ~b)], [np.sum(~a & b), np.sum(~a & ~b)]])
         assert stats.chi2_contingency(table).pvalue > 1e-4, (j, table)
 
 

@@ -87,6 +87,17 @@ def test_a_concave_curve_is_not_fitted() -> None:
     assert not s.fitted and s.simulated_rounds == 0
 
 
+def test_an_arm_still_falling_at_t_limit_is_recorded_and_said() -> None:
+    s = _searcher(t_first=2, t_limit=4, min_gain=0.0)
+    s._race([(4, 1.0)], optional=False)  # digits, eps 4: the loss falls over T = 1, 2, 4
+    assert max(p.rounds for p in s.predictions()) == 4
+    assert s.at_limit == [(4, 1.0, 4)]
+    plan = make_plan(SCENARIO, settings=SearchSettings(t_first=2, t_limit=4, min_gain=0.0),
+                     use_cache=False)
+    assert "the largest T the search simulates (t_limit)" in plan.message
+    assert plan.settings["simulated"]["still_falling_at_t_limit"]
+
+
 def test_public_proxy_with_reported_sizes_never_reads_the_clients_data(
         monkeypatch: pytest.MonkeyPatch) -> None:
     public = DataSpec(dataset=DatasetName.DIGITS, partition=PartitionKind.IID, num_clients=4,

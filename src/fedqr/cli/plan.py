@@ -177,8 +177,8 @@ def doc_constants(c: "ProblemConstants") -> dict[str, Any]:
 
 
 _EpsOpt = Annotated[str, typer.Option(
-        help="Budget per client: one value or N comma-separated (twin); --method bound also "
-             "plans several budgets: --eps 1 5 10.")]
+        help="Budget per client: one value or N comma-separated, in the sorted order of the "
+             "client ids (twin); --method bound also plans several budgets: --eps 1 5 10.")]
 _MethodOpt = Annotated[Method | None, typer.Option(
         help="twin (default): simulate every schedule on a proxy with the deployment's exact "
              "noise; bound: minimise the paper's bound U(T, b); paper: the bound with the "

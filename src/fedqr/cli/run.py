@@ -72,11 +72,14 @@ _PartitionOpt = Annotated[PartitionKind | None, typer.Option(
 _FractionOpt = Annotated[float, typer.Option(
         help="Share of the training set used, in (0, 1]: a class-stratified subset drawn "
              "from --seed (the test set stays whole).")]
-_ClientsPerRoundOpt = Annotated[str, typer.Option(
-        help="b, replies per round (1..N), or 'auto': planned (see fedqr plan).")]
+_ClientsPerRoundOpt = Annotated[str | None, typer.Option(
+        help="b, replies per round (1..N), or 'auto': planned (see fedqr plan). Default: 10, "
+             "or N where the data have fewer clients.")]
 _RoundsOpt = Annotated[str, typer.Option(
         help="T, the number of queries (rounds), or 'auto': planned (see fedqr plan).")]
-_EpsOpt = Annotated[str, typer.Option(help="Epsilon per client: one value or N comma-separated.")]
+_EpsOpt = Annotated[str, typer.Option(
+        help="Epsilon per client: one value or N comma-separated, for the clients in the "
+             "sorted order of their ids (result.json's clients[i].name).")]
 _DeltaOpt = Annotated[str, typer.Option(help="Delta per client (Gaussian): one or N values.")]
 _ClipOpt = Annotated[float | None, typer.Option(
         help="Per-sample clip xi (l1 for laplace, l2 for gaussian). Default: the paper's, "
@@ -124,7 +127,7 @@ def run(
     standardize: StandardizeOpt = True,
     model: ModelOpt = None,
     hidden: HiddenOpt = "64",
-    clients_per_round: _ClientsPerRoundOpt = "10",
+    clients_per_round: _ClientsPerRoundOpt = None,
     rounds: _RoundsOpt = "100",
     mechanism: MechanismOpt = Mechanism.GAUSSIAN,
     eps: _EpsOpt = "1.0",
@@ -157,8 +160,9 @@ def run(
     twin_budget: TwinBudgetOpt = None,
 ) -> None:
     """Simulate FedSGD-DPC and write result.json and a loss/accuracy plot."""
-    from fedqr.cli.scenario import workload
+    from fedqr.cli.scenario import check_full_batch_rate, workload
     from fedqr.data import DataNotFoundError
+    from fedqr.data.presets import default_clients_per_round
     from fedqr.sim.config import parse_train_eval
 
     plan_doc: dict[str, object] | None = None
@@ -171,10 +175,13 @@ def run(
             test_data=test_data, test_share=test_share, client_column=client_column,
             label_column=label_column, standardize=standardize, model=model, hidden=hidden)
         source, kernel = work.data, work.kernel
+        check_full_batch_rate(mechanism, sample_rate)
         settings: dict[str, Any] = dict(
             mechanism=mechanism, eps=floats("eps", eps), delta=floats("delta", delta),
             clip=clip, accountant=accountant, rounds=int_or_auto("rounds", rounds, low=0),
-            clients_per_round=int_or_auto("clients_per_round", clients_per_round, low=1),
+            clients_per_round=int_or_auto("clients_per_round", clients_per_round, low=1)
+            if clients_per_round is not None else default_clients_per_round(
+                source.num_clients),
             sample_rate=rate_or_auto(sample_rate,
                                      default=mechanism_for(mechanism).default_sample_rate),
             lr=lr, lr_decay=lr_decay, lr_schedule=lr_schedule, mu=mu, gamma=gamma,

@@ -242,6 +242,21 @@ def _check_own_data_options(*, dataset: DatasetName | None, partition: Partition
                          f"must name different columns, got both {client_column!r}")
 
 
+def check_full_batch_rate(mechanism: Mechanism, sample_rate: str | None) -> None:
+    """A sampling rate given for a mechanism that reads every row is refused, as ``fedqr
+    run`` refuses it (the plan would be made for a run that cannot happen)."""
+    spec = mechanism_for(mechanism)
+    if sample_rate is None or spec.batch_rate(0.5) < 1:
+        return
+    if sample_rate.strip().lower() == "auto":
+        raise ValueError(f"sample_rate 'auto' plans the Poisson rate of a sampled mechanism; "
+                         f"{mechanism.value} reads every row of a client (q = 1): leave "
+                         "--sample-rate out")
+    from fedqr._validate import rate_or_auto
+
+    spec.check(clip=1.0, sample_rate=rate_or_auto(sample_rate, default=1.0) or 1.0)
+
+
 def twin_plan(o: dict[str, Any]) -> tuple[Plan, Scenario]:
     """``fedqr plan --method twin``: the plan and its scenario (``o``: the options of
     :func:`fedqr.cli.plan.plan`); ``ValueError`` on bad input, before any work."""
@@ -260,6 +275,7 @@ def twin_plan(o: dict[str, Any]) -> tuple[Plan, Scenario]:
         label_column=o["label_column"], standardize=o["standardize"], model=o["model"],
         hidden=o["hidden"])
     source, kernel = work.data, work.kernel
+    check_full_batch_rate(o["mechanism"], o["sample_rate"])
     scenario = scenario_from_options(
         num_clients=source.num_clients, mechanism=o["mechanism"], eps=o["eps"],
         delta=o["delta"], clip=o["clip"],

@@ -89,6 +89,16 @@ def default_clip(dataset: DatasetName | str | None, mechanism: Mechanism) -> flo
     return clip if clip is not None else mechanism_for(mechanism).default_clip
 
 
+DEFAULT_CLIENTS_PER_ROUND = 10
+"""b when none is given: the paper's experiments' (Section VII), or every client of a
+federation of fewer."""
+
+
+def default_clients_per_round(num_clients: int) -> int:
+    """:data:`DEFAULT_CLIENTS_PER_ROUND`, or ``num_clients`` where that is fewer."""
+    return min(DEFAULT_CLIENTS_PER_ROUND, num_clients)
+
+
 def default_eval_every(dataset: DatasetName | str | None, rounds: int) -> int:
     """Every round, or about ``evaluations`` evaluations per run where the preset says so."""
     preset = _preset(dataset)

@@ -121,7 +121,7 @@ def _clients(scenario: Scenario, choice: ProxyChoice, sizes: np.ndarray | None
 
 
 def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
-             cut_short: Any) -> str:
+             cut_short: Any, at_limit: Any = ()) -> str:
     """What the plan says: the prediction (with its proxy shift and where the time budget
     cut a falling loss short), or why no schedule helps."""
     if not useful:
@@ -148,6 +148,10 @@ def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
         if (b, q) == (best.clients_per_round, best.sample_rate):
             message += (f"; the twin's time budget ended the search of b={b} at T={t}, where "
                         f"the loss still fell: a larger time budget may find a larger T")
+    for b, q, t in at_limit:
+        if (b, q) == (best.clients_per_round, best.sample_rate):
+            message += (f"; the loss of b={b} still fell at T={t}, the largest T the search "
+                        f"simulates (t_limit): more rounds may help further")
     return message
 
 
@@ -215,7 +219,8 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
                           stderr=confirmed["stderr"])
     base = searcher.untrained_loss()
     useful = best.rounds > 0 and best.mean < (1 - USEFUL_MARGIN) * base
-    message = _message(best, base, useful=useful, shift=shift, cut_short=searcher.cut_short)
+    message = _message(best, base, useful=useful, shift=shift, cut_short=searcher.cut_short,
+                       at_limit=searcher.at_limit)
     return Plan(recommended=best, predictions=predictions, untrained_loss=base, useful=useful,
                 message=message, data_used=twin.data_used,
                 privacy_cost=_privacy_cost(choice.use),
@@ -240,7 +245,8 @@ def _simulated(searcher: Searcher, twin: Twin) -> dict[str, Any]:
     out: dict[str, Any] = {
         "rounds": searcher.simulated_rounds, "column_rounds": searcher.column_rounds,
         "columns": searcher.columns, "row_gradients": searcher.row_gradients,
-        "proxy_rows": int(twin.proxy.proxy_sizes.sum()), "sim_time_s": searcher.sim_time_s}
+        "proxy_rows": int(twin.proxy.proxy_sizes.sum()), "sim_time_s": searcher.sim_time_s,
+        "still_falling_at_t_limit": [f"b={b} q={q:g} T={t}" for b, q, t in searcher.at_limit]}
     if twin.size is not None:
         out.update({"time_budget_s": twin.size.budget_s, "estimated_s": searcher.estimated_s,
                     "coarse_estimated_s": twin.size.coarse_s,

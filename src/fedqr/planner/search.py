@@ -77,6 +77,7 @@ class Searcher:
         self.estimated_s = 0.0  # estimated seconds of every batch asked for (memo or not)
         self.skipped: list[tuple[int, float, list[int]]] = []  # left out for the budget
         self.cut_short: list[tuple[int, float, int]] = []  # arms the budget stopped falling
+        self.at_limit: list[tuple[int, float, int]] = []  # arms still falling at t_limit
         self._charged: set[tuple[int, float, int]] = set()
         self._work = TwinWork()
         self._init = (self.proxy.initial(repeats=self.repeats, seed=self.settings.seed)
@@ -204,6 +205,8 @@ class Searcher:
                     self.cut_short.append((b, q, hi))  # still falling at hi
             hi = new_hi
             alive = [arm for arm in alive if self._still_falling(*arm, hi)]
+        if hi >= st.t_limit:  # the limit, not the loss, ended these arms
+            self.at_limit.extend((b, q, hi) for b, q in alive)
 
     def _survivors(self, alive: list[tuple[int, float]], t: int) -> list[tuple[int, float]]:
         """The alive arms among the best half of every arm simulated at ``t`` and within
@@ -271,7 +274,9 @@ class Searcher:
     def _fit(self, b: int, q: float, fine: list[int],
              coarse: set[tuple[int, float, int]]) -> None:
         """Read the fine horizons off a parabola in log T through each repeat's coarse losses
-        (the points within a factor 4 of the coarse best)."""
+        (the points within a factor 4 of the coarse best). Through a sharp V (the loss rising
+        steeply past T*) the parabola undershoots between the points: the T it picks can be
+        good and its loss too low (docs/planner.md, "What the planner gets wrong")."""
         t_best = self._best(b, q, coarse).rounds
         ts = sorted(t for (bb, qq, t) in coarse if (bb, qq) == (b, q)
                     and t > 0 and t_best / 4 <= t <= 4 * t_best and (b, q, t) in self.memo)
