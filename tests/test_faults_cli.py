@@ -10,6 +10,7 @@ import errno
 import json
 import os
 import stat
+import warnings
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -118,9 +119,12 @@ def test_out_in_a_read_only_folder_is_refused_first(read_only: Path,
 ])
 def test_diverged_run_is_saved_with_a_warning(tmp_path: Path, args: list[str]) -> None:
     out = tmp_path / "r"
-    res = invoke([*SMALL, *args, "--out", str(out)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        res = invoke([*SMALL, *args, "--out", str(out)])
     assert res.exit_code == 0, res.output
     assert "warning: the run diverged" in flat(res.output)
+    assert not [w for w in caught if "diverged" in str(w.message)]  # said once, in words
     assert len(res.output) < 5000  # no dump of the document
     text = (out / "result.json").read_text()
     doc = json.loads(text, parse_constant=lambda c: pytest.fail(f"non-JSON {c}"))

@@ -260,12 +260,16 @@ def _planned(source: "DataSource", kernel: "Kernel", settings: dict[str, Any], *
 def _simulate(source: "DataSource", kernel: "Kernel", settings: dict[str, Any]
               ) -> dict[str, Any]:
     """Run :func:`fedqr.simulate` with a progress bar; the result document."""
+    import warnings
+
     from fedqr.api import simulate
     from fedqr.privacy import PrivacyBudgetExceeded
 
     label = (f"{settings['mechanism'].value} b={settings['clients_per_round']} "
              f"x{settings['repeats']}")
-    with progress("FedSGD-DPC") as bar:
+    with progress("FedSGD-DPC") as bar, warnings.catch_warnings():
+        # the command says a divergence in its own words (warn_diverged), once
+        warnings.filterwarnings("ignore", message="the run diverged", category=RuntimeWarning)
         task = bar.add_task(label, total=settings["rounds"])
         try:
             result = simulate(data=source, model=kernel, **settings,
