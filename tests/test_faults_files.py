@@ -175,6 +175,10 @@ def test_result_json_matches_the_shipped_schema(tmp_path: Path, selection: str) 
     assert res.exit_code == 0, res.output
     doc = json.loads((out / "result.json").read_text())
     jsonschema.validate(doc, schema())
+    # the request echoes the default rdp and delta; what accounted the budgets says pure
+    assert doc["config"]["privacy"]["accountant"] == "rdp"
+    assert doc["accounting"] == {"accountant": "pure", "neighbours": "replace-one",
+                                 "delta_applies": False}
     for c in doc["clients"]:
         per = c["per_repeat"]
         assert all(len(v) == 3 for v in per.values())

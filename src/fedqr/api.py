@@ -232,11 +232,13 @@ def _same_scenario(schedule: PlanResult, config: SimConfig) -> None:
     """The plan's mechanism, clip and per-client budgets are the run's (a plan made for other
     budgets is not this run's plan)."""
     sc, privacy, n = schedule.document["scenario"], config.privacy, config.num_clients
-    checks = [("mechanism", sc["mechanism"], privacy.mechanism.value),
-              ("clip", float(sc["clip"]), float(privacy.clip)),
-              ("eps", _per(sc["eps"], n), privacy.client_eps(n))]
-    if privacy.spec.needs_delta:
-        checks.append(("delta", _per(sc["delta"], n), privacy.client_delta(n)))
+    checks: list[tuple[str, object, object]] = [
+        ("mechanism", sc["mechanism"], privacy.mechanism.value)]
+    if sc["mechanism"] == privacy.mechanism.value:  # then the same budgets and clip
+        checks += [("clip", float(sc["clip"]), float(privacy.clip)),
+                   ("eps", _per(sc["eps"], n), privacy.client_eps(n))]
+        if privacy.spec.needs_delta:
+            checks.append(("delta", _per(sc["delta"], n), privacy.client_delta(n)))
     for name, planned, given in checks:
         if planned != given:
             raise ValueError(f"schedule was planned for {name}={_show(planned)}, the run asks "
@@ -316,13 +318,16 @@ def plan_document(plan: Plan, scenario: Scenario) -> dict[str, Any]:
     from fedqr.sim.result import jsonable
 
     s = scenario
+    used = s.spec.accountant(s.accountant)  # Laplace: pure, whatever was asked
     model = (s.kernel.describe() if s.kernel is not None
              else None if s.model is None else {"name": s.model.value})
     return {"recommended": plan.recommended_dict(mechanism=s.mechanism),
             "untrained_test_loss": plan.untrained_loss,
             "scenario": {"data": s.data.identity(), "mechanism": s.mechanism.value,
-                         "eps": list(s.eps), "delta": list(s.delta), "clip": s.clip,
-                         "accountant": s.accountant.value, "model": model,
+                         "eps": list(s.eps),
+                         "delta": list(s.delta) if s.spec.needs_delta else None,
+                         "clip": s.clip, "accountant": used.value if used else None,
+                         "model": model,
                          "sample_rate": s.sample_rate if s.poisson else None,
                          "rounds": s.rounds, "clients_per_round": s.clients_per_round,
                          "lr": jsonable(s.lr), "weight_decay": s.weight_decay,

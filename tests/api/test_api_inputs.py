@@ -138,3 +138,14 @@ def test_plan_refuses_bad_input_by_name(budget: dict[str, Any], change: dict[str
                                         message: str) -> None:
     with pytest.raises(ValueError, match=message):
         fedqr.plan(**budget, use_cache=False, **change)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"standardize": "no"}, "standardize must be True or False, got standardize='no'"),
+    ({"name": 5}, "name must be a string, got name=5")])
+def test_from_arrays_refuses_flags_and_names_of_another_type(change: dict[str, Any],
+                                                              message: str) -> None:
+    x = np.zeros((12, 2), dtype=np.float32)
+    with pytest.raises(ValueError, match=message):
+        fedqr.FederatedData.from_arrays(x=x, y=np.arange(12) % 2, client=np.arange(12) % 3,
+                                        test_share=0.25, **change)

@@ -178,6 +178,10 @@ class FederatedData:
         fedqr.data.EmptyClassWarning
             Once, if ``num_classes`` is ``None`` and a class of ``0..k-1`` has no training row.
         """
+        if not isinstance(standardize, bool):  # "no" would standardise
+            raise ValueError(f"standardize must be True or False, got standardize={standardize!r}")
+        if not isinstance(name, str):
+            raise ValueError(f"name must be a string, got name={name!r}")
         xf, shape = prep.as_features("x", x)
         yf = as_labels("y", y, length=xf.shape[0])
         cf, names = prep.map_clients("client", client, length=xf.shape[0])

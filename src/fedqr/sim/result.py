@@ -138,10 +138,17 @@ class SimResult:
                  if any(_nonfinite(rd[k]) for k in ("test_loss", "test_accuracy"))
                  or (rd["train_loss"] is not None and _nonfinite(rd["train_loss"]))), None)
         first = [r["diverged_round"] for r in runs if r["diverged_round"] is not None]
+        privacy = self.config.privacy
+        used = privacy.spec.accountant(privacy.accountant)
         return {
             "fedqr_result": 1,
             "dataset": self.dataset,
             "config": jsonable(self.config),
+            # what accounted the budgets: config.privacy echoes the request (a Laplace run
+            # ignores its accountant and delta: pure eps-DP, basic composition)
+            "accounting": {"accountant": used.value if used is not None else None,
+                           "neighbours": privacy.spec.neighbours.value,
+                           "delta_applies": privacy.spec.needs_delta},
             "clients": finite_json(self.clients),
             "runs": runs,
             "diverged": bool(first),
