@@ -106,3 +106,17 @@ def test_bad_supernode_data_or_model_is_named(tmp_path: Path, files: Path, liste
     assert code == 2 and needle in text, text
     assert "--data" in text or "--model" in text or "hidden" in text, text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]
+
+
+def test_b_defaults_to_every_client_of_a_federation_of_fewer_than_ten(
+        tmp_path: Path, files: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fedqr.flower.cli as cli
+
+    seen: dict[str, int] = {}
+    monkeypatch.setattr(cli, "_execute", lambda cfg, **_: seen.update(
+        b=cfg.clients_per_round, n=cfg.num_clients))  # configured, not run
+    code, text = _invoke(["simulate", "--data", str(files / "own.npz"), "--mechanism",
+                          "laplace", "--eps", "2", "--clip", "2", "--out",
+                          str(tmp_path / "out")])
+    assert code == 0, text
+    assert seen == {"b": 3, "n": 3}  # the 3 clients of the file, not a refused b = 10

@@ -96,7 +96,7 @@ def command(
     standardize: o.StandardizeOpt = True,
     model: ModelOpt = None,
     hidden: HiddenOpt = "64",
-    clients_per_round: o.ClientsPerRoundOpt = "10",
+    clients_per_round: o.ClientsPerRoundOpt = "",
     rounds: o.RoundsOpt = "10",
     mechanism: MechanismOpt = Mechanism.GAUSSIAN,
     eps: o.EpsOpt = "",
@@ -146,24 +146,26 @@ def _main(mode: str, opts: "o.FlowerOptions") -> None:
 def _configure(mode: str, opts: "o.FlowerOptions"
                ) -> "tuple[FlowerRunConfig, AutoChoice | None, Remote]":
     """The run's configuration, its auto choice and the remote SuperLink, all checked."""
-    from fedqr.data.presets import default_clip, default_partition
+    from fedqr.data.presets import default_clients_per_round, default_clip, default_partition
     from fedqr.flower.cli_auto import auto_choice, check_plannable, parse_schedule
     from fedqr.flower.cli_data import check_model, data_fields, own_data
     from fedqr.flower.config import FlowerRunConfig, parse_floats
     from fedqr.privacy import mechanism_for
 
     _check_mode(mode, opts)
-    default_rate = mechanism_for(opts.mechanism).default_sample_rate
-    schedule = parse_schedule(rounds=opts.rounds, clients_per_round=opts.clients_per_round,
-                              sample_rate=opts.sample_rate, default_rate=default_rate)
-    choice = auto_choice(schedule, command=_COMMAND[mode], remote=mode == "remote",
-                         proxy_dataset=opts.proxy_dataset, proxy_data=opts.proxy_data,
-                         proxy_classes=opts.proxy_classes)
     remote = None
     if opts.superlink is not None:
         remote = _remote(opts.superlink, opts.root_certificates, insecure=opts.insecure)
     own = own_data(opts, remote=remote is not None)
     n = own.num_clients if own is not None else opts.num_clients or 10
+    default_rate = mechanism_for(opts.mechanism).default_sample_rate
+    schedule = parse_schedule(  # b: 10, or every client of a smaller federation by default
+        rounds=opts.rounds, clients_per_round=opts.clients_per_round or str(
+            default_clients_per_round(n)), sample_rate=opts.sample_rate,
+        default_rate=default_rate)
+    choice = auto_choice(schedule, command=_COMMAND[mode], remote=mode == "remote",
+                         proxy_dataset=opts.proxy_dataset, proxy_data=opts.proxy_data,
+                         proxy_classes=opts.proxy_classes)
     cfg = FlowerRunConfig(  # auto: T = 1, b = N until planned
         num_clients=n, clients_per_round=schedule.clients_per_round or n,
         rounds=schedule.rounds or 1, dataset=opts.dataset,
