@@ -37,7 +37,8 @@ StandardizeOpt = Annotated[bool, typer.Option(
          "--no-standardize uses them as given.")]
 ClientsPerRoundOpt = Annotated[str, typer.Option(
     help="b, replies per round (1..N); run: or 'auto' (planned, see --proxy-dataset and "
-         "--proxy-data). Default: 10, or N where there are fewer clients.")]
+         "--proxy-data). Default: 10, or N where there are fewer clients.",
+    show_default=False)]
 RoundsOpt = Annotated[str, typer.Option(help="T, the number of rounds; run: or 'auto'.")]
 EpsOpt = Annotated[str, typer.Option(
     help="Epsilon per client: one value or N (default 1; run: each client's own).")]
