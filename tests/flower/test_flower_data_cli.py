@@ -66,6 +66,10 @@ def listening() -> Iterator[int]:
      "must return a torch.nn.Module"),
     (["--data", "{in}/own.npz", "--model", "cnn"], "needs square images"),
     (["--data", "{in}/own.npz", "--model", "mlp", "--hidden", "8,0"], "hidden must be"),
+    (["--data", "{in}/own.npz", "--work-dir", "/dev/null/x"],
+     "work_dir must be a folder path, got work_dir='/dev/null/x'"),
+    (["--data", "{in}/own.npz", "--state-dir", "/dev/null/x"],
+     "state_dir must be a folder path, got state_dir='/dev/null/x'"),
 ])
 @pytest.mark.parametrize("command", ["simulate", "deploy"])
 def test_bad_data_options_exit_2_naming_them_and_write_nothing(
@@ -120,3 +124,31 @@ def test_b_defaults_to_every_client_of_a_federation_of_fewer_than_ten(
                           str(tmp_path / "out")])
     assert code == 0, text
     assert seen == {"b": 3, "n": 3}  # the 3 clients of the file, not a refused b = 10
+
+
+def test_result_names_the_clients_of_the_data_file(tmp_path: Path,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """As ``fedqr run``: client i of result.json is the i-th of the file's sorted ids."""
+    import types
+
+    import fedqr.flower.cli as cli
+    import fedqr.flower.runner as runner
+
+    rng = np.random.default_rng(1)
+    y = rng.integers(0, 2, size=60)
+    named = FederatedData.from_arrays(x=rng.normal(size=(60, 3)), y=y, test_share=0.25,
+                                      client=np.repeat(["zurich", "alpha", "bern"], 20))
+    named.to_npz(tmp_path / "named.npz")
+    fake = types.SimpleNamespace(theta=None, doc={
+        "clients": [{"id": i} for i in range(3)], "flower": {"missing_replies": []},
+        "summary": {"final_test_accuracy_mean": 0.5, "final_test_loss_mean": 0.7}})
+    monkeypatch.setattr(runner, "run_flower", lambda cfg, **_: fake)  # no federation started
+    written: dict[str, object] = {}
+    monkeypatch.setattr(cli, "_write", lambda out_dir, doc, theta: written.update(doc=doc))
+    code, text = _invoke(["simulate", "--data", str(tmp_path / "named.npz"), "--mechanism",
+                          "laplace", "--eps", "1,2,3", "--clip", "2", "--rounds", "1",
+                          "--out", str(tmp_path / "out")])
+    assert code == 0, text
+    doc = written["doc"]
+    assert isinstance(doc, dict)
+    assert [c["name"] for c in doc["clients"]] == ["alpha", "bern", "zurich"]

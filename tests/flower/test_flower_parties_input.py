@@ -140,3 +140,23 @@ def test_certs_refuse_to_overwrite(tmp_path: Path) -> None:
     assert (tmp_path / "c" / "node-0").stat().st_mode & 0o077 == 0  # private: owner only
     code, text = _invoke(["certs", str(tmp_path / "c")])
     assert code == 2 and "already holds ca.pem" in text, text
+
+
+def test_a_port_in_time_wait_is_free_and_a_listener_is_not() -> None:
+    """A SuperLink restarted right after it stopped: its closed connections linger in
+    TIME-WAIT on the port for about a minute and must not block the restart."""
+    from fedqr.flower.parts import check_port_free
+
+    listener = socket.socket()
+    listener.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    port = int(listener.getsockname()[1])
+    with pytest.raises(ValueError, match=f"--port: cannot listen on 127.0.0.1:{port}"):
+        check_port_free("--port", "127.0.0.1", port)
+    client = socket.create_connection(("127.0.0.1", port))
+    served, _ = listener.accept()
+    served.close()  # the server side closes first: its end stays in TIME-WAIT
+    client.close()
+    listener.close()
+    check_port_free("--port", "127.0.0.1", port)  # no error

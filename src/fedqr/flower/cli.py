@@ -134,17 +134,18 @@ def _main(mode: str, opts: "o.FlowerOptions") -> None:
     from fedqr.data import DataNotFoundError
 
     try:
-        cfg, choice, remote = _configure(mode, opts)
+        cfg, choice, remote, names = _configure(mode, opts)
     except DataNotFoundError as e:
         raise _fail(str(e), 1) from None
     except ValueError as e:
         raise _fail(str(e), 2) from None
     _execute(cfg, mode=mode, work_dir=opts.work_dir, timeout=opts.timeout,
-             out_dir=opts.out_dir, remote=remote, node_timeout=opts.node_timeout, choice=choice)
+             out_dir=opts.out_dir, remote=remote, node_timeout=opts.node_timeout, choice=choice,
+             names=names)
 
 
 def _configure(mode: str, opts: "o.FlowerOptions"
-               ) -> "tuple[FlowerRunConfig, AutoChoice | None, Remote]":
+               ) -> "tuple[FlowerRunConfig, AutoChoice | None, Remote, tuple[str, ...] | None]":
     """The run's configuration, its auto choice and the remote SuperLink, all checked."""
     from fedqr.data.presets import default_clients_per_round, default_clip, default_partition
     from fedqr.flower.cli_auto import auto_choice, check_plannable, parse_schedule
@@ -184,7 +185,7 @@ def _configure(mode: str, opts: "o.FlowerOptions"
     check_model(cfg, own)
     if choice is not None:
         check_plannable(cfg, choice)
-    return cfg, choice, remote
+    return cfg, choice, remote, own.client_names if own is not None else None
 
 
 def _check_mode(mode: str, opts: "o.FlowerOptions") -> None:
@@ -192,6 +193,9 @@ def _check_mode(mode: str, opts: "o.FlowerOptions") -> None:
     from fedqr.flower.link_main import check_node_timeout
 
     check_writable_dir("out", opts.out_dir)
+    for name, folder in (("work_dir", opts.work_dir), ("state_dir", opts.state_dir)):
+        if folder is not None:  # the logs and the clients' ledgers: refused before any work
+            check_writable_dir(name, folder)
     check_positive("timeout", opts.timeout)
     check_node_timeout("--node-timeout", opts.node_timeout)
     if opts.node_timeout is not None and mode != "deployment":
@@ -219,7 +223,8 @@ def _remote(address: str, ca: Path | None, *, insecure: bool) -> tuple[str, Path
 
 def _execute(cfg: "FlowerRunConfig", *, mode: str, work_dir: Path | None, timeout: float,
              out_dir: Path, remote: tuple[str, Path | None] | None = None,
-             node_timeout: float | None = None, choice: "AutoChoice | None" = None) -> None:
+             node_timeout: float | None = None, choice: "AutoChoice | None" = None,
+             names: tuple[str, ...] | None = None) -> None:
     from fedqr.flower.cli_auto import plan_remote
 
     if importlib.util.find_spec("flwr") is None:
@@ -256,6 +261,8 @@ def _execute(cfg: "FlowerRunConfig", *, mode: str, work_dir: Path | None, timeou
             shutil.rmtree(work, ignore_errors=True)
     doc = outcome.doc
     doc["wall_time_s"] = time.perf_counter() - started
+    for entry, name in zip(doc["clients"], names or (), strict=False):
+        entry["name"] = name  # the --data file's id of client i, as fedqr run names it
     if planned is not None:  # as fedqr run --rounds auto records it
         doc["plan"] = {**planned.record(),
                        "achieved_test_loss": doc["summary"]["final_test_loss_mean"]}

@@ -53,9 +53,15 @@ def check_insecure(name: str, host: str, *, insecure: bool, force: bool) -> None
 
 
 def check_port_free(name: str, host: str, port: int) -> None:
-    """Raise ``ValueError`` naming the option if ``host:port`` cannot be bound."""
+    """Raise ``ValueError`` naming the option if ``host:port`` cannot be bound.
+
+    Bound as the servers bind (``SO_REUSEADDR``): a listener is found, but the closed
+    connections of a SuperLink just stopped (TIME-WAIT, about a minute) do not block its
+    restart on the same port.
+    """
     with socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET,
                        socket.SOCK_STREAM) as s:
+        s.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             s.bind((host, port))
         except OSError as e:
