@@ -146,7 +146,8 @@ def _main(mode: str, opts: "o.FlowerOptions") -> None:
 
 def _configure(mode: str, opts: "o.FlowerOptions"
                ) -> "tuple[FlowerRunConfig, AutoChoice | None, Remote, tuple[str, ...] | None]":
-    """The run's configuration, its auto choice and the remote SuperLink, all checked."""
+    """The run's configuration, its auto choice, the remote SuperLink and the ``--data``
+    file's client ids (``None``: no file), all checked."""
     from fedqr.data.presets import default_clients_per_round, default_clip, default_partition
     from fedqr.flower.cli_auto import auto_choice, check_plannable, parse_schedule
     from fedqr.flower.cli_data import check_model, data_fields, own_data
