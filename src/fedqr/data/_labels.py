@@ -17,8 +17,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-__all__ = ["EmptyClassWarning", "EmptyClasses", "as_labels", "classes_of", "resolve_num_classes",
-           "warn_empty_classes"]
+__all__ = ["EmptyClassWarning", "EmptyClasses", "as_labels", "classes_of", "one_per_row",
+           "resolve_num_classes", "warn_empty_classes"]
 
 _SHOWN = 10  # labels listed in a message before "... (N in all)"
 
@@ -42,6 +42,24 @@ def _listed(values: Sequence[int], count: int) -> str:
     return head if count <= _SHOWN else f"{head}, ... ({count} in all)"
 
 
+def one_per_row(name: str, values: ArrayLike, *, length: int, what: str,
+                kinds: str) -> NDArray[Any]:
+    """``values`` as a 1-D array of ``length`` (one ``what`` per row); floats that are
+    exactly integral become int64, other floats are refused (``name`` must hold ``kinds``)."""
+    arr: NDArray[Any] = np.asarray(values)
+    if arr.ndim != 1 or arr.shape[0] != length:
+        raise ValueError(f"{name} must be 1-D of length {length} (one {what} per row), "
+                         f"got {name}.shape={arr.shape}")
+    if np.issubdtype(arr.dtype, np.floating):
+        ok = np.isfinite(arr) & (arr == np.round(arr))
+        if not bool(ok.all()):
+            row = int(np.flatnonzero(~ok)[0])
+            raise ValueError(f"{name} must hold {kinds}, got {name}[{row}]="
+                             f"{arr[row].item()!r}")
+        arr = arr.astype(np.int64)
+    return arr
+
+
 def as_labels(name: str, y: ArrayLike, *, length: int) -> NDArray[np.int64]:
     """``y`` as 1-D int64 of ``length``: an int dtype, or floats that are exactly integral.
 
@@ -50,18 +68,8 @@ def as_labels(name: str, y: ArrayLike, *, length: int) -> NDArray[np.int64]:
     ValueError
         On a wrong shape or length, non-integral values or negative values.
     """
-    arr: NDArray[Any] = np.asarray(y)
-    if arr.ndim != 1 or arr.shape[0] != length:
-        raise ValueError(f"{name} must be 1-D of length {length} (one label per row), "
-                         f"got {name}.shape={arr.shape}")
-    if np.issubdtype(arr.dtype, np.floating):
-        ok = np.isfinite(arr) & (arr == np.round(arr))
-        if not bool(ok.all()):
-            row = int(np.flatnonzero(~ok)[0])
-            raise ValueError(f"{name} must hold integer class labels, got {name}[{row}]="
-                             f"{arr[row].item()!r}")
-        arr = arr.astype(np.int64)
-    elif not np.issubdtype(arr.dtype, np.integer):
+    arr = one_per_row(name, y, length=length, what="label", kinds="integer class labels")
+    if not np.issubdtype(arr.dtype, np.integer):
         raise ValueError(f"{name} must hold integer class labels, got {name}.dtype={arr.dtype}")
     out = arr.astype(np.int64, copy=False)
     if out.size and int(out.min()) < 0:

@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
-from fedqr.data._labels import as_labels
+from fedqr.data._labels import as_labels, one_per_row
 
 _CHUNK_ROWS = 8192
 
@@ -118,18 +118,9 @@ def map_clients(name: str, client: ArrayLike, *, length: int
     names : tuple of str or None
         The original id of each client, or ``None`` when the ids already were ``0..N-1``.
     """
-    arr: NDArray[Any] = np.asarray(client)
-    if arr.ndim != 1 or arr.shape[0] != length:
-        raise ValueError(f"{name} must be 1-D of length {length} (one client id per row), "
-                         f"got {name}.shape={arr.shape}")
-    if np.issubdtype(arr.dtype, np.floating):
-        ok = np.isfinite(arr) & (arr == np.round(arr))
-        if not bool(ok.all()):
-            row = int(np.flatnonzero(~ok)[0])
-            raise ValueError(f"{name} must hold integer or string client ids, "
-                             f"got {name}[{row}]={arr[row].item()!r}")
-        arr = arr.astype(np.int64)
-    elif arr.dtype == np.object_:
+    arr = one_per_row(name, client, length=length, what="client id",
+                      kinds="integer or string client ids")
+    if arr.dtype == np.object_:
         arr = arr.astype(str)
     elif not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.str_)):
         raise ValueError(f"{name} must hold integer or string client ids, "
