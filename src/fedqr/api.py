@@ -37,7 +37,7 @@ from fedqr.sim.config import (
 )
 from fedqr.sim.loop import run_rounds
 from fedqr.sim.provenance import provenance
-from fedqr.sim.result import write_json_atomic
+from fedqr.sim.result import name_clients, write_json_atomic
 
 __all__ = ["PlanResult", "SimulationResult", "plan", "simulate"]
 
@@ -195,9 +195,7 @@ def simulate(
     doc = result.to_json()
     doc["wall_time_s"] = time.perf_counter() - started
     doc["data"] = source.identity()
-    names = source.data.client_names if isinstance(source, OwnData) else None
-    for entry, name in zip(doc["clients"], names or (), strict=False):
-        entry["name"] = name  # the user's id of client i (ids sorted: eps lists follow them)
+    name_clients(doc, source.data.client_names if isinstance(source, OwnData) else None)
     doc["provenance"] = provenance(model=kernel.describe(), device=dev)
     if schedule is not None:
         doc["plan"] = {**schedule.document["recommended"],

@@ -227,6 +227,7 @@ def _execute(cfg: "FlowerRunConfig", *, mode: str, work_dir: Path | None, timeou
              node_timeout: float | None = None, choice: "AutoChoice | None" = None,
              names: tuple[str, ...] | None = None) -> None:
     from fedqr.flower.cli_auto import plan_remote
+    from fedqr.sim.result import name_clients
 
     if importlib.util.find_spec("flwr") is None:
         raise _fail("fedqr flower needs Flower: pip install 'fedqr[flower]'", 1)
@@ -262,8 +263,7 @@ def _execute(cfg: "FlowerRunConfig", *, mode: str, work_dir: Path | None, timeou
             shutil.rmtree(work, ignore_errors=True)
     doc = outcome.doc
     doc["wall_time_s"] = time.perf_counter() - started
-    for entry, name in zip(doc["clients"], names or (), strict=False):
-        entry["name"] = name  # the --data file's id of client i, as fedqr run names it
+    name_clients(doc, names)  # the --data file's ids, as fedqr run names them
     if planned is not None:  # as fedqr run --rounds auto records it
         doc["plan"] = {**planned.record(),
                        "achieved_test_loss": doc["summary"]["final_test_loss_mean"]}

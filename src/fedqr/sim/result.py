@@ -16,7 +16,8 @@ from fedqr._atomic import write_json_atomic
 from fedqr.data import Dataset
 from fedqr.sim.config import SimConfig
 
-__all__ = ["RoundMetrics", "SimResult", "finite_json", "jsonable", "write_json_atomic"]
+__all__ = ["RoundMetrics", "SimResult", "finite_json", "jsonable", "name_clients",
+           "write_json_atomic"]
 
 if TYPE_CHECKING:
     from fedqr.sim.budget import ClientPrivacy
@@ -163,6 +164,13 @@ class SimResult:
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write ``result.json`` atomically."""
         write_json_atomic(Path(path), self.to_json())
+
+
+def name_clients(doc: dict[str, Any], names: tuple[str, ...] | None) -> None:
+    """Give ``clients[i]`` of a result document the user's id of client i (``names``: the
+    sorted ids of a data file, which per-client eps and delta lists follow; ``None``: none)."""
+    for entry, name in zip(doc["clients"], names or (), strict=False):
+        entry["name"] = name
 
 
 def _round_record(h: RoundMetrics, r: int, g: int) -> dict[str, Any]:
