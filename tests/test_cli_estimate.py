@@ -103,13 +103,13 @@ def test_a_model_file_is_estimated_but_not_cached(small_file: Path, tmp_path: Pa
 
 @pytest.mark.parametrize(("args", "needle"), [
     (["--data", "nowhere.npz"], "data must be an existing .npz, .csv or .parquet file"),
-    (["--data", "{small}", "--dataset", "digits"], "got dataset=digits with data"),
-    (["--data", "{small}", "--partition", "iid"], "got partition=iid with data"),
-    (["--data", "{small}", "--num-clients", "4"], "num_clients must match the clients"),
+    (["--data", "{small}", "--dataset", "digits"], "got --dataset=digits with data"),
+    (["--data", "{small}", "--partition", "iid"], "got --partition=iid with data"),
+    (["--data", "{small}", "--num-clients", "4"], "--num-clients must match the clients"),
     (["--data", "{small}", "--model", "resnet"], "model must be logreg, mlp, cnn or FILE.py"),
     (["--data", "{small}", "--model", "mlp", "--hidden", "8,x"], "hidden must be"),
-    (["--data", "{small}", "--test-data", "nowhere.npz"], "test_data must be an existing"),
-    (["--test-share", "0.2"], "test_share needs --data FILE"),
+    (["--data", "{small}", "--test-data", "nowhere.npz"], "--test-data must be an existing"),
+    (["--test-share", "0.2"], "--test-share needs --data FILE"),
 ])
 def test_bad_data_input_exits_2_naming_the_option(small_file: Path, tmp_path: Path,
                                                   args: list[str], needle: str) -> None:

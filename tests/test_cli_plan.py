@@ -82,7 +82,7 @@ def test_plan_gaussian_json(tmp_path: Path) -> None:
 @pytest.mark.parametrize(("args", "needle"), [
     (["--eps", "-1"], "eps must be > 0"),
     (["--eps", "1", "x"], "unexpected argument 'x'"),
-    (["--eps", "1", "--t-max", "0", "--mechanism", "gaussian"], "t_max"),
+    (["--eps", "1", "--t-max", "0", "--mechanism", "gaussian"], "--t-max"),
     (["--eps", "1", "--mechanism", "none"], "mechanism"),
     # no theorem of the paper covers discrete Laplace: the bound refuses it, naming the twin
     (["--eps", "1", "--mechanism", "discrete-laplace"], "--method twin"),
@@ -163,5 +163,5 @@ def test_estimate_then_plan_on_digits(tmp_path: Path, monkeypatch: pytest.Monkey
 def test_estimate_bad_input(tmp_path: Path) -> None:
     res = runner.invoke(app, ["estimate", "--dataset", "digits", "--proxy-fraction", "1.5",
                               "--out", str(tmp_path / "c.json")])
-    assert res.exit_code == 2 and "proxy_fraction must be in (0, 1)" in res.output
+    assert res.exit_code == 2 and "--proxy-fraction must be in (0, 1)" in res.output
     assert not (tmp_path / "c.json").exists()

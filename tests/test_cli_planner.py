@@ -61,11 +61,12 @@ def test_a_plan_that_cannot_help_is_said_and_nothing_runs(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize(("args", "message"), [
     (["--eps", "0"], "eps must be > 0"),
-    (["--eps", "1", "--clients-per-round", "5"], "clients_per_round must be in [1, num_clients=4]"),
-    (["--eps", "1", "--num-clients", "0"], "num_clients must be >= 1"),
+    (["--eps", "1", "--clients-per-round", "5"],
+     "--clients-per-round must be in [1, --num-clients=4]"),
+    (["--eps", "1", "--num-clients", "0"], "--num-clients must be >= 1"),
     (["--eps", "1", "--data-use", "public-proxy"], "needs --proxy-dataset"),
     (["--eps", "1", "--data-use", "private-pilot", "--proxy-dataset", "digits",
-      "--pilot-share", "1.5"], "pilot_share must be in (0, 1)"),
+      "--pilot-share", "1.5"], "--pilot-share must be in (0, 1)"),
     (["--eps", "1", "--proxy-dataset", "nowhere"], "proxy-dataset"),
     (["--eps", "1", "--rounds", "x"], "rounds must be an integer >= 1 or 'auto'"),
 ])

@@ -118,13 +118,13 @@ def test_heart_three_hospitals_planned_and_run_with_cleveland_as_proxy(heart: Pa
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["--proxy-classes", ","], "proxy_classes selects no class"),
-    (["--proxy-classes", "0-5"], "proxy_classes: classes must be integers in [0, 1]"),
-    (["--proxy-classes", "MAP"], "proxy_classes: classes must be integers in [0, 1]"),
-    (["--proxy-classes", "BADMAP"], "proxy_classes: the label map"),
-    (["--proxy-classes", "NOFILE"], "proxy_classes: label map file not found"),
-    (["--proxy-data", "WIDE"], "proxy_data must have the deployment's 10 features"),
-    (["--proxy-data", "MISSING"], "proxy_data must be an existing"),
+    (["--proxy-classes", ","], "--proxy-classes selects no class"),
+    (["--proxy-classes", "0-5"], "--proxy-classes: classes must be integers in [0, 1]"),
+    (["--proxy-classes", "MAP"], "--proxy-classes: classes must be integers in [0, 1]"),
+    (["--proxy-classes", "BADMAP"], "--proxy-classes: the label map"),
+    (["--proxy-classes", "NOFILE"], "--proxy-classes: label map file not found"),
+    (["--proxy-data", "WIDE"], "--proxy-data must have the deployment's 10 features"),
+    (["--proxy-data", "MISSING"], "--proxy-data must be an existing"),
 ])
 def test_bad_proxy_exits_2_names_the_option_and_writes_nothing(
         extra: list[str], message: str, heart: Path, tmp_path: Path) -> None:
@@ -155,12 +155,12 @@ def test_bad_proxy_exits_2_names_the_option_and_writes_nothing(
 
 
 @pytest.mark.parametrize(("extra", "message"), [
-    (["--proxy-dataset", "femnist"], "proxy_dataset must have the deployment's 784 features "
+    (["--proxy-dataset", "femnist"], "--proxy-dataset must have the deployment's 784 features "
                                      "and 10 classes"),
     (["--proxy-dataset", "femnist", "--proxy-classes", "0-11"],
-     "proxy_classes='0-11' gives the proxy 12 classes, the model has 10"),
+     "--proxy-classes='0-11' gives the proxy 12 classes, the model has 10"),
     (["--proxy-dataset", "femnist", "--proxy-classes", "60-70"],
-     "proxy_classes: classes must be integers in [0, 61]"),
+     "--proxy-classes: classes must be integers in [0, 61]"),
 ])
 def test_bad_builtin_proxy_exits_2(extra: list[str], message: str, tmp_path: Path,
                                    femnist_dir: Path) -> None:
@@ -175,12 +175,12 @@ def test_bad_builtin_proxy_exits_2(extra: list[str], message: str, tmp_path: Pat
 def test_proxy_classes_need_a_public_proxy(tmp_path: Path) -> None:
     res = runner.invoke(app, ["plan", *MNIST, "--proxy-classes", "0-9"])
     assert res.exit_code == 2
-    assert "proxy_classes needs --data-use public-proxy" in " ".join(res.output.split())
+    assert "--proxy-classes needs --data-use public-proxy" in " ".join(res.output.split())
 
 
 def test_a_bad_twin_budget_exits_2(tmp_path: Path) -> None:
     png = tmp_path / "p.png"
     res = runner.invoke(app, ["plan", *MNIST, "--twin-budget", "0", "--plot", str(png)])
     assert res.exit_code == 2
-    assert "twin_budget must be > 0 seconds" in " ".join(res.output.split())
+    assert "--twin-budget must be > 0 seconds" in " ".join(res.output.split())
     assert not png.exists()

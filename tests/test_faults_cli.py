@@ -147,7 +147,7 @@ def test_seed_out_of_range_names_the_option(tmp_path: Path) -> None:
 def test_missing_data_dir_is_an_error(tmp_path: Path) -> None:
     res = invoke([*SMALL, "--data-dir", str(tmp_path / "nowhere"), "--out",
                   str(tmp_path / "r")])
-    assert_bad_input(res, "data_dir must be an existing folder", str(tmp_path / "nowhere"))
+    assert_bad_input(res, "--data-dir must be an existing folder", str(tmp_path / "nowhere"))
     assert not (tmp_path / "r").exists()
 
 
@@ -167,7 +167,7 @@ def test_gaussian_budget_below_the_accountant_is_refused(tmp_path: Path,
 def test_delta_is_a_probability_whatever_the_mechanism(tmp_path: Path, mechanism: str) -> None:
     res = invoke([*SMALL, "--mechanism", mechanism, "--delta", "2", "--out",
                   str(tmp_path / "r")])
-    assert_bad_input(res, "delta must be in [0, 1), got delta=2.0")
+    assert_bad_input(res, "--delta must be in [0, 1), got --delta=2.0")
 
 
 # -- result.json mode: the user's umask, like the figure beside it -----------------------------

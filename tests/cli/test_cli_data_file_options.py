@@ -22,9 +22,9 @@ def data_file(tmp_path: Path) -> Path:
     return path
 
 
-RECIPE = [(["--dataset", "digits"], "got dataset=digits with data"),
-          (["--partition", "iid"], "got partition=iid with data"),
-          (["--fraction", "0.5"], "got fraction=0.5 with data")]
+RECIPE = [(["--dataset", "digits"], "got --dataset=digits with data"),
+          (["--partition", "iid"], "got --partition=iid with data"),
+          (["--fraction", "0.5"], "got --fraction=0.5 with data")]
 SAME_COLUMN = (["--client-column", "label"], "must name different columns, got both 'label'")
 
 
@@ -68,7 +68,7 @@ def test_run_on_fewer_clients_than_ten_replies_with_all_and_names_them(tmp_path:
 
 
 @pytest.mark.parametrize(("command", "rate", "message"), [
-    ("plan", "0.5", "uses each client's full local data (q = 1), got sample_rate=0.5"),
+    ("plan", "0.5", "uses each client's full local data (q = 1), got --sample-rate=0.5"),
     ("plan", "auto", "laplace reads every row of a client (q = 1)"),
     ("run", "auto", "laplace reads every row of a client (q = 1)")])
 def test_a_sample_rate_for_laplace_is_refused_by_plan_as_by_run(

@@ -53,23 +53,23 @@ def listening() -> Iterator[int]:
 @pytest.mark.parametrize(("extra", "needle"), [
     (["--data", "{in}/nothing.csv"], "data must be an existing .npz, .csv or .parquet file"),
     (["--data", "{in}/own.csv", "--test-data", "{in}/own_test.csv", "--client-column",
-      "hospital"], "has no column 'hospital' (client_column='hospital')"),
+      "hospital"], "has no column 'hospital' (--client-column='hospital')"),
     (["--data", "{in}/own.npz", "--test-share", "0.3"], "give a test set (in the file or "
-                                                         "test_path) or test_share, not both"),
-    (["--data", "{in}/own.csv"], "give x_test and y_test, or test_share"),
+                                                         "--test-data) or --test-share, not both"),
+    (["--data", "{in}/own.csv"], "give x_test and y_test, or --test-share"),
     (["--data", "{in}/own.npz", "--num-clients", "5"],
-     "num_clients must match the clients of --data (3), got num_clients=5"),
-    (["--test-share", "0.2"], "test_share needs --data FILE"),
-    (["--test-data", "{in}/own_test.csv"], "test_data needs --data FILE"),
+     "--num-clients must match the clients of --data (3), got --num-clients=5"),
+    (["--test-share", "0.2"], "--test-share needs --data FILE"),
+    (["--test-data", "{in}/own_test.csv"], "--test-data needs --data FILE"),
     (["--data", "{in}/own.npz", "--model", "{in}/none.py:make"], "does not exist"),
     (["--data", "{in}/own.npz", "--model", "{in}/bad_model.py:make"],
      "must return a torch.nn.Module"),
     (["--data", "{in}/own.npz", "--model", "cnn"], "needs square images"),
     (["--data", "{in}/own.npz", "--model", "mlp", "--hidden", "8,0"], "hidden must be"),
     (["--data", "{in}/own.npz", "--work-dir", "/dev/null/x"],
-     "work_dir must be a folder path, got work_dir='/dev/null/x'"),
+     "--work-dir must be a folder path, got --work-dir='/dev/null/x'"),
     (["--data", "{in}/own.npz", "--state-dir", "/dev/null/x"],
-     "state_dir must be a folder path, got state_dir='/dev/null/x'"),
+     "--state-dir must be a folder path, got --state-dir='/dev/null/x'"),
 ])
 @pytest.mark.parametrize("command", ["simulate", "deploy"])
 def test_bad_data_options_exit_2_naming_them_and_write_nothing(
@@ -96,7 +96,7 @@ def test_run_takes_the_server_s_test_set_not_the_clients_rows(
 
 @pytest.mark.parametrize(("data", "extra", "needle"), [
     ("own.csv", [], "holds the rows of 3 clients"),
-    ("one.csv", ["--label-column", "y"], "has no column 'y' (label_column='y')"),
+    ("one.csv", ["--label-column", "y"], "has no column 'y' (--label-column='y')"),
     ("one.csv", ["--model", "{in}/bad_model.py:make"], "--model: model 'make'"),
     ("one.csv", ["--model", "mlp", "--hidden", "x"], "hidden must be"),
     ("bad_model.py", [], "--data must end in .npz, .csv, .parquet"),

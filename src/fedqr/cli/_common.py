@@ -15,6 +15,7 @@ from fedqr._atomic import (
     write_file_atomic,
     write_json_atomic,
 )
+from fedqr._cli_messages import name_options
 
 if TYPE_CHECKING:
     import torch
@@ -28,8 +29,9 @@ out = Console()
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print ``message`` to stderr and return the exit to raise (2: bad input)."""
-    err.print(f"[bold red]error:[/] {message}")
+    """Print ``message`` to stderr and return the exit to raise (2: bad input, whose
+    message names the command's options: :func:`fedqr._cli_messages.name_options`)."""
+    err.print(f"[bold red]error:[/] {name_options(message) if code == 2 else message}")
     return typer.Exit(code)
 
 

@@ -25,6 +25,7 @@ import typer
 from rich.console import Console
 
 from fedqr._atomic import check_writable_dir
+from fedqr._cli_messages import name_options
 from fedqr._enums import Accountant, Aggregation, DatasetName, Mechanism
 from fedqr._options import (
     AggregationOpt,
@@ -61,7 +62,7 @@ _MODE = {"simulate": "simulation", "deploy": "deployment", "run": "remote"}
 
 
 def _fail(message: str, code: int) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}")
+    err.print(f"[bold red]error:[/] {name_options(message) if code == 2 else message}")
     return typer.Exit(code)
 
 

@@ -19,6 +19,8 @@ from typing import Annotated
 import typer
 from rich.console import Console
 
+from fedqr._cli_messages import name_options
+
 err = Console(stderr=True)
 out = Console()
 BINDIR = Path(sys.executable).parent
@@ -40,7 +42,7 @@ NodeStandardizeOpt = Annotated[bool, typer.Option(
 
 
 def _fail(message: str) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {message}")
+    err.print(f"[bold red]error:[/] {name_options(message)}")
     return typer.Exit(2)
 
 

@@ -1,0 +1,59 @@
+"""Error messages of the command line name options, not the Python parameters behind them.
+
+The library's checks name the parameter a Python caller passed (``proxy_classes must not
+repeat a class, got proxy_classes='0,0'``); a command-line user gave ``--proxy-classes``.
+:func:`name_options` rewrites the parameter names of the running command's options into its
+option names, where a name is used as one: written with an underscore (an identifier, never a
+word of prose), before ``=`` (``got eps=-1.0``) or opening the message (``eps must be ...``).
+Anything else, prose and paths included, is left as it was.
+
+Light on purpose: imported by every command's failure path (click only).
+"""
+
+from __future__ import annotations
+
+import re
+
+import click
+
+__all__ = ["ALIASES", "name_options"]
+
+ALIASES = {"test_path": "test_data"}
+"""Library parameters whose command-line option carries another name."""
+
+
+def _options(ctx: click.Context | None) -> dict[str, str]:
+    """Parameter name -> its long option (``--proxy-classes``) for the running command."""
+    if ctx is None:
+        return {}
+    out: dict[str, str] = {}
+    for param in ctx.command.params:
+        longs = [o for o in getattr(param, "opts", []) if o.startswith("--")]
+        if param.name and longs:
+            out[param.name] = longs[0]
+    out.update({alias: out[name] for alias, name in ALIASES.items() if name in out})
+    return out
+
+
+def name_options(message: str, ctx: click.Context | None = None) -> str:
+    """``message`` with the running command's parameter names written as its options.
+
+    Parameters
+    ----------
+    message:
+        An error message from the library.
+    ctx:
+        The command's click context (default: the current one; none: unchanged).
+    """
+    options = _options(ctx if ctx is not None else click.get_current_context(silent=True))
+    for name in sorted(options, key=len, reverse=True):
+        option = options[name]
+        message = message.replace(f"{name} ({option})", option)  # named twice already
+        # not inside a longer identifier, an option (--name), a path or a quoted value
+        word = rf"(?<![\w\-./'\"]){re.escape(name)}(?![\w\-/'\"])"
+        if "_" in name:
+            message = re.sub(word, option, message)
+        else:
+            message = re.sub(word + r"(?==)", option, message)
+            message = re.sub(rf"^{re.escape(name)}(?= must |: )", option, message)
+    return message

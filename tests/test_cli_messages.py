@@ -1,0 +1,46 @@
+"""The command line's errors name its options (fedqr._cli_messages.name_options)."""
+
+from __future__ import annotations
+
+import click
+import pytest
+
+from fedqr._cli_messages import name_options
+
+CTX = click.Context(click.Command("plan", params=[
+    click.Option(["--eps"]), click.Option(["--data"]), click.Option(["--proxy-classes"]),
+    click.Option(["--test-share"]), click.Option(["--test-data"]),
+    click.Option(["--num-clients"]), click.Option(["--seed"])]))
+
+
+@pytest.mark.parametrize(("given", "expected"), [
+    ("eps must be > 0 and finite, got eps=-1.0", "--eps must be > 0 and finite, got --eps=-1.0"),
+    ("proxy_classes: the label map names unknown classes",
+     "--proxy-classes: the label map names unknown classes"),
+    ("proxy_classes must not repeat a class, got proxy_classes='0,0'",
+     "--proxy-classes must not repeat a class, got --proxy-classes='0,0'"),
+    ("eps must have 1 or num_clients=4 values", "--eps must have 1 or --num-clients=4 values"),
+    # named twice already: once
+    ("give x_test and y_test, or test_share (--test-share): the share",
+     "give x_test and y_test, or --test-share: the share"),
+    # the library's name of the test file is the command's --test-data
+    ("give a test set (in the file or test_path)", "give a test set (in the file or --test-data)"),
+])
+def test_parameter_names_become_options(given: str, expected: str) -> None:
+    assert name_options(given, CTX) == expected
+
+
+@pytest.mark.parametrize("prose", [
+    # words that are also options are left alone in prose
+    "data use public-proxy needs --proxy-dataset NAME or --proxy-data FILE, got none",
+    "the seed of the data and the eps of each client",
+    # paths, quoted values, longer identifiers and options already named
+    "/runs/proxy_classes/eps.csv has no column 'test_share' (num_classes=2)",
+    "x_test_share must be given with --test-share",
+])
+def test_prose_paths_and_other_names_are_left_alone(prose: str) -> None:
+    assert name_options(prose, CTX) == prose
+
+
+def test_without_a_command_nothing_changes() -> None:
+    assert name_options("eps must be > 0, got eps=-1") == "eps must be > 0, got eps=-1"
