@@ -83,9 +83,9 @@ def test_api_simulate_equals_the_engine_on_builtin_data() -> None:
     (["--data", "missing.csv"], "data must be an existing"),
     (["--data", "{csv}", "--model", "nomodel.py:f"], "does not exist"),
     (["--data", "{csv}", "--model", "{bn}"], "BatchNorm"),
-    (["--data", "{csv}", "--num-clients", "7"], "num_clients must match"),
+    (["--data", "{csv}", "--num-clients", "7"], "--num-clients must match"),
     (["--data", "{csv}", "--hidden", "0"], "hidden"),
-    (["--test-share", "0.2"], "test_share needs --data"),
+    (["--test-share", "0.2"], "--test-share needs --data"),
 ])
 def test_bad_data_options_exit_2_and_write_nothing(tmp_path: Path, args: list[str],
                                                    needle: str) -> None:

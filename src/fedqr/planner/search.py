@@ -30,6 +30,7 @@ from numpy.typing import NDArray
 from fedqr.planner.budget import CostModel
 from fedqr.planner.grids import log_grid, refine_b, refine_q
 from fedqr.planner.noise import NoiseBook
+from fedqr.planner.plateau import second_look
 from fedqr.planner.scenario import Scenario
 from fedqr.planner.settings import (
     AUTO_REPEAT_ROWS,
@@ -186,7 +187,21 @@ class Searcher:
         self._race([(b, q) for b in bs for q in qs], optional=False)
         self._refine_b_q(bs, qs, fixed_t=None)
         self._fine()
+        if isinstance(self.proxy, KernelProxy):  # a network's loss can stall and fall again
+            extended = second_look(self)
+            best = self.predictions()[0]
+            if (best.clients_per_round, best.sample_rate) in extended:
+                self._fine([(best.clients_per_round, best.sample_rate)])
         return self.predictions()
+
+    def coarse_arms(self) -> list[tuple[int, float]]:
+        """The arms (b, q) of the coarse grid, in the order first simulated."""
+        return list(dict.fromkeys((b, q) for b, q, _ in sorted(self._coarse_keys)))
+
+    def coarse_curve(self, b: int, q: float) -> list[tuple[int, float]]:
+        """``(T, mean loss)`` of the arm's coarse horizons, by T."""
+        return sorted((p.rounds, p.mean) for p in self.predictions(self._coarse_keys)
+                      if p.clients_per_round == b and p.sample_rate == q)
 
     def _race(self, arms: list[tuple[int, float]], *, optional: bool = True) -> None:
         """Coarse horizons up to ``t_first`` for every arm, then doublings for the arms that
@@ -252,11 +267,12 @@ class Searcher:
             else:
                 self._race([(best.clients_per_round, q) for q in new_qs])
 
-    def _fine(self) -> None:
+    def _fine(self, arms: list[tuple[int, float]] | None = None) -> None:
+        """The fine T grid of ``arms`` (default: the ``finalists`` best arms)."""
         st = self.settings
         coarse = set(self._coarse_keys)  # a re-plan from a full memo takes the same path
-        firsts: list[tuple[int, float]] = []
-        for p in self.predictions(coarse):
+        firsts: list[tuple[int, float]] = list(arms or [])
+        for p in self.predictions(coarse) if arms is None else []:
             key = (p.clients_per_round, p.sample_rate)
             if key not in firsts:
                 firsts.append(key)
