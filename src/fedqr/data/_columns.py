@@ -68,7 +68,9 @@ def labels_from(p: Path, column: str, values: NDArray[Any], where: str) -> NDArr
                 num[r] = float(v)
             except ValueError:
                 raise ValueError(f"{p}: column {column!r} must hold integer class labels, "
-                                 f"got {v!r} on {where} {r + offset}") from None
+                                 f"got {v!r} on {where} {r + offset} (number the classes 0 to "
+                                 f"k - 1 first, the same way in every file: the test file, "
+                                 f"each Flower node's)") from None
         values = num
     ok = np.isfinite(values) & (values == np.round(values)) & (values >= 0)
     if not bool(ok.all()):

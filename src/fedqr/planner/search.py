@@ -14,7 +14,9 @@
    (common random numbers make it smooth) is fitted by a parabola in log T and read on the
    fine grid, which costs nothing and is as precise as the twin's repeats there (the loss is
    flat near a large T*; docs/planner.md).
-4. Recommend the schedule with the lowest predicted mean test loss.
+4. Models other than softmax regression: a second look at the arms left on a plateau, on
+   what is left of the time budget (:mod:`fedqr.planner.plateau`).
+5. Recommend the schedule with the lowest predicted mean test loss.
 """
 
 from __future__ import annotations
@@ -195,7 +197,7 @@ class Searcher:
         return self.predictions()
 
     def coarse_arms(self) -> list[tuple[int, float]]:
-        """The arms (b, q) of the coarse grid, in the order first simulated."""
+        """The arms (b, q) of the coarse grid, by b, then q."""
         return list(dict.fromkeys((b, q) for b, q, _ in sorted(self._coarse_keys)))
 
     def coarse_curve(self, b: int, q: float) -> list[tuple[int, float]]:
