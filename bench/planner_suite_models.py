@@ -130,6 +130,11 @@ HELD_OUT = [
           public="cleveland", t_grid=T_HEART),
     MCase("ho1125-heart3-logreg-gauss-het1-10", "heart3", "logreg", GAU, (1.0, 4.0, 10.0), 1.0,
           q=0.2, lr=0.2, public="cleveland", t_grid=T_HEART),
+    # added after the second look at plateaus (the planner unchanged since): MNIST MLPs
+    MCase("ho1125-mnist-mlp-gauss-eps4-iid-f0.1", "mnist_iid-f0.1", "mlp", GAU, (4.0,), 5.0,
+          q=0.02, hidden=(64,), public="femnist-digits", max_t_points=8),
+    MCase("ho1125-mnist-mlp-lap-eps20-two-f0.1", "mnist_two-f0.1", "mlp", LAP, (20.0,), 100.0,
+          hidden=(64,), public="femnist-digits", max_t_points=8),
 ]
 """Held-out scenarios (``--held-out``), scored like ``CASES``."""
 
