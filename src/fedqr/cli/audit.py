@@ -67,10 +67,12 @@ def audit(
     Exits 0 when no bound exceeds its claim, 1 when one does (a privacy violation, proven
     with the stated confidence; the JSON is still written), 2 on bad input.
     """
+    from fedqr._cli_checks import check_accountant_applies
     from fedqr.audit import AuditConfig, run_audit
 
     try:
         # defaults as fedqr run on MNIST (the audit's figures do not depend on the clip)
+        check_accountant_applies(mechanism, accountant)
         spec = mechanism_for(mechanism)
         q = sample_rate if sample_rate is not None else spec.default_sample_rate
         config = AuditConfig(

@@ -261,6 +261,12 @@ def plan(
     proxy_fraction: ProxyOpt = None,
 ) -> None:
     """Plan the numbers of rounds T and replies per round b (and q) for the clients' budgets."""
+    from fedqr._cli_checks import check_accountant_applies
+
+    try:
+        check_accountant_applies(mechanism, accountant)
+    except ValueError as e:
+        raise fail(str(e)) from None
     chosen = method or (Method.BOUND if constants is not None else Method.TWIN)
     if chosen is not Method.TWIN:
         if data is not None:

@@ -160,6 +160,7 @@ def run(
     twin_budget: TwinBudgetOpt = None,
 ) -> None:
     """Simulate FedSGD-DPC and write result.json and a loss/accuracy plot."""
+    from fedqr._cli_checks import check_accountant_applies
     from fedqr.cli.scenario import check_full_batch_rate, workload
     from fedqr.data import DataNotFoundError
     from fedqr.data.presets import default_clients_per_round
@@ -176,6 +177,7 @@ def run(
             label_column=label_column, standardize=standardize, model=model, hidden=hidden)
         source, kernel = work.data, work.kernel
         check_full_batch_rate(mechanism, sample_rate)
+        check_accountant_applies(mechanism, accountant)
         settings: dict[str, Any] = dict(
             mechanism=mechanism, eps=floats("eps", eps), delta=floats("delta", delta),
             clip=clip, accountant=accountant, rounds=int_or_auto("rounds", rounds, low=0),

@@ -25,6 +25,7 @@ import typer
 from rich.console import Console
 
 from fedqr._atomic import check_writable_dir
+from fedqr._cli_checks import check_accountant_applies
 from fedqr._cli_messages import name_options
 from fedqr._enums import Accountant, Aggregation, DatasetName, Mechanism
 from fedqr._options import (
@@ -156,6 +157,7 @@ def _configure(mode: str, opts: "o.FlowerOptions"
     from fedqr.privacy import mechanism_for
 
     _check_mode(mode, opts)
+    check_accountant_applies(opts.mechanism, opts.accountant)
     remote = None
     if opts.superlink is not None:
         remote = _remote(opts.superlink, opts.root_certificates, insecure=opts.insecure)
