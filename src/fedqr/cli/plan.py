@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 import typer
 
+from fedqr._cli_checks import check_accountant_applies
 from fedqr._enums import (
     Accountant,
     Aggregation,
@@ -261,9 +262,7 @@ def plan(
     proxy_fraction: ProxyOpt = None,
 ) -> None:
     """Plan the numbers of rounds T and replies per round b (and q) for the clients' budgets."""
-    from fedqr._cli_checks import check_accountant_applies
-
-    try:
+    try:  # (no new local names above _plan_twin(dict(locals())): they would key the cache)
         check_accountant_applies(mechanism, accountant)
     except ValueError as e:
         raise fail(str(e)) from None
