@@ -26,6 +26,7 @@ from fedqr.models.losses import LossFn
 from fedqr.models.workload import Model, Workload
 from fedqr.planner import DataUse, Plan, ProxyChoice, Scenario, SearchSettings, make_plan
 from fedqr.privacy import Accountant, Mechanism, mechanism_for
+from fedqr.privacy.spec import check_accountant_applies
 from fedqr.sim.config import (
     Aggregation,
     LearningRate,
@@ -123,7 +124,7 @@ def simulate(
     clients_per_round: int | None = None, schedule: PlanResult | None = None,
     lr: float = 0.05, lr_decay: float = 0.01, lr_schedule: LrSchedule = LrSchedule.INVERSE_TIME,
     mu: float | None = None, gamma: float | None = None,
-    weight_decay: float = 0.01, accountant: Accountant | str = Accountant.RDP,
+    weight_decay: float = 0.01, accountant: Accountant | str | None = None,
     selection: Selection = Selection.ROUND_ROBIN, aggregation: Aggregation = Aggregation.PAPER,
     repeats: int = 1, seed: int = 0, eval_every: int | None = None, eval_train: str = "end",
     hidden: Sequence[int] = (64,), loss_fn: LossFn | None = None,
@@ -139,7 +140,9 @@ def simulate(
         See :data:`Model` (default: the data set's paper model; ``logreg`` for own data).
     mechanism, eps, delta, clip, sample_rate, accountant:
         Client-side privacy: one budget for all clients or one per client; ``clip`` and
-        ``sample_rate`` default to the paper's.
+        ``sample_rate`` default to the paper's. ``accountant``: ``"rdp"`` (``None``, the
+        default) or ``"pld"`` for the Gaussian mechanism; Laplace is accounted by ``"pure"``
+        composition, and another accountant given for it (any for ``none``) is refused.
     rounds, clients_per_round, schedule:
         T and b, or a :class:`PlanResult` whose recommended T, b and q are run.
     lr, lr_decay, lr_schedule, mu, gamma, weight_decay, selection, aggregation:
@@ -182,7 +185,7 @@ def simulate(
                               clip=clip if clip is not None else default_clip(source.dataset,
                                                                               mech),
                               sample_rate=q,
-                              accountant=parse_enum(Accountant, "accountant", accountant)),
+                              accountant=_accountant(mech, accountant)),
         repeats=repeats, seed=seed,
         eval_every=eval_every if eval_every is not None
         else default_eval_every(source.dataset, rounds),
@@ -252,6 +255,16 @@ def _show(v: object) -> str:
     return repr(v[0]) if isinstance(v, tuple) and len(set(v)) == 1 else repr(v)
 
 
+def _accountant(mechanism: Mechanism, accountant: Accountant | str | None) -> Accountant:
+    """The accountant asked for (``None``: RDP, the Gaussian mechanism's default, and what the
+    others ignore), refused where the mechanism accounts its budgets otherwise."""
+    if accountant is None:
+        return Accountant.RDP
+    asked = parse_enum(Accountant, "accountant", accountant)
+    check_accountant_applies(mechanism, asked)
+    return asked
+
+
 def plan(
     *, data: FederatedData | DataSpec | DataSource, model: Model | None = None,
     mechanism: Mechanism | str = Mechanism.GAUSSIAN, eps: float | Sequence[float] = 1.0,
@@ -259,7 +272,7 @@ def plan(
     sample_rate: float | None = 0.01, rounds: int | None = None,
     clients_per_round: int | None = None, lr: float = 0.05, lr_decay: float = 0.01,
     lr_schedule: LrSchedule = LrSchedule.INVERSE_TIME, weight_decay: float = 0.01,
-    accountant: Accountant | str = Accountant.RDP, aggregation: Aggregation = Aggregation.PAPER,
+    accountant: Accountant | str | None = None, aggregation: Aggregation = Aggregation.PAPER,
     data_use: DataUse | str = DataUse.CLEAR_PROXY, proxy: FederatedData | DataSpec | None = None,
     proxy_share: float | None = None, twin_repeats: int | None = None, seed: int = 0,
     hidden: Sequence[int] = (64,), device: str | torch.device = "cpu",
@@ -286,7 +299,7 @@ def plan(
         delta=float_tuple("delta", delta),
         clip=clip if clip is not None else default_clip(source.dataset, mech),
         sample_rate=sample_rate if mechanism_for(mech).batch_rate(0.5) < 1 else 1.0,
-        accountant=parse_enum(Accountant, "accountant", accountant), rounds=rounds,
+        accountant=_accountant(mech, accountant), rounds=rounds,
         clients_per_round=clients_per_round,
         lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay),
         weight_decay=weight_decay, aggregation=aggregation,

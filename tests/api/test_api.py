@@ -123,7 +123,7 @@ def test_api_takes_option_strings_as_the_enums() -> None:
     kw = dict(mechanism="laplace", eps=2.0, clip=5.0, rounds=3, clients_per_round=2, seed=1)
     spec = DataSpec(dataset="digits", partition="iid", num_clients=4, seed=1)
     a = fedqr.simulate(data=spec, selection="round-robin", aggregation="paper",  # type: ignore[arg-type]
-                       accountant="rdp", **kw)  # type: ignore[arg-type]
+                       accountant="pure", **kw)  # type: ignore[arg-type]
     b = fedqr.simulate(data=spec, selection=Selection.ROUND_ROBIN,  # type: ignore[arg-type]
                        aggregation=Aggregation.PAPER, **kw)
     assert a.document["runs"] == b.document["runs"]

@@ -44,6 +44,9 @@ def test_float_tuple_takes_numbers_and_sequences_never_strings() -> None:
     ({"eps": None}, "eps must be a number"),
     ({"mechanism": "Laplace"}, "mechanism must be one of 'laplace'"),
     ({"accountant": "x"}, "accountant must be one of"),
+    ({"accountant": "pld"}, "accountant must be left out for the laplace mechanism, whose "
+                            "budgets the pure accountant composes, got accountant='pld'"),
+    ({"mechanism": "none", "accountant": "rdp"}, "which spends no budget"),
     ({"clip": "5"}, "clip must be a number, got clip='5'"),
     ({"clients_per_round": 1.5}, "clients_per_round must be an integer"),
     ({"clients_per_round": True}, "clients_per_round must be an integer"),
@@ -58,6 +61,17 @@ def test_simulate_refuses_bad_input_by_name(budget: dict[str, Any], change: dict
     args = {**budget, "rounds": 2, "clients_per_round": 2, **change}
     with pytest.raises(ValueError, match=message.replace("(", r"\(").replace(")", r"\)")):
         fedqr.simulate(**args)
+
+
+def test_the_mechanisms_own_accountant_or_none_is_accepted(budget: dict[str, Any]) -> None:
+    for accountant in (None, "pure"):
+        res = fedqr.simulate(**budget, rounds=2, clients_per_round=2, accountant=accountant)
+        assert res.document["accounting"]["accountant"] == "pure"
+    gauss = {**budget, "mechanism": "gaussian", "clip": 1.0, "sample_rate": 0.5}
+    assert fedqr.simulate(**gauss, rounds=2, clients_per_round=2).document[
+        "accounting"]["accountant"] == "rdp"
+    assert fedqr.simulate(**gauss, rounds=2, clients_per_round=2, accountant="pld").document[
+        "accounting"]["accountant"] == "pld"
 
 
 def test_numpy_numbers_are_plain_numbers(budget: dict[str, Any]) -> None:
@@ -133,6 +147,7 @@ def test_a_plan_that_is_not_useful_is_not_run(budget: dict[str, Any], tmp_path: 
     ({"seed": -1}, "seed must be in"),
     ({"data_use": "private-pilot"}, "the Python API plans with 'clear-proxy'"),
     ({"data_use": "clear"}, "data_use must be one of"),
+    ({"accountant": "rdp"}, "accountant must be left out for the laplace mechanism"),
 ])
 def test_plan_refuses_bad_input_by_name(budget: dict[str, Any], change: dict[str, Any],
                                         message: str) -> None:

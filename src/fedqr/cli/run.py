@@ -264,8 +264,12 @@ def _simulate(source: "DataSource", kernel: "Kernel", settings: dict[str, Any]
     """Run :func:`fedqr.simulate` with a progress bar; the result document."""
     import warnings
 
+    from fedqr._cli_checks import given
     from fedqr.api import simulate
     from fedqr.privacy import PrivacyBudgetExceeded
+
+    # the option's default is the API's: None (the mechanism's own accountant)
+    settings = {**settings, "accountant": settings["accountant"] if given("accountant") else None}
 
     label = (f"{settings['mechanism'].value} b={settings['clients_per_round']} "
              f"x{settings['repeats']}")

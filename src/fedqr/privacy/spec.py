@@ -35,6 +35,7 @@ __all__ = [
     "NoiseMechanism",
     "PaperBound",
     "as_mechanism",
+    "check_accountant_applies",
     "mechanism_for",
 ]
 
@@ -232,3 +233,17 @@ def mechanism_for(mechanism: Mechanism | str) -> NoiseMechanism:
 def check_accountant(value: object) -> Accountant:
     """``value`` as an :class:`Accountant`, else ``ValueError`` naming the allowed values."""
     return _as_accountant(value)
+
+
+def check_accountant_applies(mechanism: Mechanism | str, accountant: Accountant | str) -> None:
+    """Refuse an accountant asked for a mechanism that accounts its budgets otherwise (Laplace:
+    pure composition; discrete Laplace: PLD; none: nothing), rather than replace it silently:
+    the run's ``accounting`` block would name another accountant than the one asked for."""
+    mech, asked = as_mechanism(mechanism), _as_accountant(accountant)
+    used = mechanism_for(mech).accountant(asked)
+    if used == asked:
+        return
+    how = ("which spends no budget" if used is None
+           else f"whose budgets the {used.value} accountant composes")
+    raise ValueError(f"accountant must be left out for the {mech.value} mechanism, {how}, "
+                     f"got accountant={asked.value!r}")
