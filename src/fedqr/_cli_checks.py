@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from fedqr._enums import Mechanism
     from fedqr.privacy import Accountant
 
-__all__ = ["check_accountant_applies", "given"]
+__all__ = ["check_accountant_applies", "check_hidden_applies", "given"]
 
 
 def given(name: str) -> bool:
@@ -37,3 +37,11 @@ def check_accountant_applies(mechanism: Mechanism, accountant: Accountant) -> No
     from fedqr.privacy.spec import check_accountant_applies as check
 
     check(mechanism, accountant)
+
+
+def check_hidden_applies(model_name: str, hidden: object) -> None:
+    """A ``--hidden`` typed for a model that has no hidden widths to set (``logreg``, ``cnn``,
+    a model file; the default model included) is refused rather than ignored."""
+    if given("hidden") and model_name != "mlp":
+        raise ValueError(f"hidden must be left out for the model {model_name} (it sets the "
+                         f"widths of --model mlp), got hidden={hidden!r}")

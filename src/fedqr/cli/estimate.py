@@ -178,7 +178,9 @@ class _Options:
 def _estimate_doc(o: _Options, *, eps: float, delta: float, cache: bool) -> dict[str, Any]:
     """Check the options, build the spec (and a data file's workload), estimate or read the
     cache."""
+    from fedqr._cli_checks import check_hidden_applies
     from fedqr.cli.constants import estimate_for
+    from fedqr.data.presets import default_model_name
 
     if o.data is not None:
         return _own_estimate(o, eps=eps, delta=delta, cache=cache)
@@ -186,6 +188,7 @@ def _estimate_doc(o: _Options, *, eps: float, delta: float, cache: bool) -> dict
         if given is not None:
             raise ValueError(f"{name} needs --data FILE, got {name}={given}")
     dataset = o.dataset or DatasetName.MNIST
+    check_hidden_applies(o.model or default_model_name(dataset), o.hidden)
     model, widths = _model_key(o.model, o.hidden, dataset)
     spec = replace(estimate_spec(dataset, o.partition,
                                  10 if o.num_clients is None else o.num_clients, o.alpha,

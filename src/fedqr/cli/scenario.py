@@ -8,6 +8,7 @@ from typing import Any
 
 import torch
 
+from fedqr._cli_checks import check_hidden_applies
 from fedqr.cli._common import floats, progress
 from fedqr.cli.data_options import load_own, parse_hidden
 from fedqr.data import DatasetName, DataSpec, PartitionKind
@@ -220,7 +221,9 @@ def workload(*, dataset: DatasetName | None, partition: PartitionKind | None, al
         if num_clients is not None and num_clients != source.num_clients:
             raise ValueError(f"num_clients must match the clients of --data "
                              f"({source.num_clients}), got num_clients={num_clients}")
-    return Workload.of(source, model, hidden=parse_hidden(hidden))
+    work = Workload.of(source, model, hidden=parse_hidden(hidden))
+    check_hidden_applies(work.kernel.name, hidden)
+    return work
 
 
 def _check_own_data_options(*, dataset: DatasetName | None, partition: PartitionKind | None,

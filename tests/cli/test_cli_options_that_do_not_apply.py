@@ -1,6 +1,7 @@
-"""``--accountant`` given for a mechanism that accounts its budgets otherwise is refused (exit
-2, nothing written) by every command, not silently replaced; left out, or naming the
-accountant the mechanism uses, it is accepted."""
+"""Options typed where they do not apply are refused (exit 2, nothing written) by every
+command, not silently ignored: ``--accountant`` for a mechanism that accounts its budgets
+otherwise, ``--hidden`` for a model other than the MLP. Left out (or, for the accountant,
+naming the one the mechanism uses) they are accepted."""
 
 from __future__ import annotations
 
@@ -58,3 +59,29 @@ def test_left_out_or_the_mechanisms_own_it_runs(tmp_path: Path) -> None:
     res = runner.invoke(app, _args("run", out, "--mechanism", "gaussian", "--accountant", "pld"))
     assert res.exit_code == 0, res.output
     assert json.loads((out / "result.json").read_text())["accounting"]["accountant"] == "pld"
+
+
+HIDDEN_COMMANDS = {**COMMANDS, "estimate": ["estimate", "--dataset", "digits",
+                                            "--out", "{out}.json"]}
+del HIDDEN_COMMANDS["audit"]  # the audit has no model
+
+
+@pytest.mark.parametrize("command", list(HIDDEN_COMMANDS))
+@pytest.mark.parametrize(("extra", "model"), [([], "logreg"), (["--model", "logreg"], "logreg")])
+def test_hidden_for_a_model_without_hidden_layers_is_refused(
+        tmp_path: Path, command: str, extra: list[str], model: str) -> None:
+    out = tmp_path / "out"
+    args = [a.replace("{out}", str(out)) for a in HIDDEN_COMMANDS[command]]
+    res = runner.invoke(app, [*args, *extra, "--hidden", "16"])
+    assert res.exit_code == 2, res.output
+    assert (f"--hidden must be left out for the model {model} (it sets the widths of --model "
+            f"mlp), got --hidden='16'") in " ".join(res.output.split())
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_hidden_with_the_mlp_runs(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    res = runner.invoke(app, _args("run", out, "--model", "mlp", "--hidden", "8"))
+    assert res.exit_code == 0, res.output
+    model = json.loads((out / "result.json").read_text())["provenance"]["model"]
+    assert model == {"name": "mlp", "num_params": 64 * 8 + 8 + 8 * 10 + 10, "per_sample": "ghost"}
