@@ -80,6 +80,7 @@ def test_simulation_equals_the_simulator_and_fedqr_run_s_setup(heart: Path,
     assert done.exit_code == 0, f"{done.output}\n{logs}"
     assert not flower_processes()
     doc = json.loads((tmp_path / "sim" / "result.json").read_text())
+    assert "dataset" not in doc["flower"]["run_config"]  # the data file is the run's data
     cfg = FlowerRunConfig.from_run_config(doc["flower"]["run_config"])
     ds, part = cfg.load_data()
     kernel = run_kernel("logreg", input_shape=input_shape(ds), num_classes=2)

@@ -219,7 +219,11 @@ class ServerRun:
             client["epsilon_spent"] = final_eps[i]
             client["per_repeat"]["epsilon_spent"] = [final_eps[i]]  # one repeat
             client["replies_received"] = int(self.stats[2, 0, i])
-        doc["flower"] = {"run_config": self.cfg.to_run_config(), "missing_replies": self.missing}
+        run_config = self.cfg.to_run_config()
+        if self.cfg.data_file:  # a built-in recipe's options are not the run's: not recorded
+            for key in ("dataset", "data-dir", "fraction", "partition", "alpha"):
+                run_config.pop(key, None)
+        doc["flower"] = {"run_config": run_config, "missing_replies": self.missing}
         doc["provenance"] = provenance(model=self.kernel.describe(), device="cpu")
         if self.cfg.data_file:  # what fedqr run --data records of the file
             from fedqr.data.source import OwnData
