@@ -71,9 +71,9 @@ def check_model(cfg: FlowerRunConfig, own: FederatedData | None) -> None:
     """Load the run's data (before any process starts) and check its model on them."""
     from fedqr._cli_checks import check_hidden_applies
     from fedqr.flower.client_data import input_shape, run_kernel
+    from fedqr.flower.server_logic import server_dataset
 
     check_hidden_applies(cfg.model_name, cfg.hidden)
-    from fedqr.flower.server_logic import server_dataset
 
     if own is not None:
         ds = own.to_client_data().dataset
