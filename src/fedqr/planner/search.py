@@ -273,14 +273,10 @@ class Searcher:
         """The fine T grid of ``arms`` (default: the ``finalists`` best arms)."""
         st = self.settings
         coarse = set(self._coarse_keys)  # a re-plan from a full memo takes the same path
-        firsts: list[tuple[int, float]] = list(arms or [])
-        for p in self.predictions(coarse) if arms is None else []:
-            key = (p.clients_per_round, p.sample_rate)
-            if key not in firsts:
-                firsts.append(key)
-            if len(firsts) == st.finalists:
-                break
-        for b, q in firsts:
+        if arms is None:  # the arms of the best predictions, best first
+            arms = list(dict.fromkeys((p.clients_per_round, p.sample_rate)
+                                      for p in self.predictions(coarse)))[:st.finalists]
+        for b, q in arms:
             t_best = max(1, self._best(b, q, coarse).rounds)
             lo, hi = max(1, t_best // 2), min(st.t_limit, 2 * t_best)
             fine = [int(t) for t in log_grid(lo, max(lo, hi), ratio=st.fine_ratio)]
