@@ -120,3 +120,35 @@ def test_an_exhausted_budget_skips_every_optional_batch_the_same_way_twice() -> 
     again = searcher(dict(first.memo))
     assert again.run() == predictions and again.simulated_rounds == 0
     assert again.skipped == first.skipped[:-1]  # the same path (without the call above)
+
+
+def test_a_raised_default_follows_the_leader_that_the_budget_stopped() -> None:
+    """With a follow budget (a default budget's), the best arm the budget stopped while its
+    loss fell is doubled past the budget; a given budget (no follow budget) stops there."""
+    data = SPEC.build()
+    kernel = make_kernel("mlp", input_shape=(64,), num_classes=10, hidden=(8,))
+    rows = tuple(np.asarray(i)[:40] for i in data.partition.indices)
+    proxy = make_kernel_proxy(kernel, data, rows=rows, test=data.dataset,
+                              real_sizes=data.partition.sizes, norm=Norm.L1,
+                              device=torch.device("cpu"))
+    sc = Scenario(data=SPEC, mechanism=Mechanism.LAPLACE, eps=(40.0,), clip=20.0,
+                  sample_rate=1.0, lr=LearningRate(eta0=0.3))
+    cost = CostModel(engine=proxy.engine.name, num_params=proxy.num_params, num_clients=4,
+                     proxy_rows=160, real_rows=int(data.partition.sizes.sum()), test_rows=359,
+                     features=64, flops=2 * proxy.num_params)
+    st = SearchSettings(repeats=2, t_first=8, t_limit=64)
+
+    def searcher(follow: float | None) -> Searcher:
+        return Searcher(scenario=sc, proxy=proxy, settings=st, device=torch.device("cpu"),
+                        cost=cost, budget_s=1e-6, follow_budget_s=follow)
+
+    given = searcher(None)
+    stopped = given.run()[0]
+    assert stopped.rounds == 8 and given.budget_s == 1e-6
+    assert (stopped.clients_per_round, stopped.sample_rate, 8) in given.cut_short
+    followed = searcher(1e3)
+    best = followed.run()[0]
+    leader = (stopped.clients_per_round, stopped.sample_rate)
+    assert max(t for t, _ in followed.coarse_curve(*leader)) > 8  # doubled past the budget
+    assert best.mean < stopped.mean and followed.budget_s == 1e3
+    assert all((b, q) != leader or t > 8 for b, q, t in followed.cut_short)

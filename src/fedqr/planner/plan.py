@@ -11,6 +11,7 @@ import torch
 
 from fedqr.data import ClientData
 from fedqr.models.logreg import Norm
+from fedqr.planner.budget import DEFAULT_BUDGET_MAX_S
 from fedqr.planner.cache import (
     PLANNER_VERSION,
     cache_dir,
@@ -121,7 +122,7 @@ def _clients(scenario: Scenario, choice: ProxyChoice, sizes: np.ndarray | None
 
 
 def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
-             cut_short: Any, at_limit: Any = ()) -> str:
+             cut_short: Any, at_limit: Any = (), followed: str = "") -> str:
     """What the plan says: the prediction (with its proxy shift and where the time budget
     cut a falling loss short), or why no schedule helps."""
     if not useful:
@@ -144,6 +145,7 @@ def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
                     f"{len(shift['alternatives'])} other draws of the proxy" + (
                         "" if still is None else
                         f", the schedule stays the best of the candidates on {still}"))
+    message += followed
     for b, q, t in cut_short:
         if (b, q) == (best.clients_per_round, best.sample_rate):
             message += (f"; the twin's time budget ended the search of b={b} at T={t}, where "
@@ -203,7 +205,7 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     run_settings = st if twin.size is None else replace(
         st, repeats=twin.size.repeats, t_first=twin.size.t_first or st.t_first)
     searcher = Searcher(scenario=scenario, proxy=twin.proxy, settings=run_settings, device=dev,
-                        memo=memo or {}, progress=progress, **_budget(twin))
+                        memo=memo or {}, progress=progress, **_budget(twin, st))
     predictions = searcher.run()
     if use_cache and searcher.simulated_rounds:
         save_memo(path, searcher.memo)
@@ -220,7 +222,7 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     base = searcher.untrained_loss()
     useful = best.rounds > 0 and best.mean < (1 - USEFUL_MARGIN) * base
     message = _message(best, base, useful=useful, shift=shift, cut_short=searcher.cut_short,
-                       at_limit=searcher.at_limit)
+                       at_limit=searcher.at_limit, followed=_followed(searcher, twin))
     return Plan(recommended=best, predictions=predictions, untrained_loss=base, useful=useful,
                 message=message, data_used=twin.data_used,
                 privacy_cost=_privacy_cost(choice.use),
@@ -233,11 +235,25 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
                 proxy_shift=shift)
 
 
-def _budget(twin: Twin) -> dict[str, Any]:
-    """The Searcher's cost model and budget of a kernel twin (none for the logistic twin)."""
+def _budget(twin: Twin, settings: SearchSettings) -> dict[str, Any]:
+    """The Searcher's cost model and budget of a kernel twin (none for the logistic twin);
+    a default budget may be raised to follow the leading arm (:mod:`fedqr.planner.follow`),
+    a given one never."""
     if twin.size is None or not isinstance(twin.proxy, KernelProxy):
         return {}
-    return {"cost": cost_model(twin.proxy), "budget_s": twin.size.budget_s}
+    follow = None if settings.time_budget_s is not None else max(twin.size.budget_s,
+                                                                 DEFAULT_BUDGET_MAX_S)
+    return {"cost": cost_model(twin.proxy), "budget_s": twin.size.budget_s,
+            "follow_budget_s": follow}
+
+
+def _followed(searcher: Searcher, twin: Twin) -> str:
+    """The message's note when the default budget was raised to follow the leading arm."""
+    if twin.size is None or searcher.budget_s is None or searcher.budget_s <= twin.size.budget_s:
+        return ""
+    return (f"; the default time budget ({twin.size.budget_s:.0f} s estimated) stopped the "
+            f"leading arm while its loss fell, so it was followed on a budget raised up to "
+            f"{searcher.budget_s:.0f} s ({searcher.estimated_s:.0f} s estimated in all)")
 
 
 def _simulated(searcher: Searcher, twin: Twin) -> dict[str, Any]:
@@ -248,7 +264,11 @@ def _simulated(searcher: Searcher, twin: Twin) -> dict[str, Any]:
         "proxy_rows": int(twin.proxy.proxy_sizes.sum()), "sim_time_s": searcher.sim_time_s,
         "still_falling_at_t_limit": [f"b={b} q={q:g} T={t}" for b, q, t in searcher.at_limit]}
     if twin.size is not None:
-        out.update({"time_budget_s": twin.size.budget_s, "estimated_s": searcher.estimated_s,
+        out.update({"time_budget_s": twin.size.budget_s,
+                    "raised_for_leader_s": (searcher.budget_s if searcher.budget_s is not None
+                                            and searcher.budget_s > twin.size.budget_s
+                                            else None),
+                    "estimated_s": searcher.estimated_s,
                     "coarse_estimated_s": twin.size.coarse_s,
                     "skipped_for_budget": [f"b={b} q={q:g} T={','.join(map(str, ts))}"
                                            for b, q, ts in searcher.skipped],

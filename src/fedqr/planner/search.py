@@ -15,7 +15,9 @@
    fine grid, which costs nothing and is as precise as the twin's repeats there (the loss is
    flat near a large T*; docs/planner.md).
 4. Models other than softmax regression: a second look at the arms left on a plateau, on
-   what is left of the time budget (:mod:`fedqr.planner.plateau`).
+   what is left of the time budget (:mod:`fedqr.planner.plateau`); then, where a default
+   budget stopped the leading arm while its loss fell, that arm is followed on a raised
+   budget (:mod:`fedqr.planner.follow`).
 5. Recommend the schedule with the lowest predicted mean test loss.
 """
 
@@ -30,6 +32,7 @@ import torch
 from numpy.typing import NDArray
 
 from fedqr.planner.budget import CostModel
+from fedqr.planner.follow import follow_leader
 from fedqr.planner.grids import log_grid, refine_b, refine_q
 from fedqr.planner.noise import NoiseBook
 from fedqr.planner.plateau import second_look
@@ -66,6 +69,7 @@ class Searcher:
     progress: Progress | None = None
     cost: CostModel | None = None  # with budget_s: skip optional batches beyond the budget
     budget_s: float | None = None
+    follow_budget_s: float | None = None  # raised budget for the leader (fedqr.planner.follow)
     simulated_rounds: int = 0
     column_rounds: int = 0  # rounds summed over every simulated column (horizon x repeat)
     columns: int = 0  # simulated columns (horizons x repeats)
@@ -194,6 +198,9 @@ class Searcher:
             best = self.predictions()[0]
             if (best.clients_per_round, best.sample_rate) in extended:
                 self._fine([(best.clients_per_round, best.sample_rate)])
+            followed = follow_leader(self)  # a default budget that stopped the leader falling
+            if followed is not None:
+                self._fine([followed])
         return self.predictions()
 
     def coarse_arms(self) -> list[tuple[int, float]]:
@@ -213,7 +220,7 @@ class Searcher:
         for b, q in arms:
             self.evaluate(b, q, grid, optional=optional)
         hi = st.t_first
-        alive = [arm for arm in arms if self._still_falling(*arm, hi)]
+        alive = [arm for arm in arms if self.still_falling(*arm, hi)]
         while alive and hi < st.t_limit:
             alive = self._survivors(alive, hi)
             new_hi = min(st.t_limit, max(hi + 1, int(hi * st.coarse_ratio)))
@@ -221,7 +228,7 @@ class Searcher:
                 if not self.evaluate(b, q, [new_hi], optional=True):
                     self.cut_short.append((b, q, hi))  # still falling at hi
             hi = new_hi
-            alive = [arm for arm in alive if self._still_falling(*arm, hi)]
+            alive = [arm for arm in alive if self.still_falling(*arm, hi)]
         if hi >= st.t_limit:  # the limit, not the loss, ended these arms
             self.at_limit.extend((b, q, hi) for b, q in alive)
 
@@ -236,7 +243,7 @@ class Searcher:
         limit = best + self.settings.race_margin * abs(best)
         return [arm for arm in alive if arm in keep and at_t[arm] <= limit]
 
-    def _still_falling(self, b: int, q: float, hi: int) -> bool:
+    def still_falling(self, b: int, q: float, hi: int) -> bool:
         """Whether T = hi is the best coarse horizon of (b, q) and beats the one below by
         more than ``min_gain`` (relative): more rounds for a negligible gain are not worth
         their communication."""
