@@ -308,6 +308,23 @@ def report(out: Path) -> str:
     return "\n".join(lines)
 
 
+def run_schedules(cases: list[MCase], offset: int, only: str | None, schedules: str) -> None:
+    """Print the 3-repeat losses of ``schedules`` (``T,b,q;...``) of the one case named by
+    ``only``, with the validation seeds its grid used (the same runs the grid would make)."""
+    chosen = [(i, c) for i, c in enumerate(cases, start=offset) if only and only in c.name]
+    if len(chosen) != 1:
+        raise SystemExit(f"--schedules needs --only naming exactly one case, got {only!r}")
+    index, case = chosen[0]
+    data, kernel = case.source().build(), case.kernel()
+    for text in schedules.split(";"):
+        t, b, q = text.split(",")
+        started = time.process_time()
+        losses = _run(case, data, kernel, int(t), int(b), float(q), VALIDATION_SEED + index)
+        print(f"{case.name} ({t},{b},{q}): {np.mean(losses):.4f} "
+              f"({', '.join(f'{v:.4f}' for v in losses)}), "
+              f"{time.process_time() - started:.0f} s CPU", flush=True)
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path("runs/planner-suite-models"))
@@ -319,6 +336,9 @@ def main() -> None:
     ap.add_argument("--held-out", action="store_true",
                     help="the held-out scenarios (HELD_OUT) instead of CASES")
     ap.add_argument("--report", action="store_true", help="print the table and stop")
+    ap.add_argument("--schedules", default=None, metavar="T,b,q;...",
+                    help="run these schedules of the --only case with its validation seeds, "
+                         "print their losses and stop (schedules beyond a grid on file)")
     ap.add_argument("--confirm", type=int, default=0, metavar="K",
                     help="re-run the 3 best grid schedules and the plans with K fresh repeats")
     args = ap.parse_args()
@@ -329,6 +349,9 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     cases = HELD_OUT if args.held_out else CASES
     offset = len(CASES) if args.held_out else 0  # every scenario its own validation seed
+    if args.schedules:
+        run_schedules(cases, offset, args.only, args.schedules)
+        return
     for i, case in enumerate(cases, start=offset):
         if args.only and not any(part in case.name for part in args.only.split(",")):
             continue
