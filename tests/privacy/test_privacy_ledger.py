@@ -145,6 +145,29 @@ def test_charging_r_replies_costs_log_r_evaluations() -> None:
     assert ledger_mod._state_eps.cache_info().misses <= 25
 
 
+def test_spent_follows_every_charge_and_is_computed_once_per_charge(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """spent() is asked at every evaluation of every client: one accountant look-up per
+    charge, never a stale value."""
+    event = LAPLACE_POOL[1]
+    ledger = PrivacyLedger(eps=10.0, delta=0.0, accountant=Accountant.PURE)
+    calls: list[int] = []
+    real = ledger._eps_of
+
+    def counted(counts: dict[dp_accounting.DpEvent, int]) -> float:
+        calls.append(1)
+        return real(counts)
+
+    monkeypatch.setattr(ledger, "_eps_of", counted)
+    for replies in (1, 2, 3):
+        ledger.charge(event)
+        before = len(calls)
+        first, again = ledger.spent()[0], ledger.spent()[0]
+        assert first == again == pytest.approx(epsilon_spent(
+            {event: replies}, delta=0.0, accountant=Accountant.PURE))
+        assert len(calls) == before + 1
+
+
 def test_heterogeneous_budgets_per_client() -> None:
     clients = [  # (eps, delta, d_i, R_i)
         (0.5, 1e-5, 500, 12),

@@ -118,6 +118,7 @@ class PrivacyLedger:
         self._max_ok: dict[tuple[dp_accounting.DpEvent, _State], int] = {}
         self._min_bad: dict[tuple[dp_accounting.DpEvent, _State], int] = {}
         self._supported: set[dp_accounting.DpEvent] = set()
+        self._spent: float | None = None  # eps of _counts, until the next charge
 
     # -- read-only state -------------------------------------------------------------
     @property
@@ -154,7 +155,9 @@ class PrivacyLedger:
         """``(eps, delta)`` spent so far; eps at the ledger's delta (``(eps, 0)`` for PURE)."""
         if self.replies == 0:
             return 0.0, 0.0
-        return self._eps_of(self._counts), self._delta
+        if self._spent is None:  # an evaluation asks every ledger each time: once per charge
+            self._spent = self._eps_of(self._counts)
+        return self._spent, self._delta
 
     @property
     def remaining_eps(self) -> float:
@@ -192,6 +195,7 @@ class PrivacyLedger:
                 eps_after=self._eps_of(self._with(event, target)),
             )
         self._counts[event] = target
+        self._spent = None
 
     # -- internals --------------------------------------------------------------------
     def _check_event(self, event: object) -> None:
@@ -285,6 +289,7 @@ class PrivacyLedger:
             ledger._check_event(event)
             if count > 0:
                 ledger._counts[event] += count
+                ledger._spent = None
         eps = ledger.spent()[0]
         if not eps <= ledger.eps_budget * (1.0 + BUDGET_RTOL) or math.isnan(eps):
             raise ValueError(
