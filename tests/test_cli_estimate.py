@@ -51,7 +51,7 @@ def small_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _estimate(args: list[str], out: Path) -> dict[str, Any]:
     res = runner.invoke(app, ["estimate", *args, "--out", str(out)])
     assert res.exit_code == 0, res.output
-    assert "reads the clients' data without privacy" in res.output
+    assert "read the clients' data without privacy" in res.output
     doc: dict[str, Any] = json.loads(out.read_text())
     return doc
 
@@ -119,6 +119,7 @@ def test_bad_data_input_exits_2_naming_the_option(small_file: Path, tmp_path: Pa
     assert res.exit_code == 2, res.output
     assert needle in " ".join(res.output.split())
     assert not out.exists()
+    assert "without privacy" not in res.output  # nothing was read: no note, only the error
 
 
 def test_bad_columns_exit_2_naming_the_column(heart_like: Path, tmp_path: Path) -> None:

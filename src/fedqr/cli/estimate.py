@@ -128,8 +128,6 @@ def estimate(
         delta_used = mechanism_for(mechanism).client_delta(delta)
         check_budget(eps, delta_used, mechanism)
         check_out_file("out", out_path)
-        err.print("[yellow]note:[/] the estimate reads the clients' data without privacy"
-                  + ("" if proxy_fraction else "; use --proxy-fraction or a public split"))
         opts = _Options(dataset=dataset, data=data, test_data=test_data, test_share=test_share,
                         client_column=client_column, label_column=label_column,
                         standardize=standardize, model=model, hidden=hidden,
@@ -143,6 +141,8 @@ def estimate(
         raise fail(str(e), code=1) from None
     except ValueError as e:
         raise fail(str(e)) from None
+    err.print("[yellow]note:[/] the estimate read the clients' data without privacy"
+              + ("" if proxy_fraction else "; use --proxy-fraction or a public split"))
     write_json_atomic(out_path, doc)
     out.print(f"mu={c.mu:.4g} lambda={c.lam:.4g} gamma={c.gamma:.4g} G={c.G:.4g} "
               f"Gamma={c.Gamma:.4g} Y0={c.Y0:.4g} (clipped at theta_0: "
