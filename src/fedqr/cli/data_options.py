@@ -66,7 +66,8 @@ TwinRepeatsOpt = Annotated[int | None, typer.Option(
 TwinBudgetOpt = Annotated[float | None, typer.Option(
         help="Seconds (estimated) the twin of a model other than logreg may simulate "
              "(default 12 per 1,000 proxy rows, 15 to 45, raised up to 300 for a model whose "
-             "first race would take over 40% of it).")]
+             "first race would take over 40% of it, or to follow the leading schedule whose "
+             "loss still falls; a given budget is never raised).")]
 
 
 def parse_hidden(text: str) -> tuple[int, ...]:
