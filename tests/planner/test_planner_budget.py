@@ -23,7 +23,7 @@ from fedqr.planner.budget import (
     size_twin,
 )
 from fedqr.planner.search import Searcher, auto_repeats
-from fedqr.planner.twin_kernel import make_kernel_proxy
+from fedqr.planner.twin_kernel import KernelProxy, make_kernel_proxy
 from fedqr.privacy import Mechanism
 from fedqr.sim.config import LearningRate
 
@@ -94,18 +94,24 @@ def test_the_cost_model_grows_with_the_work() -> None:
     assert cost.batch_s(b=2, q=1.0, horizons=[], repeats=3) == 0.0
 
 
-def test_an_exhausted_budget_skips_every_optional_batch_the_same_way_twice() -> None:
+def _tiny_twin(eps: float) -> tuple[Scenario, KernelProxy, CostModel]:
+    """An MLP twin of 40 rows a client on digits (Laplace), and its cost model."""
     data = SPEC.build()
     kernel = make_kernel("mlp", input_shape=(64,), num_classes=10, hidden=(8,))
     rows = tuple(np.asarray(i)[:40] for i in data.partition.indices)
     proxy = make_kernel_proxy(kernel, data, rows=rows, test=data.dataset,
                               real_sizes=data.partition.sizes, norm=Norm.L1,
                               device=torch.device("cpu"))
-    sc = Scenario(data=SPEC, mechanism=Mechanism.LAPLACE, eps=(4.0,), clip=20.0,
+    sc = Scenario(data=SPEC, mechanism=Mechanism.LAPLACE, eps=(eps,), clip=20.0,
                   sample_rate=1.0, lr=LearningRate(eta0=0.3))
     cost = CostModel(engine=proxy.engine.name, num_params=proxy.num_params, num_clients=4,
                      proxy_rows=160, real_rows=int(data.partition.sizes.sum()), test_rows=359,
                      features=64, flops=2 * proxy.num_params)
+    return sc, proxy, cost
+
+
+def test_an_exhausted_budget_skips_every_optional_batch_the_same_way_twice() -> None:
+    sc, proxy, cost = _tiny_twin(4.0)
     st = SearchSettings(repeats=2, t_first=8, t_limit=64)
 
     def searcher(memo: dict[tuple[int, float, int], tuple[float, ...]]) -> Searcher:
@@ -125,17 +131,7 @@ def test_an_exhausted_budget_skips_every_optional_batch_the_same_way_twice() -> 
 def test_a_raised_default_follows_the_leader_that_the_budget_stopped() -> None:
     """With a follow budget (a default budget's), the best arm the budget stopped while its
     loss fell is doubled past the budget; a given budget (no follow budget) stops there."""
-    data = SPEC.build()
-    kernel = make_kernel("mlp", input_shape=(64,), num_classes=10, hidden=(8,))
-    rows = tuple(np.asarray(i)[:40] for i in data.partition.indices)
-    proxy = make_kernel_proxy(kernel, data, rows=rows, test=data.dataset,
-                              real_sizes=data.partition.sizes, norm=Norm.L1,
-                              device=torch.device("cpu"))
-    sc = Scenario(data=SPEC, mechanism=Mechanism.LAPLACE, eps=(40.0,), clip=20.0,
-                  sample_rate=1.0, lr=LearningRate(eta0=0.3))
-    cost = CostModel(engine=proxy.engine.name, num_params=proxy.num_params, num_clients=4,
-                     proxy_rows=160, real_rows=int(data.partition.sizes.sum()), test_rows=359,
-                     features=64, flops=2 * proxy.num_params)
+    sc, proxy, cost = _tiny_twin(40.0)
     st = SearchSettings(repeats=2, t_first=8, t_limit=64)
 
     def searcher(follow: float | None) -> Searcher:
