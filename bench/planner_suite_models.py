@@ -14,7 +14,11 @@ plan = loss(plan) / loss(best schedule run) - 1, reported per data use. Resumabl
 finished run is stored in ``OUT/<case>.json``.
 
     python bench/planner_suite_models.py --out runs/planner-suite-models [--only NAME]
-        [--grid-only] [--plans-only] [--report]
+        [--grid-only] [--plans-only] [--report] [--held-out] [--confirm K]
+    python bench/planner_suite_models.py --only NAME --schedules "T,b,q;T,b,q"
+
+``--schedules`` runs schedules of one case with the seeds its grid uses (a plan's schedule
+beyond a grid kept elsewhere: the same runs the grid would make).
 """
 
 from __future__ import annotations
