@@ -134,9 +134,11 @@ def test_a_raised_default_follows_the_leader_that_the_budget_stopped() -> None:
     sc, proxy, cost = _tiny_twin(40.0)
     st = SearchSettings(repeats=2, t_first=8, t_limit=64)
 
-    def searcher(follow: float | None) -> Searcher:
+    def searcher(follow: float | None,
+                 memo: dict[tuple[int, float, int], tuple[float, ...]] | None = None
+                 ) -> Searcher:
         return Searcher(scenario=sc, proxy=proxy, settings=st, device=torch.device("cpu"),
-                        cost=cost, budget_s=1e-6, follow_budget_s=follow)
+                        memo=memo or {}, cost=cost, budget_s=1e-6, follow_budget_s=follow)
 
     given = searcher(None)
     stopped = given.run()[0]
@@ -148,3 +150,5 @@ def test_a_raised_default_follows_the_leader_that_the_budget_stopped() -> None:
     assert max(t for t, _ in followed.coarse_curve(*leader)) > 8  # doubled past the budget
     assert best.mean < stopped.mean and followed.budget_s == 1e3
     assert all((b, q) != leader or t > 8 for b, q, t in followed.cut_short)
+    again = searcher(1e3, dict(followed.memo))  # a re-plan from the cache: the same path
+    assert again.run() == followed.predictions() and again.simulated_rounds == 0
