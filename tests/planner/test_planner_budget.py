@@ -22,6 +22,7 @@ from fedqr.planner.budget import (
     raised_budget_s,
     size_twin,
 )
+from fedqr.planner.proxy import ProxyChoice, build_twin
 from fedqr.planner.search import Searcher, auto_repeats
 from fedqr.planner.twin_kernel import KernelProxy, make_kernel_proxy
 from fedqr.privacy import Mechanism
@@ -152,3 +153,22 @@ def test_a_raised_default_follows_the_leader_that_the_budget_stopped() -> None:
     assert all((b, q) != leader or t > 8 for b, q, t in followed.cut_short)
     again = searcher(1e3, dict(followed.memo))  # a re-plan from the cache: the same path
     assert again.run() == followed.predictions() and again.simulated_rounds == 0
+
+
+def test_only_a_default_budget_may_be_raised_for_the_leader() -> None:
+    """The twin's sizing records the follow's raise for a default budget, none for a given
+    one (the one place that tells them apart)."""
+    data = SPEC.build()
+    sc = Scenario(data=SPEC, mechanism=Mechanism.LAPLACE, eps=(4.0,), clip=20.0,
+                  sample_rate=1.0, lr=LearningRate(eta0=0.3),
+                  kernel=make_kernel("mlp", input_shape=(64,), num_classes=10, hidden=(8,)))
+
+    def size(budget: float | None) -> TwinSize:
+        twin = build_twin(sc, ProxyChoice(), data, data.partition.sizes, torch.device("cpu"),
+                          SearchSettings(time_budget_s=budget))
+        assert twin.size is not None
+        return twin.size
+
+    assert size(None).follow_s == DEFAULT_BUDGET_MAX_S
+    given = size(5.0)
+    assert given.follow_s is None and given.budget_s == 5.0

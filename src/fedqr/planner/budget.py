@@ -140,6 +140,7 @@ class TwinSize:
     t_first: int | None  # largest T of the first race (None: the scenario fixes T)
     budget_s: float
     coarse_s: float  # the estimate of the first coarse race
+    follow_s: float | None = None  # a default budget's raise for the leader (planner.follow)
 
 
 MIN_T_FIRST = 8

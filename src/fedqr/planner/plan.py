@@ -11,7 +11,6 @@ import torch
 
 from fedqr.data import ClientData
 from fedqr.models.logreg import Norm
-from fedqr.planner.budget import DEFAULT_BUDGET_MAX_S
 from fedqr.planner.cache import (
     PLANNER_VERSION,
     cache_dir,
@@ -205,7 +204,7 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     run_settings = st if twin.size is None else replace(
         st, repeats=twin.size.repeats, t_first=twin.size.t_first or st.t_first)
     searcher = Searcher(scenario=scenario, proxy=twin.proxy, settings=run_settings, device=dev,
-                        memo=memo or {}, progress=progress, **_budget(twin, st))
+                        memo=memo or {}, progress=progress, **_budget(twin))
     predictions = searcher.run()
     if use_cache and searcher.simulated_rounds:
         save_memo(path, searcher.memo)
@@ -235,25 +234,31 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
                 proxy_shift=shift)
 
 
-def _budget(twin: Twin, settings: SearchSettings) -> dict[str, Any]:
-    """The Searcher's cost model and budget of a kernel twin (none for the logistic twin);
-    a default budget may be raised to follow the leading arm (:mod:`fedqr.planner.follow`),
-    a given one never."""
+def _budget(twin: Twin) -> dict[str, Any]:
+    """The Searcher's cost model and budget of a kernel twin (none for the logistic twin), and
+    what a default budget may be raised to for the leading arm (:mod:`fedqr.planner.follow`;
+    ``None`` for a given budget)."""
     if twin.size is None or not isinstance(twin.proxy, KernelProxy):
         return {}
-    follow = None if settings.time_budget_s is not None else max(twin.size.budget_s,
-                                                                 DEFAULT_BUDGET_MAX_S)
     return {"cost": cost_model(twin.proxy), "budget_s": twin.size.budget_s,
-            "follow_budget_s": follow}
+            "follow_budget_s": twin.size.follow_s}
+
+
+def _raised_for_leader(searcher: Searcher, twin: Twin) -> float | None:
+    """The budget the search ended with where the follow of the leader raised it, else None."""
+    if twin.size is None or searcher.budget_s is None or searcher.budget_s <= twin.size.budget_s:
+        return None
+    return searcher.budget_s
 
 
 def _followed(searcher: Searcher, twin: Twin) -> str:
     """The message's note when the default budget was raised to follow the leading arm."""
-    if twin.size is None or searcher.budget_s is None or searcher.budget_s <= twin.size.budget_s:
+    raised = _raised_for_leader(searcher, twin)
+    if raised is None or twin.size is None:
         return ""
     return (f"; the default time budget ({twin.size.budget_s:.0f} s estimated) stopped the "
             f"leading arm while its loss fell, so it was followed on a budget raised up to "
-            f"{searcher.budget_s:.0f} s ({searcher.estimated_s:.0f} s estimated in all)")
+            f"{raised:.0f} s ({searcher.estimated_s:.0f} s estimated in all)")
 
 
 def _simulated(searcher: Searcher, twin: Twin) -> dict[str, Any]:
@@ -265,9 +270,7 @@ def _simulated(searcher: Searcher, twin: Twin) -> dict[str, Any]:
         "still_falling_at_t_limit": [f"b={b} q={q:g} T={t}" for b, q, t in searcher.at_limit]}
     if twin.size is not None:
         out.update({"time_budget_s": twin.size.budget_s,
-                    "raised_for_leader_s": (searcher.budget_s if searcher.budget_s is not None
-                                            and searcher.budget_s > twin.size.budget_s
-                                            else None),
+                    "raised_for_leader_s": _raised_for_leader(searcher, twin),
                     "estimated_s": searcher.estimated_s,
                     "coarse_estimated_s": twin.size.coarse_s,
                     "skipped_for_budget": [f"b={b} q={q:g} T={','.join(map(str, ts))}"

@@ -13,6 +13,7 @@ from fedqr.data import ClientData
 from fedqr.data.source import DataSource
 from fedqr.models.kernel import Kernel
 from fedqr.planner.budget import (
+    DEFAULT_BUDGET_MAX_S,
     CostModel,
     TwinSize,
     default_budget_s,
@@ -175,8 +176,10 @@ def _kernel_twin(scenario: Scenario, kernel: Kernel, train: ClientData, info: di
 
         size = sized(settings.time_budget_s or default_budget_s(int(proxy.proxy_sizes.sum())))
         raised = raised_budget_s(size.budget_s, size.coarse_s)
-        if settings.time_budget_s is None and raised > size.budget_s:  # an expensive model
-            size = sized(raised)
+        if settings.time_budget_s is None:  # a default budget may be raised (a given one never)
+            if raised > size.budget_s:  # for an expensive model's first race
+                size = sized(raised)
+            size = replace(size, follow_s=DEFAULT_BUDGET_MAX_S)  # and for the leading arm
         if size.share != share or size.test_rows != proxy.num_test:
             proxy = build(size.share, test_rows(size.test_rows))
     used = {"share": size.share, "rows": int(proxy.proxy_sizes.sum()),
