@@ -10,8 +10,9 @@ took 441 s with torch's 2 threads against 36 s on one thread. A thread that slee
 round of small products has many: a Gaussian round (MNIST, b = 10, q = 0.01, test loss every
 round) took 3.3 ms that way against 2.1 ms spinning, on an idle machine. A spin of 1,000
 iterations (about 10 us, ``GOMP_SPINCOUNT=1000``) covers the gaps between a round's regions
-and is too short to hold a busy core: 2.3 ms idle, and plans as fast as sleeping at once beside
-a busy process (``bench/threads.py`` prints every setting, idle and busy).
+and is short enough not to hold a busy core for long: 2.3 ms idle; beside one busy process on
+2 cores, plans take 13 to 16% longer than sleeping at once, not 12x (``bench/threads.py``
+prints every setting, idle and busy).
 
 :func:`prefer_passive_wait` sets ``OMP_WAIT_POLICY=PASSIVE`` and ``GOMP_SPINCOUNT=1000``
 unless the user chose a policy (a chosen policy is left alone, and so is a chosen spin
