@@ -45,6 +45,8 @@ SETTINGS = {
                            "GOMP_SPINCOUNT": "3000"},
     "2 threads, spin 10k": {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "PASSIVE",
                             "GOMP_SPINCOUNT": "10000"},
+    "2 threads, spin 100k": {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "PASSIVE",
+                             "GOMP_SPINCOUNT": "100000"},
     "default": {"OMP_NUM_THREADS": "2"},
 }
 _UNSET = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")  # the setting alone decides them
