@@ -13,8 +13,9 @@ from pathlib import Path
 
 __all__ = ["PLANNER_VERSION", "cache_home"]
 
-PLANNER_VERSION = 6  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit;
-# 5: a second look at plateaus (models other than logreg); 6: a default budget follows the leader
+PLANNER_VERSION = 7  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit;
+# 5: a second look at plateaus (models other than logreg); 6: a default budget follows the leader;
+# 7: the logistic twin's products in bfloat16 where the CPU has it (fedqr._precision)
 """Bumped when the twin or the search change: cached simulations are then not reused."""
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -127,3 +128,39 @@ def test_a_plan_whose_first_choice_the_shift_overrules_recommends_the_confirmed_
     assert (first.rounds, first.clients_per_round) in ups
     assert (other.rounds, other.clients_per_round) not in ups
     assert f"replaces the search's first choice T={first.rounds}" in plan.message
+
+
+@pytest.mark.parametrize("mechanism", [Mechanism.GAUSSIAN, Mechanism.LAPLACE])
+def test_the_alternatives_run_as_one_batch_with_the_losses_they_get_one_by_one(
+        mechanism: Mechanism, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The reference and the alternatives (clear-proxy row draws, equal sizes) are simulated
+    together, with the losses the sequential path gives them."""
+    import numpy as np
+
+    import fedqr.planner.search as search_mod
+    import fedqr.planner.shift as shift_mod
+
+    scenario = Scenario(data=SPEC, mechanism=mechanism, eps=(4.0,),
+                        clip=20.0 if mechanism is Mechanism.LAPLACE else 2.0,
+                        sample_rate=1.0 if mechanism is Mechanism.LAPLACE else 0.2,
+                        lr=LearningRate(eta0=0.3))
+    widths: list[int] = []
+    real = search_mod.simulate_stacked
+
+    def spy(proxies: list[Any], *args: Any, **kwargs: Any) -> Any:
+        widths.append(len(proxies))
+        return real(proxies, *args, **kwargs)
+
+    monkeypatch.setattr(search_mod, "simulate_stacked", spy)
+    together = make_plan(scenario, proxy=ProxyChoice(share=0.5), settings=FAST,
+                         use_cache=False).proxy_shift
+    assert 3 in widths  # the reference and its two alternatives, in one batch
+    widths.clear()
+    monkeypatch.setattr(shift_mod, "stackable", lambda proxies: False)
+    alone = make_plan(scenario, proxy=ProxyChoice(share=0.5), settings=FAST,
+                      use_cache=False).proxy_shift
+    assert set(widths) == {1}
+    assert together["candidates"] == alone["candidates"]
+    np.testing.assert_allclose([a["loss"] for a in together["alternatives"]],
+                               [a["loss"] for a in alone["alternatives"]], rtol=1e-5)
+    np.testing.assert_allclose(together["reference_loss"], alone["reference_loss"], rtol=1e-5)

@@ -92,7 +92,8 @@ def test_with_logreg_the_kernel_twin_draws_the_logistic_twins_numbers(
     data, proxy = _proxy(kernel, norm, half=True)
     fused = make_proxy(data, rows=tuple(np.asarray(i)[: len(i) // 2]
                                         for i in data.partition.indices),
-                       test=data.dataset, real_sizes=proxy.real_sizes, norm=norm, device=CPU)
+                       test=data.dataset, real_sizes=proxy.real_sizes, norm=norm, device=CPU,
+                       products="float32")  # the kernel twin multiplies in float32
     sc = Scenario(data=DATA, mechanism=mechanism, eps=(3.0,), clip=clip, sample_rate=q,
                   lr=LearningRate(eta0=0.3))
     hs = np.array([0, 6, 2, 9])

@@ -8,8 +8,9 @@ sees before those imports:
 
 - every option of the invocation but the output-only ``--json``, ``--plot`` and ``--cache``
   (paths made absolute, enums by value; ``--eps 1`` and ``--eps 1.0`` are different keys);
-- fedqr's version, :data:`~fedqr._cache.PLANNER_VERSION` and the names, sizes and times of
-  fedqr's own source files (an edited or reinstalled fedqr plans afresh);
+- fedqr's version, :data:`~fedqr._cache.PLANNER_VERSION`, the twin's product format
+  (:func:`fedqr._precision.twin_products`) and the names, sizes and times of fedqr's own
+  source files (an edited or reinstalled fedqr plans afresh);
 - the input files: ``--data``, ``--test-data``, ``--proxy-data``, the ``--model`` FILE.py
   and a ``--proxy-classes`` label map; for a built-in data set (``--dataset`` without
   ``--data``, ``--proxy-dataset``), every place its loader searches (``--data-dir``,
@@ -45,6 +46,7 @@ from typing import Any
 import fedqr
 from fedqr._atomic import write_bytes_atomic
 from fedqr._cache import PLANNER_VERSION, cache_home
+from fedqr._precision import twin_products
 from fedqr.cli._common import err
 from fedqr.cli.plan_view import plan_view, show_plan
 
@@ -72,11 +74,12 @@ def answer_key(options: Mapping[str, Any]) -> str | None:
     seen = [0]
     try:
         doc = {"format": ANSWER_FORMAT, "fedqr": fedqr.__version__, "planner": PLANNER_VERSION,
+               "products": twin_products(),
                "source": _tree(Path(fedqr.__file__).parent, deep=True, seen=seen,
                                suffix=".py"),
                "options": {k: _plain(v) for k, v in options.items() if k not in _OUTPUT_ONLY},
                "files": _inputs(options, seen)}
-    except _TooMany:
+    except (_TooMany, ValueError):  # ValueError: a bad FEDQR_TWIN_PRODUCTS, for the plan to name
         return None
     text = json.dumps(doc, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -30,12 +30,14 @@ def cache_dir() -> Path:
 
 
 def cache_key(scenario: Scenario, proxy: dict[str, Any], settings: SearchSettings, *,
-              sizes: np.ndarray | None = None, kernel: Kernel | None = None) -> str:
+              sizes: np.ndarray | None = None, kernel: Kernel | None = None,
+              products: str | None = None) -> str:
     """The cache key of a plan: the planner's version, the data source, the reported sizes,
     the scenario, the proxy, the search settings and the model: ``kernel``, the one the
     kernel twin simulates (:func:`fedqr.planner.kernels.kernel_identity`, with the version of
     the cost model its budget is spent on), else the scenario's own kernel's description
-    (``None``: none given)."""
+    (``None``: none given), and the logistic twin's product format (:mod:`fedqr._precision`;
+    ``None`` for the kernel twin)."""
     from fedqr.sim.result import jsonable
 
     doc: dict[str, Any] = {
@@ -46,7 +48,7 @@ def cache_key(scenario: Scenario, proxy: dict[str, Any], settings: SearchSetting
         "kernel": {**kernel_identity(kernel), "cost_version": TWIN_COST_VERSION}
         if kernel is not None else (
             None if scenario.kernel is None else scenario.kernel.describe()),
-        "proxy": proxy, "settings": {k: v for k, v in asdict(settings).items()
+        "proxy": proxy, "products": products, "settings": {k: v for k, v in asdict(settings).items()
                                      if v is not None or k == "repeats"}}
     text = json.dumps(doc, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:20]

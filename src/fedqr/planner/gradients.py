@@ -11,6 +11,9 @@ round: no loop over clients, and only the rows that are used are read.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 from numpy.typing import NDArray
@@ -20,7 +23,8 @@ from fedqr.models.logreg import Norm, clipped_residual, column_logits
 from fedqr.models.logreg_pass import ClientLayout
 from fedqr.models.sampling import poisson_positions
 
-__all__ = ["RowBlock", "full_batch_gradient", "poisson_gradient", "row_blocks", "row_ranges"]
+__all__ = ["RowBlock", "StackedRows", "full_batch_gradient", "poisson_gradient", "row_blocks",
+           "row_ranges", "stack_rows"]
 
 RowBlock = tuple[int, int, Tensor]
 """Rows ``[lo, hi)`` of the proxy and each row's weight (its client's)."""
@@ -53,7 +57,8 @@ def row_blocks(layout: ClientLayout, sel: NDArray[np.int64], weight: Tensor) -> 
 
 
 def full_batch_gradient(layout: ClientLayout, theta: Tensor, blocks: list[RowBlock], *,
-                        clip: float, norm: Norm, chunk_rows: int) -> Tensor:
+                        clip: float, norm: Norm, chunk_rows: int,
+                        x_products: Tensor | None = None) -> Tensor:
     """``sum_i weight_i sum_{j in D_i} clip(grad_j)`` of every column, shape like ``theta``.
 
     Parameters
@@ -65,40 +70,75 @@ def full_batch_gradient(layout: ClientLayout, theta: Tensor, blocks: list[RowBlo
     blocks:
         The selected clients' rows and their weights ``c_i / m_i`` (:func:`row_blocks`; the
         same for every column).
+    x_products:
+        The rows in bfloat16 (as :func:`poisson_gradient`), else ``None``.
     """
     a, k, p = theta.shape
     flat = theta.reshape(a * k, p)
+    flat_t = flat.T if x_products is None else flat.T.to(x_products.dtype)
     g = torch.zeros(a * k, p, dtype=theta.dtype, device=theta.device)
     for lo, hi, w_rows in blocks:
         for start in range(lo, hi, chunk_rows):
             stop = min(hi, start + chunk_rows)
-            x = layout.x[start:stop]
+            x = (layout.x if x_products is None else x_products)[start:stop]
             c = stop - start
-            out = clipped_residual((x @ flat.T).view(c, a, k),
+            out = clipped_residual((x @ flat_t).float().view(c, a, k),
                                    layout.y[start:stop, None].expand(c, a),
                                    x_norm=layout.x_norm[start:stop, None], clip=clip, norm=norm,
                                    metrics=False)
             assert out.residual is not None  # residual=True
             res = out.residual.mul_(w_rows[start - lo:stop - lo, None, None])
-            g.addmm_(res.view(c, a * k).T, x)
+            if x_products is None:
+                g.addmm_(res.view(c, a * k).T, x)
+            else:
+                g.add_(res.view(c, a * k).T.to(x.dtype) @ x)
     return g.view(a, k, p)
 
 
-def poisson_gradient(layout: ClientLayout, theta: Tensor, starts: Tensor, sizes: Tensor,
+@dataclass(frozen=True)
+class StackedRows:
+    """The rows a Poisson round gathers: R proxies' client-sorted rows one after the other
+    (``group_rows`` each, the same clients' sizes), their labels and norms, and the rows in
+    the products' format (``x_products``: bfloat16, else ``x`` itself)."""
+
+    x: Tensor
+    y: Tensor
+    x_norm: Tensor
+    x_products: Tensor
+    groups: int
+    group_rows: int
+
+
+def stack_rows(layouts: Sequence[ClientLayout], products: Sequence[Tensor | None]
+               ) -> StackedRows:
+    """:class:`StackedRows` of proxies of equal shapes (one layout: its own tensors)."""
+    def cat(ts: list[Tensor]) -> Tensor:
+        return ts[0] if len(ts) == 1 else torch.cat(ts)
+
+    x = cat([lay.x for lay in layouts])
+    x_products = x if products[0] is None else cat([t for t in products if t is not None])
+    return StackedRows(x=x, y=cat([lay.y for lay in layouts]),
+                       x_norm=cat([lay.x_norm for lay in layouts]), x_products=x_products,
+                       groups=len(layouts), group_rows=int(layouts[0].x.shape[0]))
+
+
+def poisson_gradient(rows: StackedRows, theta: Tensor, starts: Tensor, sizes: Tensor,
                      weight: Tensor, *, sample_rate: float, clip: float, norm: Norm,
                      generator: torch.Generator) -> Tensor:
     """``sum_i weight_i sum_{j in B_i} clip(grad_j)`` with Poisson batches ``B_i`` drawn once
-    per repeat and shared by that repeat's columns.
+    per repeat and shared by that repeat's columns and by the stacked proxies.
 
     Parameters
     ----------
-    layout:
-        The proxy's client-sorted rows.
+    rows:
+        The proxies' rows (:func:`stack_rows`). Where ``x_products`` is bfloat16 both
+        products run in bfloat16 and their results are widened to float32 (the softmax, the
+        clipping norms, which are the float32 rows', and the sums stay float32).
     theta:
-        Parameters ``(K, A, k, p)``: repeat r's A columns are ``theta[r]`` (a view of a
-        larger tensor is read in place).
+        Parameters ``(R K, A, k, p)``: repeat r of proxy g has columns ``theta[g K + r]`` (a
+        view of a larger tensor is read in place).
     starts, sizes:
-        First row and row count of each selected client, ``(b,)`` int64.
+        First row (in one proxy) and row count of each selected client, ``(b,)`` int64.
     weight:
         ``c_i / (q m_i)`` of each selected client, ``(b,)``.
 
@@ -110,27 +150,38 @@ def poisson_gradient(layout: ClientLayout, theta: Tensor, starts: Tensor, sizes:
     The batches of a repeat are packed (valid rows first, padded to the largest repeat's count
     with weight 0), so the round is one batched product forward and one backward.
     """
-    repeats, n_col, k, p = theta.shape
+    total, n_col, k, p = theta.shape
+    repeats = total // rows.groups
     b = len(starts)
     pos, valid = poisson_positions(sizes.expand(repeats, b), sample_rate=sample_rate,
                                    generator=generator)
     m = pos.shape[-1]
-    rows = (starts[None, :, None] + pos).reshape(repeats, b * m)
+    at = (starts[None, :, None] + pos).reshape(repeats, b * m)
     w = (weight.to(theta.dtype)[None, :, None] * valid).reshape(repeats, b * m)
     valid_flat = valid.reshape(repeats, b * m)
     count = int(valid_flat.sum(dim=1).max()) if valid_flat.numel() else 0
     if count == 0:
         return torch.zeros(theta.shape, dtype=theta.dtype, device=theta.device)
     order = torch.argsort((~valid_flat).to(torch.int8), dim=1, stable=True)[:, :count]
-    flat_rows = rows.gather(1, order).view(-1)
-    w = w.gather(1, order)
-    x = layout.x.index_select(0, flat_rows).view(repeats, count, p)
-    th = theta.reshape(repeats, n_col * k, p)  # a view: the columns are a prefix
-    logits = column_logits(x, th).view(repeats, count, n_col, k)
-    y = layout.y.index_select(0, flat_rows).view(repeats, count, 1)
-    x_norm = layout.x_norm.index_select(0, flat_rows).view(repeats, count, 1)
-    out = clipped_residual(logits, y.expand(repeats, count, n_col), x_norm=x_norm, clip=clip,
+    at, w = at.gather(1, order), w.gather(1, order)
+    if rows.groups > 1:  # the same positions in every proxy's rows
+        shift = torch.arange(rows.groups, device=at.device) * rows.group_rows
+        at = (at[None] + shift[:, None, None]).reshape(total, count)
+        w = w.repeat(rows.groups, 1)
+    flat_rows = at.reshape(-1)
+    th = theta.reshape(total, n_col * k, p)  # a view: the columns are a prefix
+    x = rows.x_products.index_select(0, flat_rows).view(total, count, p)
+    if x.dtype == theta.dtype:
+        logits = column_logits(x, th).view(total, count, n_col, k)
+    else:  # bfloat16: the plain layout is the faster one at every width
+        logits = torch.bmm(x, th.to(x.dtype).transpose(1, 2)).float().view(
+            total, count, n_col, k)
+    y = rows.y.index_select(0, flat_rows).view(total, count, 1)
+    x_norm = rows.x_norm.index_select(0, flat_rows).view(total, count, 1)
+    out = clipped_residual(logits, y.expand(total, count, n_col), x_norm=x_norm, clip=clip,
                            norm=norm, metrics=False)
     assert out.residual is not None  # residual=True
-    res = out.residual.mul_(w[:, :, None, None]).view(repeats, count, n_col * k)
-    return torch.bmm(res.transpose(1, 2), x).view(repeats, n_col, k, p)  # (K, A k, p)
+    res = out.residual.mul_(w[:, :, None, None]).view(total, count, n_col * k)
+    g = torch.bmm(res.transpose(1, 2).to(x.dtype), x)  # (R K, A k, p)
+    return g.view(total, n_col, k, p) if x.dtype == theta.dtype else g.float().view(
+        total, n_col, k, p)

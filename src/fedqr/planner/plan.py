@@ -197,7 +197,8 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     twin = build_twin(scenario, choice, real, real_sizes, dev, st)
     proxy_doc = {"use": choice.use.value, "share": choice.share,
                  "public": None if choice.public is None else choice.public.identity()}
-    key = cache_key(scenario, proxy_doc, st, sizes=sizes, kernel=twin.kernel)
+    key = cache_key(scenario, proxy_doc, st, sizes=sizes, kernel=twin.kernel,
+                    products=twin.proxy.products if isinstance(twin.proxy, Proxy) else None)
     path = cache_dir() / f"{key}.json"
     memo = (load_memo(path) if use_cache and path.is_file() else None)
     cached = memo is not None
@@ -267,6 +268,7 @@ def _simulated(searcher: Searcher, twin: Twin) -> dict[str, Any]:
         "rounds": searcher.simulated_rounds, "column_rounds": searcher.column_rounds,
         "columns": searcher.columns, "row_gradients": searcher.row_gradients,
         "proxy_rows": int(twin.proxy.proxy_sizes.sum()), "sim_time_s": searcher.sim_time_s,
+        "products": twin.proxy.products if isinstance(twin.proxy, Proxy) else "float32",
         "still_falling_at_t_limit": [f"b={b} q={q:g} T={t}" for b, q, t in searcher.at_limit]}
     if twin.size is not None:
         out.update({"time_budget_s": twin.size.budget_s,

@@ -46,7 +46,7 @@ from fedqr.planner.settings import (
     first_arms,
     first_grid,
 )
-from fedqr.planner.twin import Proxy, TwinRun, simulate_columns
+from fedqr.planner.twin import Proxy, TwinRun, simulate_stacked
 from fedqr.planner.twin_kernel import KernelProxy, TwinWork, simulate_columns_kernel
 
 __all__ = ["AUTO_REPEAT_ROWS", "Memo", "Prediction", "SearchSettings", "Searcher", "auto_repeats",
@@ -104,10 +104,14 @@ class Searcher:
         return untrained_loss(self.proxy)
 
     # -- simulation ---------------------------------------------------------------------
-    def evaluate(self, b: int, q: float, rounds: list[int], *, optional: bool = False) -> bool:
+    def evaluate(self, b: int, q: float, rounds: list[int], *, optional: bool = False,
+                 together: tuple[Searcher, ...] = ()) -> bool:
         """Simulate the horizons of ``rounds`` not yet in the memo (one batch); an
         ``optional`` batch is left out (``False``) when it would take the estimate over the
-        budget."""
+        budget. ``together``: searchers of the same scenario on other logistic proxies
+        (:func:`fedqr.planner.twin.stackable` with this one's, none of them holding these
+        horizons) simulated in the same batch, with this searcher's draws (each gets what
+        its own generator, in the same state, would have given)."""
         if not self._within_budget(b, q, rounds, optional=optional):
             return False
         self._coarse_keys.update((b, q, int(t)) for t in rounds)
@@ -134,15 +138,27 @@ class Searcher:
                                              generator=self._gen, init=self._init,
                                              on_round=tick, work=self._work)
         else:
-            losses = simulate_columns(self.proxy, run, horizons=hs, std=std,
-                                      generator=self._gen, on_round=tick)
-        self.sim_time_s += time.perf_counter() - started
-        self.simulated_rounds += int(hs.max())
-        self.column_rounds += int(hs.sum()) * self.repeats
-        self.columns += len(hs) * self.repeats
+            proxies = [self.proxy, *(o.proxy for o in together)]
+            if not all(isinstance(p, Proxy) for p in proxies):
+                raise ValueError("only logistic proxies are simulated together")
+            stacked = simulate_stacked([p for p in proxies if isinstance(p, Proxy)], run,
+                                       horizons=hs, std=std, generator=self._gen,
+                                       on_round=tick)
+            for other, got in zip(together, stacked[1:], strict=True):
+                other._record(b, q, todo, got, seconds=0.0)
+            losses = stacked[0]
+        self._record(b, q, todo, losses, seconds=time.perf_counter() - started)
+        return True
+
+    def _record(self, b: int, q: float, todo: list[int], losses: NDArray[np.float64], *,
+                seconds: float) -> None:
+        """Store a batch's losses and count what it simulated."""
+        self.sim_time_s += seconds
+        self.simulated_rounds += max(todo)
+        self.column_rounds += sum(todo) * self.repeats
+        self.columns += len(todo) * self.repeats
         for t, row in zip(todo, losses, strict=True):
             self.memo[(b, q, t)] = tuple(float(v) for v in row)
-        return True
 
     def _within_budget(self, b: int, q: float, rounds: list[int], *, optional: bool) -> bool:
         """Charge the estimate of the horizons not charged before (memoised or not, so a

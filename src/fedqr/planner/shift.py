@@ -32,6 +32,7 @@ from fedqr.planner.proxy import ProxyChoice, Twin, build_twin, cost_model
 from fedqr.planner.public import SKEW_ALPHA, split_by_recipe
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import Prediction, Searcher, SearchSettings
+from fedqr.planner.twin import Proxy, stackable
 from fedqr.planner.twin_kernel import KernelProxy
 
 __all__ = ["CONFIRM_MARGIN", "SHIFT_BUDGET_SHARE", "Alternative", "alternatives", "candidates",
@@ -119,15 +120,21 @@ def confirm(chosen: list[Prediction], losses: list[dict[Key, float]]) -> int:
     return pick
 
 
-def _simulate(searcher: Searcher, chosen: list[Prediction]) -> dict[tuple[int, float, int], float]:
+def _simulate(searchers: list[Searcher], chosen: list[Prediction]) -> list[dict[Key, float]]:
+    """The candidates' mean losses on every searcher's proxy. Logistic proxies of the same
+    shapes with nothing cached run as one batch, with the draws each would take alone
+    (:func:`fedqr.planner.twin.simulate_stacked`): the same losses, fewer rounds."""
     arms: dict[tuple[int, float], list[int]] = {}
     for p in chosen:
         arms.setdefault((p.clients_per_round, p.sample_rate), []).append(p.rounds)
-    for (b, q), ts in arms.items():
-        searcher.evaluate(b, q, ts)
-    return {(p.clients_per_round, p.sample_rate, p.rounds):
-            float(np.mean(searcher.memo[(p.clients_per_round, p.sample_rate, p.rounds)]))
-            for p in chosen}
+    proxies = [s.proxy for s in searchers]
+    together = (len(searchers) > 1 and not any(s.memo for s in searchers)
+                and all(isinstance(p, Proxy) for p in proxies)
+                and stackable([p for p in proxies if isinstance(p, Proxy)]))
+    for searcher in searchers[:1] if together else searchers:
+        for (b, q), ts in arms.items():
+            searcher.evaluate(b, q, ts, together=tuple(searchers[1:]) if together else ())
+    return [{_key(p): float(np.mean(s.memo[_key(p)])) for p in chosen} for s in searchers]
 
 
 def _price(twin: Twin, chosen: list[Prediction], repeats: int) -> float:
@@ -168,16 +175,18 @@ def proxy_shift(scenario: Scenario, choice: ProxyChoice, real: ClientData | None
                        f"{price:.1f} s, the budget for them is {budget:.1f} s")
         return out
     runs = [Alternative(0, None, "the plan's proxy (reference)"), *alts[:fits]]
-    losses = []
+    searchers, paths = [], []
     for alt in runs:
         alt_twin = twin if alt.draw == 0 and alt.label_alpha is None else build_twin(
             scenario, choice, real, sizes, device, settings, draw=alt.draw,
             label_alpha=alt.label_alpha, size=twin.size)
         path = cache_dir() / f"{key}-shift-{alt.draw}-{alt.label_alpha}.json"
         memo = (load_memo(path) if use_cache and path.is_file() else None) or {}
-        searcher = Searcher(scenario=scenario, proxy=alt_twin.proxy,
-                            settings=replace(settings, repeats=repeats), device=device, memo=memo)
-        losses.append(_simulate(searcher, chosen))
+        searchers.append(Searcher(scenario=scenario, proxy=alt_twin.proxy, memo=memo,
+                                  settings=replace(settings, repeats=repeats), device=device))
+        paths.append(path)
+    losses = _simulate(searchers, chosen)
+    for searcher, path in zip(searchers, paths, strict=True):
         if use_cache and searcher.simulated_rounds:
             save_memo(path, searcher.memo)
     pick = confirm(chosen, losses)

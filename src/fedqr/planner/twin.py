@@ -20,7 +20,7 @@ group of replies of equal weights (:mod:`fedqr.planner.noise_sums`).
 from __future__ import annotations
 
 import math
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from typing import Any
@@ -30,19 +30,27 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
+from fedqr._precision import twin_products
 from fedqr.data import ClientData, Dataset, Partition
 from fedqr.models.logreg import Norm
 from fedqr.models.logreg_eval import evaluate
 from fedqr.models.logreg_pass import ClientLayout, client_layout
 from fedqr.models.sparse_rows import SparseCache
-from fedqr.planner.gradients import RowBlock, full_batch_gradient, poisson_gradient, row_blocks
+from fedqr.planner.gradients import (
+    RowBlock,
+    StackedRows,
+    full_batch_gradient,
+    poisson_gradient,
+    row_blocks,
+    stack_rows,
+)
 from fedqr.planner.noise_sums import laplace_groups, laplace_sum
 from fedqr.privacy import Mechanism, mechanism_for
 from fedqr.sim.config import Aggregation, LearningRate, Selection
 from fedqr.sim.engine import draw_noise
 from fedqr.sim.schedule import make_schedule
 
-__all__ = ["Proxy", "TwinRun", "make_proxy", "simulate_columns"]
+__all__ = ["Proxy", "TwinRun", "make_proxy", "simulate_columns", "simulate_stacked", "stackable"]
 
 MIN_PROXY_ROWS = 16
 """Fewest proxy rows of a client (all of them if it has fewer)."""
@@ -59,6 +67,12 @@ class Proxy:
     real_sizes: NDArray[np.int64]  # d_i
     norm: Norm
     test_sparse: SparseCache | None = None  # the test rows as CSR where that pays
+    x_products: Tensor | None = None  # the rows in bfloat16 for the Poisson products, or None
+
+    @property
+    def products(self) -> str:
+        """The float format of the Poisson rounds' products (:mod:`fedqr._precision`)."""
+        return "float32" if self.x_products is None else "bfloat16"
 
     @property
     def num_params(self) -> int:
@@ -77,8 +91,11 @@ def proxy_rows(partition: Partition, *, share: float,
 
 
 def make_proxy(train: ClientData, *, rows: tuple[NDArray[np.int64], ...], test: Dataset,
-               real_sizes: NDArray[np.int64], norm: Norm, device: torch.device) -> Proxy:
-    """The twin's data: client i trains on ``train`` rows ``rows[i]``; evaluation on ``test``."""
+               real_sizes: NDArray[np.int64], norm: Norm, device: torch.device,
+               products: str | None = None) -> Proxy:
+    """The twin's data: client i trains on ``train`` rows ``rows[i]``; evaluation on ``test``;
+    ``products``: ``"bfloat16"`` or ``"float32"`` (default: :func:`fedqr._precision.
+    twin_products`; a GPU always multiplies in float32)."""
     ds = train.dataset
     order = np.concatenate(rows)
     sizes = np.array([len(r) for r in rows], dtype=np.int64)
@@ -87,11 +104,16 @@ def make_proxy(train: ClientData, *, rows: tuple[NDArray[np.int64], ...], test: 
     layout = client_layout(x, y, offsets=np.concatenate([[0], np.cumsum(sizes)]),
                            num_classes=ds.num_classes, norm=norm)
     x_test = torch.as_tensor(test.x_test, dtype=torch.float32, device=device)
+    chosen = products or twin_products()
+    if chosen not in ("float32", "bfloat16"):
+        raise ValueError(f"products must be 'float32' or 'bfloat16', got {products!r}")
+    bf16 = device.type == "cpu" and chosen == "bfloat16"
     return Proxy(layout=layout, x_test=x_test,
                  y_test=torch.as_tensor(test.y_test, dtype=torch.int64, device=device),
                  proxy_sizes=sizes, real_sizes=np.asarray(real_sizes, dtype=np.int64),
                  norm=norm,
-                 test_sparse=SparseCache.of(x_test, [(0, x_test.shape[0])], transpose=False))
+                 test_sparse=SparseCache.of(x_test, [(0, x_test.shape[0])], transpose=False),
+                 x_products=x.to(torch.bfloat16) if bf16 else None)
 
 
 @dataclass(frozen=True)
@@ -189,37 +211,64 @@ def simulate_columns(proxy: Proxy, run: TwinRun, *, horizons: NDArray[np.int64],
     numpy.ndarray
         Test cross-entropy; ``inf`` where a run diverged.
     """
+    return simulate_stacked([proxy], run, horizons=horizons, std=std, generator=generator,
+                            on_round=on_round)[0]
+
+
+def stackable(proxies: Sequence[Proxy]) -> bool:
+    """Whether :func:`simulate_stacked` can run these proxies as one batch: the same clients'
+    proxy and real sizes, features and product format (their rows may differ)."""
+    first = proxies[0]
+    return all(np.array_equal(p.proxy_sizes, first.proxy_sizes)
+               and np.array_equal(p.real_sizes, first.real_sizes)
+               and p.layout.x.shape == first.layout.x.shape
+               and p.layout.num_classes == first.layout.num_classes
+               and p.products == first.products and p.norm is first.norm for p in proxies)
+
+
+def simulate_stacked(proxies: Sequence[Proxy], run: TwinRun, *, horizons: NDArray[np.int64],
+                     std: NDArray[np.float64], generator: torch.Generator,
+                     on_round: Callable[[int], None] | None = None
+                     ) -> list[NDArray[np.float64]]:
+    """:func:`simulate_columns` of several :func:`stackable` proxies as one batch, with the
+    draws each would take alone from ``generator`` in its present state: the R proxies'
+    columns share every Poisson batch (the same positions in each proxy's rows of a client)
+    and noise draw, so their losses differ only by their rows (common random numbers), and
+    each equals its own :func:`simulate_columns` up to float rounding. One loss array per
+    proxy."""
+    first, n_prox = proxies[0], len(proxies)
     k_rep, b = run.repeats, run.clients_per_round
-    lay = proxy.layout
-    dev = lay.x.device
+    dev = first.layout.x.device
     order = np.argsort(-np.asarray(horizons), kind="stable")  # running columns form a prefix
     hs = np.asarray(horizons)[order]
     std_sorted = torch.as_tensor(std[order], dtype=torch.float32, device=dev)  # (C, N)
-    n_cls, p = lay.num_classes, lay.x.shape[1]
-    n = len(proxy.real_sizes)
+    n_cls, p = first.layout.num_classes, first.layout.x.shape[1]
+    n = len(first.real_sizes)
     q_twin = 1.0 if not run.sample_rate < 1 else min(
-        1.0, run.sample_rate * float(proxy.real_sizes.sum()) / float(proxy.proxy_sizes.sum()))
+        1.0, run.sample_rate * float(first.real_sizes.sum()) / float(first.proxy_sizes.sum()))
     t_max = int(hs.max()) if len(hs) else 0
     sched = make_schedule(num_clients=n, clients_per_round=b, rounds=t_max,
                           selection=Selection.ROUND_ROBIN, repeats=1,
                           rng=np.random.default_rng(0))[0]
-    # Poisson batches: theta[r, c] (repeat-major), so a repeat's running columns are one
-    # matrix for the batched products; full batches: theta[c K + r]
+    # Poisson batches: theta[g K + r, c] (proxy- then repeat-major), so a repeat's running
+    # columns are one matrix for the batched products; full batches: theta[g, c K + r]
     poisson = q_twin < 1
-    theta = torch.zeros(*((k_rep, len(hs)) if poisson else (len(hs) * k_rep,)), n_cls, p,
-                        dtype=torch.float32, device=dev)
-    losses = np.full((len(hs), k_rep), np.nan)
+    rows = stack_rows([p.layout for p in proxies], [p.x_products for p in proxies]) \
+        if poisson else None
+    theta = torch.zeros(*((n_prox * k_rep, len(hs)) if poisson else (n_prox, len(hs) * k_rep)),
+                        n_cls, p, dtype=torch.float32, device=dev)
+    losses = np.full((n_prox, len(hs), k_rep), np.nan)
 
     def record(cols: slice) -> None:
-        th = (theta[:, cols].transpose(0, 1).reshape(-1, n_cls, p) if poisson
-              else theta[cols.start * k_rep:cols.stop * k_rep])  # column c K + r
-        loss, _ = evaluate(proxy.x_test, proxy.y_test, th, chunk_rows=run.chunk_rows,
-                           sparse=proxy.test_sparse)
-        values = (loss / len(proxy.y_test)).double().cpu().numpy().reshape(-1, k_rep)
-        finite = torch.isfinite(th).flatten(1).all(dim=1).cpu().numpy().reshape(-1, k_rep)
-        losses[cols] = np.where(finite & np.isfinite(values), values, np.inf)
+        for g, proxy in enumerate(proxies):
+            th = (theta[g * k_rep:(g + 1) * k_rep, cols].transpose(0, 1).reshape(-1, n_cls, p)
+                  if poisson else theta[g, cols.start * k_rep:cols.stop * k_rep])  # c K + r
+            loss, _ = evaluate(proxy.x_test, proxy.y_test, th, chunk_rows=run.chunk_rows,
+                               sparse=proxy.test_sparse)
+            values = (loss / len(proxy.y_test)).double().cpu().numpy().reshape(-1, k_rep)
+            finite = torch.isfinite(th).flatten(1).all(dim=1).cpu().numpy().reshape(-1, k_rep)
+            losses[g, cols] = np.where(finite & np.isfinite(values), values, np.inf)
 
-    step = _poisson_step if poisson else _full_step
     n_done = int((hs == 0).sum())
     if n_done:
         record(slice(len(hs) - n_done, len(hs)))
@@ -228,42 +277,54 @@ def simulate_columns(proxy: Proxy, run: TwinRun, *, horizons: NDArray[np.int64],
     for t in range(t_max):
         key = t * b % n  # round robin: the selection depends on the first slot alone
         if key not in rounds:
-            rounds[key] = _round_of(proxy, run, sched[t], std_sorted, q_twin=q_twin)
-        step(proxy, run, theta, rounds[key], running[t], lr=run.lr.at(t), q_twin=q_twin,
-             generator=generator)
+            rounds[key] = _round_of(first, run, sched[t], std_sorted, q_twin=q_twin)
+        if rows is not None:
+            _poisson_step(rows, first, run, theta, rounds[key], running[t], lr=run.lr.at(t),
+                          q_twin=q_twin, generator=generator)
+        else:
+            _full_step(proxies, run, theta, rounds[key], running[t], lr=run.lr.at(t),
+                       generator=generator)
         if running[t + 1] < running[t]:
             record(slice(running[t + 1], running[t]))
         if on_round is not None:
             on_round(t + 1)
-    return losses[np.argsort(order, kind="stable")]
+    back = np.argsort(order, kind="stable")
+    return [losses[g][back] for g in range(n_prox)]
 
 
-def _poisson_step(proxy: Proxy, run: TwinRun, theta: Tensor, rnd: _Round, c_act: int, *,
-                  lr: float, q_twin: float, generator: torch.Generator) -> None:
+def _poisson_step(rows: StackedRows, proxy: Proxy, run: TwinRun, theta: Tensor, rnd: _Round,
+                  c_act: int, *, lr: float, q_twin: float, generator: torch.Generator) -> None:
     """One round of the first ``c_act`` columns with Poisson batches (shared by the columns
-    of a repeat), in place on ``theta`` ``(K, C, k, p)``: ``theta <- (sum_i c_i) theta -
-    lr (g + noise)`` with ``g = sum_i c_i (clipped mean gradient_i + w theta)``."""
+    of a repeat and by the stacked proxies), in place on ``theta`` ``(R K, C, k, p)``:
+    ``theta <- (sum_i c_i) theta - lr (g + noise)`` with ``g = sum_i c_i (clipped mean
+    gradient_i + w theta)``."""
     th = theta[:, :c_act]
-    g = poisson_gradient(proxy.layout, th, rnd.starts, rnd.sizes, rnd.weight,
-                         sample_rate=q_twin, clip=run.clip, norm=proxy.norm,
-                         generator=generator)
+    g = poisson_gradient(rows, th, rnd.starts, rnd.sizes, rnd.weight, sample_rate=q_twin,
+                         clip=run.clip, norm=proxy.norm, generator=generator)
     g.add_(th * (rnd.c_sum * run.weight_decay))
-    g.add_(_noise(run, rnd, c_act, theta.shape[-2] * theta.shape[-1], generator)
-           .transpose(0, 1).view(th.shape)).mul_(lr)
+    noise = _noise(run, rnd, c_act, theta.shape[-2] * theta.shape[-1], generator)  # (C, K, P)
+    noise = noise.transpose(0, 1)
+    if rows.groups > 1:
+        noise = noise.unsqueeze(0).expand(rows.groups, *noise.shape).reshape(
+            -1, *noise.shape[1:])
+    g.add_(noise.reshape(th.shape)).mul_(lr)
     th.mul_(rnd.c_sum).sub_(g)
 
 
-def _full_step(proxy: Proxy, run: TwinRun, theta: Tensor, rnd: _Round, c_act: int, *,
-               lr: float, q_twin: float, generator: torch.Generator) -> None:
+def _full_step(proxies: Sequence[Proxy], run: TwinRun, theta: Tensor, rnd: _Round, c_act: int,
+               *, lr: float, generator: torch.Generator) -> None:
     """One round of the first ``c_act`` columns with full batches, in place on ``theta``
-    ``(C K, k, p)`` (the update of :func:`_poisson_step`)."""
-    th = theta[:c_act * run.repeats]
-    g = full_batch_gradient(proxy.layout, th, rnd.blocks, clip=run.clip, norm=proxy.norm,
-                            chunk_rows=run.chunk_rows)
-    g.add_(th * (rnd.c_sum * run.weight_decay))
-    g.add_(_noise(run, rnd, c_act, theta.shape[-2] * theta.shape[-1], generator)
-           .view(th.shape)).mul_(lr)
-    th.mul_(rnd.c_sum).sub_(g)
+    ``(R, C K, k, p)`` (the update of :func:`_poisson_step`; one noise draw for every
+    proxy)."""
+    noise = _noise(run, rnd, c_act, theta.shape[-2] * theta.shape[-1], generator)
+    for g, proxy in enumerate(proxies):
+        th = theta[g, :c_act * run.repeats]
+        grad = full_batch_gradient(proxy.layout, th, rnd.blocks, clip=run.clip,
+                                   norm=proxy.norm, chunk_rows=run.chunk_rows,
+                                   x_products=proxy.x_products)
+        grad.add_(th * (rnd.c_sum * run.weight_decay))
+        grad.add_(noise.view(th.shape)).mul_(lr)
+        th.mul_(rnd.c_sum).sub_(grad)
 
 
 def _noise(run: TwinRun, rnd: _Round, c_act: int, num_params: int,
