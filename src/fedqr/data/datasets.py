@@ -145,7 +145,8 @@ def _standardise(x: NDArray[Any], *, scale: float, mean: float, std: float) -> N
         table = np.arange(256, dtype=np.float32)
         table *= a
         table -= c
-        return table[flat]
+        out: NDArray[np.float32] = table[flat]
+        return out
     out = flat.astype(np.float32)
     out *= a
     out -= c
