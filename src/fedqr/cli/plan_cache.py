@@ -71,15 +71,19 @@ def answer_key(options: Mapping[str, Any]) -> str | None:
     fingerprint."""
     if not options["cache"]:
         return None
+    try:
+        products = twin_products()
+    except ValueError:  # a bad FEDQR_TWIN_PRODUCTS: no fast path, the plan names it (exit 2)
+        return None
     seen = [0]
     try:
         doc = {"format": ANSWER_FORMAT, "fedqr": fedqr.__version__, "planner": PLANNER_VERSION,
-               "products": twin_products(),
+               "products": products,
                "source": _tree(Path(fedqr.__file__).parent, deep=True, seen=seen,
                                suffix=".py"),
                "options": {k: _plain(v) for k, v in options.items() if k not in _OUTPUT_ONLY},
                "files": _inputs(options, seen)}
-    except (_TooMany, ValueError):  # ValueError: a bad FEDQR_TWIN_PRODUCTS, for the plan to name
+    except _TooMany:
         return None
     text = json.dumps(doc, sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()[:32]

@@ -98,10 +98,10 @@ def full_batch_gradient(layout: ClientLayout, theta: Tensor, blocks: list[RowBlo
 @dataclass(frozen=True)
 class StackedRows:
     """The rows a Poisson round gathers: R proxies' client-sorted rows one after the other
-    (``group_rows`` each, the same clients' sizes), their labels and norms, and the rows in
-    the products' format (``x_products``: bfloat16, else ``x`` itself)."""
+    (``group_rows`` each, the same clients' sizes) in the products' format (``x_products``:
+    bfloat16, else the float32 rows themselves), their labels and their float32 rows'
+    norms."""
 
-    x: Tensor
     y: Tensor
     x_norm: Tensor
     x_products: Tensor
@@ -111,13 +111,16 @@ class StackedRows:
 
 def stack_rows(layouts: Sequence[ClientLayout], products: Sequence[Tensor | None]
                ) -> StackedRows:
-    """:class:`StackedRows` of proxies of equal shapes (one layout: its own tensors)."""
+    """:class:`StackedRows` of proxies of equal shapes (one layout: its own tensors);
+    ``products``: each proxy's bfloat16 rows, or ``None`` for all of them (float32)."""
     def cat(ts: list[Tensor]) -> Tensor:
         return ts[0] if len(ts) == 1 else torch.cat(ts)
 
-    x = cat([lay.x for lay in layouts])
-    x_products = x if products[0] is None else cat([t for t in products if t is not None])
-    return StackedRows(x=x, y=cat([lay.y for lay in layouts]),
+    bf16 = [t for t in products if t is not None]
+    if bf16 and len(bf16) != len(layouts):
+        raise ValueError("stacked proxies must share one product format")
+    x_products = cat(bf16) if bf16 else cat([lay.x for lay in layouts])
+    return StackedRows(y=cat([lay.y for lay in layouts]),
                        x_norm=cat([lay.x_norm for lay in layouts]), x_products=x_products,
                        groups=len(layouts), group_rows=int(layouts[0].x.shape[0]))
 

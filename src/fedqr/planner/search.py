@@ -112,12 +112,17 @@ class Searcher:
         (:func:`fedqr.planner.twin.stackable` with this one's, none of them holding these
         horizons) simulated in the same batch, with this searcher's draws (each gets what
         its own generator, in the same state, would have given)."""
+        if together and not all(isinstance(p, Proxy)
+                                for p in (self.proxy, *(o.proxy for o in together))):
+            raise ValueError("only logistic proxies are simulated together")
         if not self._within_budget(b, q, rounds, optional=optional):
             return False
         self._coarse_keys.update((b, q, int(t)) for t in rounds)
         todo = sorted({t for t in rounds if (b, q, t) not in self.memo})
         if not todo:
             return True
+        if any((b, q, t) in o.memo for o in together for t in todo):
+            raise ValueError("a searcher simulated together already holds these horizons")
         s = self.scenario
         run = TwinRun(mechanism=s.mechanism, clients_per_round=b, sample_rate=q, clip=s.clip,
                       lr=s.lr, weight_decay=s.weight_decay, aggregation=s.aggregation,
@@ -139,8 +144,6 @@ class Searcher:
                                              on_round=tick, work=self._work)
         else:
             proxies = [self.proxy, *(o.proxy for o in together)]
-            if not all(isinstance(p, Proxy) for p in proxies):
-                raise ValueError("only logistic proxies are simulated together")
             stacked = simulate_stacked([p for p in proxies if isinstance(p, Proxy)], run,
                                        horizons=hs, std=std, generator=self._gen,
                                        on_round=tick)

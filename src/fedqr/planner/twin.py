@@ -19,7 +19,6 @@ group of replies of equal weights (:mod:`fedqr.planner.noise_sums`).
 
 from __future__ import annotations
 
-import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from functools import cached_property
@@ -30,12 +29,7 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
-from fedqr._precision import twin_products
-from fedqr.data import ClientData, Dataset, Partition
-from fedqr.models.logreg import Norm
 from fedqr.models.logreg_eval import evaluate
-from fedqr.models.logreg_pass import ClientLayout, client_layout
-from fedqr.models.sparse_rows import SparseCache
 from fedqr.planner.gradients import (
     RowBlock,
     StackedRows,
@@ -45,76 +39,14 @@ from fedqr.planner.gradients import (
     stack_rows,
 )
 from fedqr.planner.noise_sums import laplace_groups, laplace_sum
+from fedqr.planner.twin_data import MIN_PROXY_ROWS, Proxy, make_proxy, proxy_rows
 from fedqr.privacy import Mechanism, mechanism_for
 from fedqr.sim.config import Aggregation, LearningRate, Selection
 from fedqr.sim.engine import draw_noise
 from fedqr.sim.schedule import make_schedule
 
-__all__ = ["Proxy", "TwinRun", "make_proxy", "simulate_columns", "simulate_stacked", "stackable"]
-
-MIN_PROXY_ROWS = 16
-"""Fewest proxy rows of a client (all of them if it has fewer)."""
-
-
-@dataclass(frozen=True)
-class Proxy:
-    """Client-sorted proxy rows on the device, and the deployment's real client sizes."""
-
-    layout: ClientLayout
-    x_test: Tensor
-    y_test: Tensor
-    proxy_sizes: NDArray[np.int64]  # m_i
-    real_sizes: NDArray[np.int64]  # d_i
-    norm: Norm
-    test_sparse: SparseCache | None = None  # the test rows as CSR where that pays
-    x_products: Tensor | None = None  # the rows in bfloat16 for the Poisson products, or None
-
-    @property
-    def products(self) -> str:
-        """The float format of the Poisson rounds' products (:mod:`fedqr._precision`)."""
-        return "float32" if self.x_products is None else "bfloat16"
-
-    @property
-    def num_params(self) -> int:
-        """k p of the logistic regression."""
-        return int(self.layout.num_classes * self.layout.x.shape[1])
-
-
-def proxy_rows(partition: Partition, *, share: float,
-               rng: np.random.Generator) -> tuple[NDArray[np.int64], ...]:
-    """A random ``share`` of every client's rows (at least :data:`MIN_PROXY_ROWS`)."""
-    rows = []
-    for idx in partition.indices:
-        m = min(len(idx), max(MIN_PROXY_ROWS, math.ceil(share * len(idx))))
-        rows.append(np.sort(rng.choice(idx, size=m, replace=False)).astype(np.int64))
-    return tuple(rows)
-
-
-def make_proxy(train: ClientData, *, rows: tuple[NDArray[np.int64], ...], test: Dataset,
-               real_sizes: NDArray[np.int64], norm: Norm, device: torch.device,
-               products: str | None = None) -> Proxy:
-    """The twin's data: client i trains on ``train`` rows ``rows[i]``; evaluation on ``test``;
-    ``products``: ``"bfloat16"`` or ``"float32"`` (default: :func:`fedqr._precision.
-    twin_products`; a GPU always multiplies in float32)."""
-    ds = train.dataset
-    order = np.concatenate(rows)
-    sizes = np.array([len(r) for r in rows], dtype=np.int64)
-    x = torch.as_tensor(ds.x_train[order], dtype=torch.float32, device=device)
-    y = torch.as_tensor(ds.y_train[order], dtype=torch.int64, device=device)
-    layout = client_layout(x, y, offsets=np.concatenate([[0], np.cumsum(sizes)]),
-                           num_classes=ds.num_classes, norm=norm)
-    x_test = torch.as_tensor(test.x_test, dtype=torch.float32, device=device)
-    chosen = products or twin_products()
-    if chosen not in ("float32", "bfloat16"):
-        raise ValueError(f"products must be 'float32' or 'bfloat16', got {products!r}")
-    bf16 = device.type == "cpu" and chosen == "bfloat16"
-    return Proxy(layout=layout, x_test=x_test,
-                 y_test=torch.as_tensor(test.y_test, dtype=torch.int64, device=device),
-                 proxy_sizes=sizes, real_sizes=np.asarray(real_sizes, dtype=np.int64),
-                 norm=norm,
-                 test_sparse=SparseCache.of(x_test, [(0, x_test.shape[0])], transpose=False),
-                 x_products=x.to(torch.bfloat16) if bf16 else None)
-
+__all__ = ["MIN_PROXY_ROWS", "Proxy", "TwinRun", "make_proxy", "proxy_rows", "simulate_columns",
+           "simulate_stacked", "stackable"]
 
 @dataclass(frozen=True)
 class TwinRun:
