@@ -16,14 +16,25 @@ float32), ``float32`` (the same plan on every machine up to float rounding) or
 
 from __future__ import annotations
 
+import enum
 import functools
 import os
 import platform
 
-__all__ = ["PRODUCTS_ENV", "PRODUCTS_SETTINGS", "listed_native", "native_bf16", "twin_products"]
+__all__ = ["PRODUCTS_ENV", "PRODUCTS_SETTINGS", "Products", "listed_native", "native_bf16",
+           "products_of", "twin_products"]
 
 PRODUCTS_ENV = "FEDQR_TWIN_PRODUCTS"
-PRODUCTS_SETTINGS = ("auto", "float32", "bfloat16")
+
+
+class Products(enum.StrEnum):
+    """The float format of the logistic twin's products."""
+
+    FLOAT32 = "float32"
+    BFLOAT16 = "bfloat16"
+
+
+PRODUCTS_SETTINGS = ("auto", *(p.value for p in Products))
 _NATIVE_FLAGS = frozenset({"avx512_bf16", "amx_bf16"})
 
 
@@ -49,9 +60,25 @@ def listed_native(cpuinfo: str) -> bool:
     return False
 
 
-def twin_products(environ: dict[str, str] | None = None) -> str:
-    """``"bfloat16"`` or ``"float32"``: the format of the logistic twin's products on the CPU
-    (module docstring); a GPU twin always multiplies in float32.
+def products_of(value: str, *, name: str = PRODUCTS_ENV) -> Products | None:
+    """``value`` (any case, spaces around allowed) as :class:`Products`; ``None`` for
+    ``auto`` or empty.
+
+    Raises
+    ------
+    ValueError
+        Anything else, naming ``name``, the choices and the value.
+    """
+    setting = value.strip().lower() or "auto"
+    if setting not in PRODUCTS_SETTINGS:
+        raise ValueError(f"{name} must be one of {', '.join(PRODUCTS_SETTINGS)}, got {value!r}")
+    return None if setting == "auto" else Products(setting)
+
+
+def twin_products(environ: dict[str, str] | None = None) -> Products:
+    """The format of the logistic twin's products on the CPU (module docstring): the one
+    ``FEDQR_TWIN_PRODUCTS`` names, else bfloat16 where native; a GPU twin always multiplies in
+    float32.
 
     Raises
     ------
@@ -60,10 +87,7 @@ def twin_products(environ: dict[str, str] | None = None) -> str:
         ``bfloat16``.
     """
     env = os.environ if environ is None else environ
-    setting = env.get(PRODUCTS_ENV, "auto").strip().lower() or "auto"
-    if setting not in PRODUCTS_SETTINGS:
-        raise ValueError(f"{PRODUCTS_ENV} must be one of {', '.join(PRODUCTS_SETTINGS)}, got "
-                         f"{env.get(PRODUCTS_ENV)!r}")
-    if setting == "auto":
-        return "bfloat16" if native_bf16() else "float32"
-    return setting
+    chosen = products_of(env.get(PRODUCTS_ENV, "auto"))
+    if chosen is None:
+        return Products.BFLOAT16 if native_bf16() else Products.FLOAT32
+    return chosen

@@ -206,5 +206,6 @@ def test_bfloat16_products_predict_the_float32_losses(mechanism: Mechanism, q: f
 
 
 def test_a_bad_product_format_is_refused() -> None:
-    with pytest.raises(ValueError, match="products must be 'float32' or 'bfloat16', got 'fp8'"):
+    with pytest.raises(ValueError, match="products must be one of auto, float32, bfloat16, got "
+                                         "'fp8'"):
         _full_proxy(Norm.L2, "fp8")

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 
 from fedqr._cache import PLANNER_VERSION, cache_home
+from fedqr._precision import Products
 from fedqr.models.kernel import Kernel
 from fedqr.planner.budget import TWIN_COST_VERSION
 from fedqr.planner.kernels import kernel_identity
@@ -31,7 +32,7 @@ def cache_dir() -> Path:
 
 def cache_key(scenario: Scenario, proxy: dict[str, Any], settings: SearchSettings, *,
               sizes: np.ndarray | None = None, kernel: Kernel | None = None,
-              products: str | None = None) -> str:
+              products: Products | None = None) -> str:
     """The cache key of a plan: the planner's version, the data source, the reported sizes,
     the scenario, the proxy, the search settings and the model: ``kernel``, the one the
     kernel twin simulates (:func:`fedqr.planner.kernels.kernel_identity`, with the version of

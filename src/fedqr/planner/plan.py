@@ -268,7 +268,7 @@ def _simulated(searcher: Searcher, twin: Twin) -> dict[str, Any]:
         "rounds": searcher.simulated_rounds, "column_rounds": searcher.column_rounds,
         "columns": searcher.columns, "row_gradients": searcher.row_gradients,
         "proxy_rows": int(twin.proxy.proxy_sizes.sum()), "sim_time_s": searcher.sim_time_s,
-        "products": twin.proxy.products if isinstance(twin.proxy, Proxy) else "float32",
+        "products": twin.proxy.products if isinstance(twin.proxy, Proxy) else None,
         "still_falling_at_t_limit": [f"b={b} q={q:g} T={t}" for b, q, t in searcher.at_limit]}
     if twin.size is not None:
         out.update({"time_budget_s": twin.size.budget_s,

@@ -29,6 +29,7 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
+from fedqr.models.logreg import Norm
 from fedqr.models.logreg_eval import evaluate
 from fedqr.planner.gradients import (
     RowBlock,
@@ -47,6 +48,7 @@ from fedqr.sim.schedule import make_schedule
 
 __all__ = ["MIN_PROXY_ROWS", "Proxy", "TwinRun", "make_proxy", "proxy_rows", "simulate_columns",
            "simulate_stacked", "stackable"]
+
 
 @dataclass(frozen=True)
 class TwinRun:
@@ -211,8 +213,8 @@ def simulate_stacked(proxies: Sequence[Proxy], run: TwinRun, *, horizons: NDArra
         if key not in rounds:
             rounds[key] = _round_of(first, run, sched[t], std_sorted, q_twin=q_twin)
         if rows is not None:
-            _poisson_step(rows, first, run, theta, rounds[key], running[t], lr=run.lr.at(t),
-                          q_twin=q_twin, generator=generator)
+            _poisson_step(rows, run, theta, rounds[key], running[t], norm=first.norm,
+                          lr=run.lr.at(t), q_twin=q_twin, generator=generator)
         else:
             _full_step(proxies, run, theta, rounds[key], running[t], lr=run.lr.at(t),
                        generator=generator)
@@ -224,15 +226,15 @@ def simulate_stacked(proxies: Sequence[Proxy], run: TwinRun, *, horizons: NDArra
     return [losses[g][back] for g in range(n_prox)]
 
 
-def _poisson_step(rows: StackedRows, proxy: Proxy, run: TwinRun, theta: Tensor, rnd: _Round,
-                  c_act: int, *, lr: float, q_twin: float, generator: torch.Generator) -> None:
+def _poisson_step(rows: StackedRows, run: TwinRun, theta: Tensor, rnd: _Round, c_act: int, *,
+                  norm: Norm, lr: float, q_twin: float, generator: torch.Generator) -> None:
     """One round of the first ``c_act`` columns with Poisson batches (shared by the columns
     of a repeat and by the stacked proxies), in place on ``theta`` ``(R K, C, k, p)``:
     ``theta <- (sum_i c_i) theta - lr (g + noise)`` with ``g = sum_i c_i (clipped mean
     gradient_i + w theta)``."""
     th = theta[:, :c_act]
     g = poisson_gradient(rows, th, rnd.starts, rnd.sizes, rnd.weight, sample_rate=q_twin,
-                         clip=run.clip, norm=proxy.norm, generator=generator)
+                         clip=run.clip, norm=norm, generator=generator)
     g.add_(th * (rnd.c_sum * run.weight_decay))
     noise = _noise(run, rnd, c_act, theta.shape[-2] * theta.shape[-1], generator)  # (C, K, P)
     noise = noise.transpose(0, 1)

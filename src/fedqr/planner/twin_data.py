@@ -12,7 +12,7 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
-from fedqr._precision import twin_products
+from fedqr._precision import Products, products_of, twin_products
 from fedqr.data import ClientData, Dataset, Partition
 from fedqr.models.logreg import Norm
 from fedqr.models.logreg_pass import ClientLayout, client_layout
@@ -38,9 +38,9 @@ class Proxy:
     x_products: Tensor | None = None  # the rows in bfloat16 for the Poisson products, or None
 
     @property
-    def products(self) -> str:
-        """The float format of the Poisson rounds' products (:mod:`fedqr._precision`)."""
-        return "float32" if self.x_products is None else "bfloat16"
+    def products(self) -> Products:
+        """The float format of the twin's products (:mod:`fedqr._precision`)."""
+        return Products.FLOAT32 if self.x_products is None else Products.BFLOAT16
 
     @property
     def num_params(self) -> int:
@@ -60,10 +60,10 @@ def proxy_rows(partition: Partition, *, share: float,
 
 def make_proxy(train: ClientData, *, rows: tuple[NDArray[np.int64], ...], test: Dataset,
                real_sizes: NDArray[np.int64], norm: Norm, device: torch.device,
-               products: str | None = None) -> Proxy:
+               products: Products | str | None = None) -> Proxy:
     """The twin's data: client i trains on ``train`` rows ``rows[i]``; evaluation on ``test``;
-    ``products``: ``"bfloat16"`` or ``"float32"`` (default: :func:`fedqr._precision.
-    twin_products`; a GPU always multiplies in float32)."""
+    ``products``: the products' format (default: :func:`fedqr._precision.twin_products`; a
+    GPU always multiplies in float32)."""
     ds = train.dataset
     order = np.concatenate(rows)
     sizes = np.array([len(r) for r in rows], dtype=np.int64)
@@ -72,10 +72,9 @@ def make_proxy(train: ClientData, *, rows: tuple[NDArray[np.int64], ...], test: 
     layout = client_layout(x, y, offsets=np.concatenate([[0], np.cumsum(sizes)]),
                            num_classes=ds.num_classes, norm=norm)
     x_test = torch.as_tensor(test.x_test, dtype=torch.float32, device=device)
-    chosen = products or twin_products()
-    if chosen not in ("float32", "bfloat16"):
-        raise ValueError(f"products must be 'float32' or 'bfloat16', got {products!r}")
-    bf16 = device.type == "cpu" and chosen == "bfloat16"
+    chosen = (products_of(products, name="products") if products is not None else None) \
+        or twin_products()
+    bf16 = device.type == "cpu" and chosen is Products.BFLOAT16
     return Proxy(layout=layout, x_test=x_test,
                  y_test=torch.as_tensor(test.y_test, dtype=torch.int64, device=device),
                  proxy_sizes=sizes, real_sizes=np.asarray(real_sizes, dtype=np.int64),
