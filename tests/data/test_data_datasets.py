@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from fedqr.data import Dataset, DatasetName, load_dataset, load_digits_arrays
-from fedqr.data.datasets import _standardise, scalar_mean_std, stratified_subset
+from fedqr.data.datasets import scalar_mean_std, stratified_subset
 
 
 @pytest.fixture(scope="module")
@@ -54,19 +54,6 @@ def test_scalar_mean_std_matches_numpy() -> None:
     mean, std = scalar_mean_std(x)
     assert mean == pytest.approx(float(x.mean()), rel=1e-12)
     assert std == pytest.approx(float(x.std()), rel=1e-12)
-
-
-def test_uint8_images_take_the_table_path_with_the_same_floats() -> None:
-    """MNIST's bytes: counts for the mean and a 256-entry table for the standardised values
-    give the floats of the generic path (here fed the same values as int16), bit for bit."""
-    x = np.random.default_rng(1).integers(0, 256, size=(3000, 28, 28), dtype=np.uint8)
-    wide = x.astype(np.int16)
-    assert scalar_mean_std(x) == scalar_mean_std(wide)
-    mean, std = scalar_mean_std(x)
-    fast = _standardise(x, scale=255.0, mean=mean / 255.0, std=std / 255.0)
-    slow = _standardise(wide, scale=255.0, mean=mean / 255.0, std=std / 255.0)
-    assert fast.dtype == slow.dtype == np.float32 and fast.shape == (3000, 784)
-    np.testing.assert_array_equal(fast, slow)
 
 
 def test_fraction_subset(digits: Dataset) -> None:

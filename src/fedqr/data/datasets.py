@@ -121,12 +121,8 @@ def scalar_mean_std(x: NDArray[Any]) -> tuple[float, float]:
         raise ValueError("x must hold at least one element, got x.size=0")
     rows = x.reshape(x.shape[0], -1) if x.ndim > 1 else x.reshape(-1, 1)
     total = 0.0
-    if x.dtype == np.uint8:  # the same exact integer sum, from the 256 values' counts
-        counts = np.bincount(rows.reshape(-1), minlength=256)
-        total = float(np.dot(counts, np.arange(256, dtype=np.int64)))
-    else:
-        for start in range(0, rows.shape[0], _STATS_CHUNK_ROWS):
-            total += float(rows[start : start + _STATS_CHUNK_ROWS].sum(dtype=np.float64))
+    for start in range(0, rows.shape[0], _STATS_CHUNK_ROWS):
+        total += float(rows[start : start + _STATS_CHUNK_ROWS].sum(dtype=np.float64))
     mean = total / x.size
     sq = 0.0
     for start in range(0, rows.shape[0], _STATS_CHUNK_ROWS):
@@ -136,20 +132,10 @@ def scalar_mean_std(x: NDArray[Any]) -> tuple[float, float]:
 
 
 def _standardise(x: NDArray[Any], *, scale: float, mean: float, std: float) -> NDArray[np.float32]:
-    """Return ``((x / scale) - mean) / std`` as float32 ``[n, features]`` (``uint8`` images:
-    one lookup per pixel in a table of the 256 values, computed by the same float32
-    operations, so the same floats)."""
-    a, c = np.float32(1.0 / (scale * std)), np.float32(mean / std)
-    flat = x.reshape(x.shape[0], -1)
-    if x.dtype == np.uint8:
-        table = np.arange(256, dtype=np.float32)
-        table *= a
-        table -= c
-        out: NDArray[np.float32] = table[flat]
-        return out
-    out = flat.astype(np.float32)
-    out *= a
-    out -= c
+    """Return ``((x / scale) - mean) / std`` as float32 ``[n, features]``."""
+    out = x.reshape(x.shape[0], -1).astype(np.float32)
+    out *= np.float32(1.0 / (scale * std))
+    out -= np.float32(mean / std)
     return out
 
 
