@@ -1,4 +1,5 @@
-"""Which float format the logistic twin's matrix products use (no torch import).
+"""Which float formats the matrix products use: the logistic twin's, and the engine's
+full-batch passes (:class:`Arithmetic`) (no torch import).
 
 The planner's logistic twin (:mod:`fedqr.planner.gradients`) spends most of a Poisson round
 in two skinny products, the logits of the round's sampled proxy rows and their clipped
@@ -21,8 +22,9 @@ import functools
 import os
 import platform
 
-__all__ = ["PRODUCTS_ENV", "PRODUCTS_SETTINGS", "Products", "listed_native", "native_bf16",
-           "products_of", "twin_products"]
+__all__ = ["ARITHMETIC_SETTINGS", "PRODUCTS_ENV", "PRODUCTS_SETTINGS", "Arithmetic", "Products",
+           "arithmetic_of", "listed_native", "native_bf16", "native_mixed", "products_of",
+           "twin_products"]
 
 PRODUCTS_ENV = "FEDQR_TWIN_PRODUCTS"
 
@@ -32,6 +34,24 @@ class Products(enum.StrEnum):
 
     FLOAT32 = "float32"
     BFLOAT16 = "bfloat16"
+
+
+class Arithmetic(enum.StrEnum):
+    """The arithmetic of the engine's full-batch logistic passes (``fedqr run``, ``reproduce``).
+
+    ``float32``: every product in float32. ``mixed`` (:mod:`fedqr.models.logreg_coded`):
+    the logits in bfloat16, and the clipped gradient sums of integer-coded rows (images,
+    one-hot tables) as exact integer products of int8 codes and int8 limbs of the residuals
+    truncated toward zero, so every per-sample gradient the sum holds is within the clip
+    bound exactly (no float rounding in the sum at all); rows that are not integer-coded,
+    Poisson batches, evaluation and GPUs stay float32. No budget or noise changes.
+    """
+
+    FLOAT32 = "float32"
+    MIXED = "mixed"
+
+
+ARITHMETIC_SETTINGS = ("auto", *(a.value for a in Arithmetic))
 
 
 PRODUCTS_SETTINGS = ("auto", *(p.value for p in Products))
@@ -51,13 +71,49 @@ def native_bf16() -> bool:
         return False
 
 
-def listed_native(cpuinfo: str) -> bool:
-    """Whether the first ``flags`` line of a ``/proc/cpuinfo`` text lists ``avx512_bf16`` or
-    ``amx_bf16``."""
+def listed_native(cpuinfo: str, flags: frozenset[str] = _NATIVE_FLAGS) -> bool:
+    """Whether the first ``flags`` line of a ``/proc/cpuinfo`` text lists one of ``flags``
+    (default ``avx512_bf16`` or ``amx_bf16``)."""
     for line in cpuinfo.splitlines():
         if line.startswith("flags"):
-            return bool(_NATIVE_FLAGS & set(line.split(":", 1)[-1].split()))
+            return bool(flags & set(line.split(":", 1)[-1].split()))
     return False
+
+
+_INT8_FLAGS = frozenset({"avx512_vnni", "avx_vnni", "amx_int8"})
+
+
+@functools.cache
+def native_mixed() -> bool:
+    """Whether this CPU multiplies both bfloat16 (:func:`native_bf16`) and int8 (VNNI or AMX)
+    natively: where ``auto`` picks :attr:`Arithmetic.MIXED`."""
+    if not native_bf16():
+        return False
+    try:
+        with open("/proc/cpuinfo", encoding="ascii", errors="replace") as f:
+            return listed_native(f.read(), _INT8_FLAGS)
+    except OSError:
+        return False
+
+
+def arithmetic_of(value: str | Arithmetic, *, name: str = "arithmetic") -> Arithmetic:
+    """``value`` as :class:`Arithmetic`, ``auto`` resolved on this CPU (``mixed`` where
+    :func:`native_mixed`, else ``float32``).
+
+    Raises
+    ------
+    ValueError
+        Anything else, naming ``name``, the choices and the value.
+    """
+    if isinstance(value, Arithmetic):
+        return value
+    setting = value.strip().lower() if isinstance(value, str) else value
+    if setting not in ARITHMETIC_SETTINGS:
+        raise ValueError(f"{name} must be one of {', '.join(ARITHMETIC_SETTINGS)}, "
+                         f"got {value!r}")
+    if setting == "auto":
+        return Arithmetic.MIXED if native_mixed() else Arithmetic.FLOAT32
+    return Arithmetic(setting)
 
 
 def products_of(value: str, *, name: str = PRODUCTS_ENV) -> Products | None:

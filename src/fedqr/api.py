@@ -17,6 +17,7 @@ from typing import Any
 import torch
 
 from fedqr._device import resolve_device
+from fedqr._precision import Arithmetic, arithmetic_of
 from fedqr._validate import check_int_range, float_tuple
 from fedqr.data import DataSpec, FederatedData
 from fedqr.data._validate import parse_enum
@@ -129,6 +130,7 @@ def simulate(
     repeats: int = 1, seed: int = 0, eval_every: int | None = None, eval_train: str = "end",
     hidden: Sequence[int] = (64,), loss_fn: LossFn | None = None,
     device: str | torch.device = "cpu", on_round: Callable[[int], None] | None = None,
+    arithmetic: Arithmetic | str = Arithmetic.FLOAT32,
 ) -> SimulationResult:
     """Simulate FedSGD-DPC on ``data`` with ``model`` and return the ``result.json`` document.
 
@@ -157,8 +159,14 @@ def simulate(
         Hidden widths of ``mlp``; per-sample loss of a torch model (default cross-entropy).
     device, on_round:
         Torch device; progress callback with the number of finished rounds.
+    arithmetic:
+        ``"float32"`` (default), ``"mixed"`` (softmax regression's full-batch passes with
+        bfloat16 logits and exact integer gradient sums of integer-coded rows, on the CPU:
+        :mod:`fedqr.models.logreg_coded`; the same clipping, budgets and noise) or ``"auto"``
+        (mixed where the CPU multiplies bfloat16 and int8 natively).
     """
     mech = parse_enum(Mechanism, "mechanism", mechanism)
+    arith = arithmetic_of(arithmetic)
     if on_round is not None and not callable(on_round):
         raise ValueError(f"on_round must be a callable (rounds done) -> None, got {on_round!r}")
     dev = resolve_device(device)
@@ -189,7 +197,7 @@ def simulate(
         repeats=repeats, seed=seed,
         eval_every=eval_every if eval_every is not None
         else default_eval_every(source.dataset, rounds),
-        train_eval=train_eval, train_eval_rows=train_eval_rows)
+        train_eval=train_eval, train_eval_rows=train_eval_rows, arithmetic=arith)
     if schedule is not None:
         _same_scenario(schedule, config)
     started = time.perf_counter()

@@ -6,12 +6,14 @@
 # every start; strings would cost ~1,000 compiles and evals, a tenth of the budget).
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from enum import StrEnum
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
+from fedqr._precision import arithmetic_of
 from fedqr._validate import check_in_range
 from fedqr.cli._common import check_out_dir, err, fail, out, progress
 from fedqr.cli._common import device as _device
@@ -39,6 +41,11 @@ def reproduce(
         help="Share of the training data every run uses (1 = the paper's).")] = 1.0,
     device: Annotated[str, typer.Option(help="auto, cpu or cuda.")] = "auto",
     data_dir: Annotated[Path | None, typer.Option(help="Folder with the data files.")] = None,
+    arithmetic: Annotated[str, typer.Option(
+        help="auto (default: mixed where the CPU has bfloat16 and int8 products), float32 "
+             "or mixed: the softmax regression runs' full-batch passes with bfloat16 logits "
+             "and exact integer gradient sums (the same clipping, budgets and noise; see "
+             "fedqr run).")] = "auto",
 ) -> None:
     """Run every experiment of the paper's Section VII (cached per run: rerun to resume)."""
     from fedqr.data import DataNotFoundError
@@ -47,6 +54,7 @@ def reproduce(
 
     try:
         check_in_range("fraction", fraction, 0, 1, low_open=True)
+        arith = arithmetic_of(arithmetic)
         dev = _device(device)
         folder = out_dir or Path(f"runs/reproduce-{target.value}{'-quick' if quick else ''}")
         check_out_dir("out", folder)
@@ -55,7 +63,7 @@ def reproduce(
     folder.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     spec = TARGETS[target.value]
-    settings = settings_for(spec, quick=quick)
+    settings = replace(settings_for(spec, quick=quick), arithmetic=arith.value)
     try:
         manifest = build_manifest(folder, spec, settings, base=fraction, data_dir=data_dir,
                                   status=lambda m: err.print(f"[dim]{m}[/]"))

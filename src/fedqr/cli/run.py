@@ -104,6 +104,11 @@ _EvalTrainOpt = Annotated[str, typer.Option(
         help="When the training objective is evaluated: every (at every evaluation), end (the "
              "final one only), none, or sample:N (at every evaluation, estimated from N "
              "training rows, with its standard error).")]
+_ArithmeticOpt = Annotated[str, typer.Option(
+        help="float32, mixed (softmax regression's full-batch passes: bfloat16 logits and "
+             "exact integer gradient sums of integer-coded rows such as images; the same "
+             "clipping, budgets and noise) or auto (mixed where the CPU has bfloat16 and int8 "
+             "products).")]
 _OutDirOpt = Annotated[Path, typer.Option("--out", help="Output folder (result.json, PNG).")]
 _DataUseOpt = Annotated[DataUse, typer.Option(
         help="With auto: what the planner's twin trains on (see fedqr plan).")]
@@ -147,6 +152,7 @@ def run(
     seed: _SeedOpt = 0,
     eval_every: _EvalEveryOpt = None,
     eval_train: _EvalTrainOpt = "end",
+    arithmetic: _ArithmeticOpt = "float32",
     out_dir: _OutDirOpt = Path("runs/latest"),
     device: DeviceOpt = "auto",
     data_dir: DataDirOpt = None,
@@ -161,6 +167,7 @@ def run(
 ) -> None:
     """Simulate FedSGD-DPC and write result.json and a loss/accuracy plot."""
     from fedqr._cli_checks import check_accountant_applies
+    from fedqr._precision import arithmetic_of
     from fedqr.cli.scenario import check_full_batch_rate, workload
     from fedqr.data import DataNotFoundError
     from fedqr.data.presets import default_clients_per_round
@@ -170,6 +177,7 @@ def run(
     try:
         check_out_dir("out", out_dir)
         parse_train_eval(eval_train)  # checked before any work
+        arith = arithmetic_of(arithmetic)
         work = workload(
             dataset=dataset, partition=partition, alpha=alpha, fraction=fraction,
             num_clients=num_clients, seed=seed, data_dir=data_dir, data=data,
@@ -189,7 +197,7 @@ def run(
             lr=lr, lr_decay=lr_decay, lr_schedule=lr_schedule, mu=mu, gamma=gamma,
             weight_decay=weight_decay, selection=selection, aggregation=aggregation,
             repeats=repeats, seed=seed, eval_every=eval_every, eval_train=eval_train,
-            device=_device(device))
+            device=_device(device), arithmetic=arith)
         planning: dict[str, Any] = dict(
             data_use=data_use, proxy_dataset=proxy_dataset, proxy_data=proxy_data,
             proxy_classes=proxy_classes, pilot_share=pilot_share, proxy_share=proxy_share,

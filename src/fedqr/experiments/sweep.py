@@ -25,6 +25,7 @@ import numpy as np
 import torch
 
 from fedqr._atomic import DamagedFileError, read_json, write_file_atomic, write_json_atomic
+from fedqr._precision import Arithmetic
 from fedqr.data import Dataset, DatasetName, Partition, PartitionKind
 from fedqr.experiments.runs import RunSpec, RunStore, execute, prepare_data
 from fedqr.privacy import Mechanism, PaperBound, mechanism_for
@@ -59,6 +60,8 @@ class Settings:
     """Evaluations along a run drawn in the loss-per-round figure (:func:`is_curve`); every
     other run is evaluated at round 0 and at the end only, which is all its figures use."""
     estimate_proxy: float | None
+    arithmetic: str = "float32"
+    """:class:`fedqr._precision.Arithmetic` of the runs (``fedqr reproduce --arithmetic``)."""
 
 
 @dataclass(frozen=True)
@@ -145,6 +148,7 @@ def _sim(target: Target, mech: Mechanism, eps: float, b: int, T: int, s: Setting
         num_clients=N, clients_per_round=b, rounds=T, repeats=s.repeats, seed=0,
         eval_every=max(1, T // s.curve_points) if curve else max(1, T),
         train_eval=EvalTrain.EVERY,  # the paper's figures plot the training objective
+        arithmetic=Arithmetic(s.arithmetic),
         privacy=PrivacyConfig(mechanism=mech, eps=eps, delta=DELTA, clip=target.clip(mech),
                               sample_rate=mechanism_for(mech).default_sample_rate))
 

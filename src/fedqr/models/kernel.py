@@ -26,6 +26,7 @@ import torch
 from torch import Tensor
 
 from fedqr.models.logreg import Norm
+from fedqr.models.logreg_coded import Coding
 from fedqr.models.logreg_pass import GradSums
 
 __all__ = ["Attached", "GradSums", "Kernel", "KernelData"]
@@ -46,6 +47,7 @@ class KernelData:
     y_test: Tensor
     norm: Norm
     chunk_rows: int
+    coding: Coding | None = None  # the rows' integer coding: the mixed arithmetic's passes
 
     @property
     def sizes(self) -> np.ndarray:

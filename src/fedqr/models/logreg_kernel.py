@@ -62,7 +62,8 @@ class LogRegKernel:
     def attach(self, data: KernelData) -> _Attached:
         """Client layout with row norms in the mechanism's norm."""
         layout = client_layout(data.x, data.y, offsets=data.offsets,
-                               num_classes=self.num_classes, norm=data.norm)
+                               num_classes=self.num_classes, norm=data.norm,
+                               coding=data.coding, chunk_rows=data.chunk_rows)
         test = SparseCache.of(data.x_test, [(0, data.x_test.shape[0])], transpose=False)
         return _Attached(self, layout, data, test)
 

@@ -14,6 +14,7 @@ import torch
 from torch import Tensor
 
 from fedqr.models.logreg import Norm, clipped_residual, row_norms
+from fedqr.models.logreg_coded import CodedBlock, Coding, coded_block, coded_pass
 from fedqr.models.sampling import poisson_positions
 from fedqr.models.sparse_rows import SparseCache, SparseRows
 
@@ -52,6 +53,7 @@ class ClientBlock:
     cols: Tensor  # (v,) int64
     const_cols: Tensor  # (p - v,) int64
     const_vals: Tensor  # (p - v,) float32
+    coded: CodedBlock | None = None  # the mixed arithmetic's rows (fedqr.models.logreg_coded)
 
 
 @dataclass(frozen=True)
@@ -82,25 +84,36 @@ class ClientLayout:
 _MIN_CONST_SHARE = 1 / 16  # fewer constant columns than this share: the dense pass is as fast
 
 
-def client_block(x: Tensor) -> ClientBlock | None:
+def client_block(x: Tensor, coded: tuple[np.ndarray, Coding, int] | None = None
+                 ) -> ClientBlock | None:
     """The :class:`ClientBlock` of one client's rows ``x`` (``None`` when too few of its
-    columns are constant for the split to pay)."""
+    columns are constant for the split to pay); ``coded``: the rows' codes, their coding and
+    the chunk size, for the mixed arithmetic (a block is then always made)."""
     if x.shape[0] == 0:
         return None
     varying = (x != x[:1]).any(dim=0)
-    if int((~varying).sum()) < _MIN_CONST_SHARE * x.shape[1]:
+    if coded is None and int((~varying).sum()) < _MIN_CONST_SHARE * x.shape[1]:
         return None
     cols, const = varying.nonzero().squeeze(1), (~varying).nonzero().squeeze(1)
-    return ClientBlock(x=x.index_select(1, cols).contiguous(), cols=cols, const_cols=const,
-                       const_vals=x[0].index_select(0, const).contiguous())
+    xv = x.index_select(1, cols).contiguous()
+    return ClientBlock(x=xv, cols=cols, const_cols=const,
+                       const_vals=x[0].index_select(0, const).contiguous(),
+                       coded=None if coded is None else coded_block(
+                           xv, coded[0], coded[1], cols, chunk_rows=coded[2]))
 
 
 def client_layout(x: Tensor, y: Tensor, *, offsets: np.ndarray, num_classes: int,
-                  norm: Norm) -> ClientLayout:
-    """:class:`ClientLayout` of client-sorted rows, with row norms and constant-column blocks."""
-    blocks = tuple(client_block(x[int(lo):int(hi)])
+                  norm: Norm, coding: Coding | None = None, chunk_rows: int = 2048
+                  ) -> ClientLayout:
+    """:class:`ClientLayout` of client-sorted rows, with row norms and constant-column blocks;
+    with ``coding`` (the rows' integer coding, on the CPU) every client's block also holds
+    its codes for the mixed arithmetic and the norms are the coded rows'."""
+    blocks = tuple(client_block(x[int(lo):int(hi)], None if coding is None else
+                                (coding.codes[int(lo):int(hi)], coding, chunk_rows))
                    for lo, hi in itertools.pairwise(offsets))
-    return ClientLayout(x=x, y=y, x_norm=row_norms(x, norm), offsets=offsets,
+    x_norm = row_norms(x, norm) if coding is None else torch.as_tensor(
+        coding.norms(1 if norm is Norm.L1 else 2), device=x.device)
+    return ClientLayout(x=x, y=y, x_norm=x_norm, offsets=offsets,
                         num_classes=num_classes, blocks=blocks,
                         sparse=SparseCache.of(x, [(int(lo), int(hi)) for lo, hi in
                                                   itertools.pairwise(offsets)], transpose=True))
@@ -195,6 +208,11 @@ def _client_pass(layout: ClientLayout, client: int, theta_t: Tensor, *, r: int, 
     dtype, device = theta_t.dtype, theta_t.device
     lo, hi = int(layout.offsets[client]), int(layout.offsets[client + 1])
     block = layout.blocks[client] if layout.blocks is not None else None
+    if block is not None and block.coded is not None and loss_sum is None and residual:
+        return coded_pass(block.coded, theta_t, cols=block.cols, const_cols=block.const_cols,
+                          const_vals=block.const_vals, y=layout.y[lo:hi],
+                          x_norm=layout.x_norm[lo:hi], r=r, k=k, clip=clip, norm=norm,
+                          weight=weight)
     if block is None:
         x, w, bias = layout.x[lo:hi], theta_t, None
     else:  # logits = X_v theta_v^T + (theta_c c): the constant columns as one bias

@@ -10,6 +10,7 @@ from enum import StrEnum
 from fedqr._enums import Aggregation as Aggregation
 from fedqr._enums import LrSchedule as LrSchedule
 from fedqr._enums import Selection as Selection
+from fedqr._precision import Arithmetic as Arithmetic
 from fedqr._validate import (
     check_in_range,
     check_int_range,
@@ -237,6 +238,11 @@ class SimConfig:
         ``batch`` (default): all draws of a run come from one generator seeded by ``seed``;
         ``per-reply``: each reply's Poisson batch and noise come from its own generators
         seeded by ``(seed, repeat, round, client)``, as a Flower client draws them.
+    arithmetic:
+        :class:`fedqr._precision.Arithmetic` of softmax regression's full-batch passes on the
+        CPU: ``float32`` (default) or ``mixed`` (bfloat16 logits and exact integer gradient
+        sums of integer-coded rows; :mod:`fedqr.models.logreg_coded`); the same clipping,
+        budgets and noise.
     """
 
     num_clients: int = 10
@@ -254,6 +260,7 @@ class SimConfig:
     train_eval_rows: int | None = None
     chunk_rows: int = 2048
     noise_seeding: NoiseSeeding = NoiseSeeding.BATCH
+    arithmetic: Arithmetic = Arithmetic.FLOAT32
 
     def __post_init__(self) -> None:
         for name in ("num_clients", "clients_per_round", "rounds", "repeats", "eval_every",
@@ -271,7 +278,7 @@ class SimConfig:
             raise ValueError(f"weight_decay must be >= 0, got weight_decay={self.weight_decay}")
         check_int_range("eval_every", self.eval_every, 1)
         for name, kind in (("selection", Selection), ("aggregation", Aggregation),
-                           ("noise_seeding", NoiseSeeding)):
+                           ("noise_seeding", NoiseSeeding), ("arithmetic", Arithmetic)):
             object.__setattr__(self, name, parse_enum(kind, name, getattr(self, name)))
         object.__setattr__(self, "train_eval",
                            parse_enum(EvalTrain, "train_eval", self.train_eval))

@@ -33,8 +33,9 @@ from torch import Tensor
 
 from fedqr.data import Dataset, Partition
 from fedqr.models.kernel import GradSums, Kernel, KernelData
+from fedqr.models.logreg_coded import code_rows
 from fedqr.sim.budget import ClientPrivacy, plan_client_privacy
-from fedqr.sim.config import Aggregation, SimConfig
+from fedqr.sim.config import Aggregation, Arithmetic, SimConfig
 from fedqr.sim.reply import client_replies
 from fedqr.sim.result import RoundMetrics, SimResult
 from fedqr.sim.schedule import make_schedule
@@ -65,13 +66,17 @@ def kernel_data(dataset: Dataset, partition: Partition, config: SimConfig,
     order = np.concatenate(partition.indices)
     if len(order) != dataset.num_train or len(np.unique(order)) != len(order):
         raise ValueError("partition must assign every training sample to exactly one client")
+    coding = None
+    if config.arithmetic is Arithmetic.MIXED and device.type == "cpu":
+        whole = code_rows(dataset.x_train)  # kept for the array: a sweep codes it once
+        coding = None if whole is None else whole.rows(order)
     return KernelData(
         x=torch.as_tensor(dataset.x_train[order], dtype=torch.float32, device=device),
         y=torch.as_tensor(dataset.y_train[order], dtype=torch.int64, device=device),
         offsets=np.concatenate([[0], np.cumsum(partition.sizes)]).astype(np.int64),
         x_test=torch.as_tensor(dataset.x_test, dtype=torch.float32, device=device),
         y_test=torch.as_tensor(dataset.y_test, dtype=torch.int64, device=device),
-        norm=config.privacy.spec.norm, chunk_rows=config.chunk_rows)
+        norm=config.privacy.spec.norm, chunk_rows=config.chunk_rows, coding=coding)
 
 
 def _aggregate(c: Tensor, replies: Tensor, *, batched: bool) -> Tensor:

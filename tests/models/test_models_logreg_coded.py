@@ -1,0 +1,135 @@
+"""The mixed arithmetic: integer coding of rows, exact integer gradient sums, the clip bound."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from fedqr.models.logreg import Norm
+from fedqr.models.logreg_coded import QUANT, CodedSum, code_rows, coded_block
+from fedqr.models.logreg_pass import client_layout, full_batch_sums
+
+
+def _images(n: int, p: int, seed: int) -> np.ndarray:
+    """MNIST-like rows: grey levels k / 255 standardised by one scalar, many pixels blank."""
+    rng = np.random.default_rng(seed)
+    k = rng.integers(0, 256, size=(n, p)) * (rng.random((n, p)) < 0.3)
+    return ((k / 255.0 - 0.13) / 0.31).astype(np.float32)
+
+
+def test_code_rows_finds_the_grid_of_images_and_one_hot_columns() -> None:
+    x = _images(500, 12, 0)
+    x[:, 3] = 0.7  # a constant column
+    coding = code_rows(x)
+    assert coding is not None and coding.codes.dtype == np.int8
+    rebuilt = coding.codes * coding.scale + coding.offset
+    assert np.abs(rebuilt - x).max() < 1e-6
+    assert np.allclose(coding.scale[[0, 1, 2]], 1 / (255 * 0.31), rtol=1e-6)
+    rng = np.random.default_rng(1)  # one-hot columns standardised each by its own statistics
+    onehot = np.eye(4)[rng.integers(0, 4, 300)]
+    z = ((onehot - onehot.mean(axis=0)) / onehot.std(axis=0)).astype(np.float32)
+    coded = code_rows(z)
+    assert coded is not None and np.abs(coded.codes * coded.scale + coded.offset - z).max() < 1e-6
+
+
+@pytest.mark.parametrize("case", ["gaussian", "levels", "nan"])
+def test_code_rows_refuses_rows_that_are_not_coded(case: str) -> None:
+    rng = np.random.default_rng(2)
+    x = _images(400, 5, 3)
+    if case == "gaussian":
+        x[:, 2] = rng.normal(size=400)
+    elif case == "levels":  # 300 levels on one grid: more than int8 holds
+        x[:, 2] = rng.integers(0, 300, 400) / 7.0
+    else:
+        x[5, 1] = np.nan
+    assert code_rows(x.astype(np.float32)) is None
+
+
+def test_norms_bound_the_coded_and_the_float_rows() -> None:
+    x = _images(300, 9, 4)
+    coding = code_rows(x)
+    assert coding is not None
+    for ord_ in (1, 2):
+        exact = np.linalg.norm(coding.codes * coding.scale + coding.offset, ord=ord_, axis=1)
+        plain = np.linalg.norm(x.astype(np.float64), ord=ord_, axis=1)
+        got = coding.norms(ord_).astype(np.float64)
+        assert (got >= exact).all() and (got >= plain).all()
+        assert np.allclose(got, exact, rtol=1e-5)
+        sub = coding.rows(np.array([7, 2, 250]))
+        assert np.array_equal(sub.norms(ord_), coding.norms(ord_)[[7, 2, 250]])
+
+
+def test_coded_sum_is_the_exact_sum_of_truncated_residuals() -> None:
+    x = _images(700, 11, 5)
+    coding = code_rows(x)
+    assert coding is not None
+    cols = torch.arange(11)
+    block = coded_block(torch.as_tensor(x), coding.codes, coding, cols, chunk_rows=256)
+    assert len(block.codes_t) == 3
+    res = torch.rand(700, 6, generator=torch.Generator().manual_seed(6)) * 2 - 1
+    res[:10] = torch.tensor([1.0, -1.0, 0.0, 1e-6, -1e-6, 0.5])  # the grid's ends and below it
+    sums = CodedSum(block, 6)
+    for chunk, start in enumerate(range(0, 700, 256)):
+        sums.add(chunk, res[start:start + 256].clone())
+    grad, total = sums.result()
+    trunc = np.trunc(res.double().numpy() * QUANT) / QUANT
+    assert (np.abs(trunc) <= np.abs(res.double().numpy())).all()  # never larger: the bound holds
+    rows = coding.codes * coding.scale + coding.offset  # the coded rows, float64
+    want = trunc.T @ rows
+    assert np.allclose(grad.double().numpy(), want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
+    assert np.allclose(total.double().numpy(), trunc.sum(axis=0), rtol=1e-6, atol=1e-9)
+
+
+def _clients(seed: int) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
+    x = _images(900, 30, seed)
+    x[:300, :4] = x[0, :4]  # client 0 has constant columns
+    y = torch.randint(0, 4, (900,), generator=torch.Generator().manual_seed(seed))
+    return torch.as_tensor(x), y, np.array([0, 300, 650, 900])
+
+
+@pytest.mark.parametrize("norm", [Norm.L1, Norm.L2])
+def test_mixed_pass_is_close_to_float32(norm: Norm) -> None:
+    x, y, off = _clients(7)
+    coding = code_rows(x.numpy())
+    assert coding is not None
+    plain = client_layout(x, y, offsets=off, num_classes=4, norm=norm)
+    mixed = client_layout(x, y, offsets=off, num_classes=4, norm=norm, coding=coding,
+                          chunk_rows=128)
+    assert mixed.blocks is not None and all(b is not None and b.coded for b in mixed.blocks)
+    theta = 0.05 * torch.randn(3, 4, 30, generator=torch.Generator().manual_seed(8))
+    sel = np.array([[0, 1], [1, 2], [2, 0]])
+    clip = 3.0 if norm is Norm.L1 else 0.5
+    a = full_batch_sums(plain, theta, sel, clip=clip, norm=norm, chunk_rows=128,
+                        with_train_loss=False)
+    b = full_batch_sums(mixed, theta, sel, clip=clip, norm=norm, chunk_rows=128,
+                        with_train_loss=False)
+    scale = a.grad.abs().max()
+    assert (b.grad - a.grad).abs().max() < 2e-2 * scale  # bfloat16 logits, 6e-5 residual grid
+    assert torch.equal(a.rows, b.rows)
+    assert (a.clipped - b.clipped).abs().max() <= 0.05 * a.rows.max()
+
+
+@pytest.mark.parametrize("norm", [Norm.L1, Norm.L2])
+def test_a_row_moves_the_mixed_sum_by_at_most_the_clip(norm: Norm) -> None:
+    """The sensitivity itself: a client's sum with and without one row differs by that row's
+    clipped gradient, never more than the clip in the mechanism's norm."""
+    x, y, _ = _clients(9)
+    coding = code_rows(x.numpy())
+    assert coding is not None
+    theta = 0.3 * torch.randn(2, 4, 30, generator=torch.Generator().manual_seed(10))
+    clip = 2.0 if norm is Norm.L1 else 0.3
+    for drop in (0, 17, 299):
+        keep = np.delete(np.arange(300), drop)
+        sums = []
+        for rows in (np.arange(300), keep):
+            lay = client_layout(x[rows], y[rows], offsets=np.array([0, len(rows)]),
+                                num_classes=4, norm=norm, coding=coding.rows(rows),
+                                chunk_rows=64)
+            sums.append(full_batch_sums(lay, theta, np.zeros((2, 1), dtype=np.int64),
+                                        clip=clip, norm=norm, chunk_rows=64,
+                                        with_train_loss=False).grad[:, 0].double())
+        moved = torch.linalg.vector_norm(sums[0] - sums[1], ord=1 if norm is Norm.L1 else 2,
+                                         dim=1)
+        assert (moved <= clip * (1 + 1e-5)).all(), (drop, moved)
+        assert (moved > 0).all()
