@@ -3,7 +3,8 @@
 Prints fedqr's engine (1 and 10 batched repeats), a naive per-client autograd loop, this
 machine's floor: max(FLOPs / measured float32 GEMM throughput, one pass over the training data
 / measured memory bandwidth), and one training pass (10 clients x 10 repeats) on the dense
-layout, with each client's constant columns split off, and with the loss and argmax added.
+layout, with each client's constant columns split off, with the loss and argmax added, and in
+the mixed arithmetic (``--arithmetic mixed``: bfloat16 logits, exact int8 gradient sums).
 Every engine round includes a test evaluation (10,000 samples).
 
     FEDQR_DATA=../shared/data python bench/engine.py [--threads 2] [--rounds 100] [--device cpu]
@@ -22,6 +23,7 @@ from torch.func import grad, vmap
 
 from fedqr.data import load_dataset, make_partition
 from fedqr.models.logreg import Norm
+from fedqr.models.logreg_coded import code_rows
 from fedqr.models.logreg_pass import client_layout, full_batch_sums
 from fedqr.privacy import Mechanism
 from fedqr.sim.config import PrivacyConfig, SimConfig
@@ -50,14 +52,18 @@ def engine_ms(ds, part, *, rounds: int, repeats: int, device: str) -> float:
     return (marks[-1] - marks[0]) / (len(marks) - 1) * 1e3  # steady state, setup excluded
 
 
-def pass_ms(ds, part, *, repeats: int, split: bool, metrics: bool, device: str) -> float:
+def pass_ms(ds, part, *, repeats: int, split: bool, metrics: bool, device: str,
+            mixed: bool = False) -> float:
     """One Laplace pass of all 10 clients (``full_batch_sums``) on the dense layout or with
-    each client's constant columns split off, with or without the loss and argmax."""
+    each client's constant columns split off, with or without the loss and argmax; ``mixed``:
+    in the mixed arithmetic (bfloat16 logits, exact int8 gradient sums of the coded rows)."""
     order = np.concatenate(part.indices)
     x = torch.as_tensor(ds.x_train[order], dtype=torch.float32, device=device)
     y = torch.as_tensor(ds.y_train[order], dtype=torch.int64, device=device)
     offsets = np.concatenate([[0], np.cumsum(part.sizes)]).astype(np.int64)
-    layout = client_layout(x, y, offsets=offsets, num_classes=10, norm=Norm.L1)
+    coding = code_rows(ds.x_train).rows(order) if mixed else None
+    layout = client_layout(x, y, offsets=offsets, num_classes=10, norm=Norm.L1, coding=coding,
+                           chunk_rows=2048)
     if not split:
         layout = dataclasses.replace(layout, blocks=None)
     theta = 0.01 * torch.randn(repeats, 10, x.shape[1], generator=torch.Generator().manual_seed(0))
@@ -112,6 +118,8 @@ def main() -> None:
     passes = {(split, metrics): pass_ms(ds, part, repeats=10, split=split, metrics=metrics,
                                         device=args.device)
               for split in (False, True) for metrics in (False, True)}
+    mixed = (pass_ms(ds, part, repeats=10, split=True, metrics=False, device=args.device,
+                     mixed=True) if args.device == "cpu" else None)
     naive = naive_ms(ds, part, rounds=args.naive_rounds)
     print(f"threads={args.threads} device={args.device}")
     print(f"measured: GEMM {fl['gemm_gflops']:.0f} GFLOP/s, memory {fl['mem_gbps']:.1f} GB/s")
@@ -123,6 +131,9 @@ def main() -> None:
     print(f"pass, 10 clients x 10 repeats: dense {dense:.1f} ms, constant columns split off "
           f"{split:.1f} ms ({1 - split / dense:.0%} less); with loss and argmax "
           f"{passes[(True, True)]:.1f} ms ({passes[(True, True)] / split - 1:.0%} more)")
+    if mixed is not None:
+        print(f"pass in the mixed arithmetic (bfloat16 logits, exact int8 gradient sums): "
+              f"{mixed:.1f} ms ({split / mixed:.2f}x the float32 pass with columns split off)")
 
 
 if __name__ == "__main__":

@@ -26,7 +26,7 @@ bfloat16 logits; ``tests/models/test_models_logreg_coded.py`` bounds both.
 from __future__ import annotations
 
 import weakref
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -63,38 +63,24 @@ _MAX_CHUNK = 65536  # int32 sums of 127 * 128 products stay exact up to 131,000 
 
 @dataclass(frozen=True)
 class Coding:
-    """Rows ``x[i, j] = offset[j] + scale[j] * codes[i, j]`` (codes int8 in [-128, 127]) of
-    the float rows ``x``; :meth:`norms` are computed once per coded array and ord."""
+    """Rows ``x[i, j] = offset[j] + scale[j] * codes[i, j]`` (codes int8 in [-128, 127]), and
+    each row's l1 and l2 norm for clipping: the coded row's (float64, raised by
+    :data:`NORM_MARGIN`), at least the float row's own, as float32 rounded up."""
 
     codes: NDArray[np.int8]  # (n, p)
     scale: NDArray[np.float64]  # (p,)
     offset: NDArray[np.float64]  # (p,)
-    x: NDArray[np.floating] | None  # the float rows coded (None: a subset, see rows)
-    _norms: dict[int, NDArray[np.float32]] = field(default_factory=dict, compare=False,
-                                                   repr=False)
-    _of: tuple[Coding, NDArray[np.int64]] | None = field(default=None, compare=False,
-                                                         repr=False)
+    norm_l1: NDArray[np.float32]  # (n,)
+    norm_l2: NDArray[np.float32]  # (n,)
 
     def rows(self, index: NDArray[np.int64]) -> Coding:
-        """The coding of ``x[index]`` (its norms read off this coding's)."""
-        return Coding(self.codes[index], self.scale, self.offset, None, _of=(self, index))
+        """The coding of ``x[index]``."""
+        return Coding(self.codes[index], self.scale, self.offset, self.norm_l1[index],
+                      self.norm_l2[index])
 
     def norms(self, ord: int) -> NDArray[np.float32]:
-        """Per-row ``||x~||_ord`` of the coded rows ``x~`` (float64, raised by
-        :data:`NORM_MARGIN`), at least the float rows' own norms, float32 rounded up."""
-        if self._of is not None:
-            return self._of[0].norms(ord)[self._of[1]]
-        assert self.x is not None  # a whole coding holds its rows
-        if ord not in self._norms:
-            top = np.empty(self.codes.shape[0])
-            for start in range(0, len(top), _SCAN_ROWS):
-                part = slice(start, start + _SCAN_ROWS)
-                exact = np.linalg.norm(self.codes[part] * self.scale + self.offset, ord=ord,
-                                       axis=1)
-                plain = np.linalg.norm(self.x[part].astype(np.float64), ord=ord, axis=1)
-                top[part] = np.maximum(exact, plain) * (1 + NORM_MARGIN)
-            self._norms[ord] = np.nextafter(top.astype(np.float32), np.float32(np.inf))
-        return self._norms[ord]
+        """The rows' clipping norms, ``ord`` 1 or 2."""
+        return self.norm_l1 if ord == 1 else self.norm_l2
 
 
 _CODINGS: dict[int, tuple[weakref.ref[np.ndarray], Coding | None]] = {}
@@ -111,6 +97,7 @@ def code_rows(x: NDArray[np.floating]) -> Coding | None:
     coding = _code(np.asarray(x))
     try:
         _CODINGS[id(x)] = (weakref.ref(x), coding)
+        weakref.finalize(x, _CODINGS.pop, id(x), None)  # forgotten with the array
     except TypeError:  # not weakly referable: not kept
         pass
     return coding
@@ -141,10 +128,17 @@ def _code(x: NDArray[np.floating]) -> Coding | None:
     if np.isnan(scale).any():
         return None
     codes = np.empty(x.shape, dtype=np.int8)
+    offset = lo + 128 * scale
+    norms = np.empty((2, x.shape[0]))
     for start in range(0, x.shape[0], _SCAN_ROWS):
-        k = np.rint((x[start:start + _SCAN_ROWS] - lo) / scale)
-        codes[start:start + _SCAN_ROWS] = k - 128
-    return Coding(codes=codes, scale=scale, offset=lo + 128 * scale, x=x)
+        part = slice(start, start + _SCAN_ROWS)
+        codes[part] = np.rint((x[part] - lo) / scale) - 128
+        coded, plain = codes[part] * scale + offset, x[part].astype(np.float64)
+        for i, ord_ in enumerate((1, 2)):
+            norms[i, part] = np.maximum(np.linalg.norm(coded, ord=ord_, axis=1),
+                                        np.linalg.norm(plain, ord=ord_, axis=1))
+    up = np.nextafter((norms * (1 + NORM_MARGIN)).astype(np.float32), np.float32(np.inf))
+    return Coding(codes=codes, scale=scale, offset=offset, norm_l1=up[0], norm_l2=up[1])
 
 
 def _refined(step: float, span: float) -> float:
