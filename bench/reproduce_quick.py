@@ -1,6 +1,7 @@
 """Wall and CPU time of ``fedqr reproduce mnist --quick`` as a whole process, against its goal.
 
-The goal is 90 s of wall time on this 2-core machine, idle (issue 24, item 7). Each run starts
+The goal is 90 s of wall time on this 2-core machine, idle (issue 24, item 7); with ``--full``
+the paper's whole sweep (10 repeats, 201 runs) against 15 min (900 s). Each run starts
 a new process ``python -m fedqr.cli reproduce mnist --quick --out DIR`` with a new, empty
 output folder (nothing is reused from an earlier run: the constants, theta* and every
 simulation are computed); the data must be present (``FEDQR_DATA``, or ``--data-dir``).
@@ -10,7 +11,7 @@ process; on a shared machine it is the steadier figure (wall time also counts wa
 core), so the load average is printed before and after.
 
     FEDQR_DATA=../shared/data PYTHONPATH=src python bench/reproduce_quick.py [--repeats 1]
-        [--goal 90] [--threads N] [--keep DIR]
+        [--goal 90] [--threads N] [--keep DIR] [--full] [--arithmetic float32|mixed|auto]
 
 ``--threads`` sets ``OMP_NUM_THREADS`` for the process (default: unset, torch's and BLAS's
 default of one thread per core). Exits 1 when the median wall time misses the goal.
@@ -29,11 +30,13 @@ import time
 from pathlib import Path
 
 
-def run_once(out: Path, env: dict[str, str],
-             data_dir: Path | None) -> tuple[float, float, list[tuple[float, str]]]:
+def run_once(out: Path, env: dict[str, str], data_dir: Path | None, *, full: bool = False,
+             arithmetic: str | None = None) -> tuple[float, float, list[tuple[float, str]]]:
     """Wall and CPU seconds of one reproduction into ``out``, and its stamped status lines."""
-    argv = [sys.executable, "-m", "fedqr.cli", "reproduce", "mnist", "--quick", "--out",
-            str(out)]
+    argv = [sys.executable, "-m", "fedqr.cli", "reproduce", "mnist",
+            *([] if full else ["--quick"]), "--out", str(out)]
+    if arithmetic is not None:
+        argv += ["--arithmetic", arithmetic]
     if data_dir is not None:
         argv += ["--data-dir", str(data_dir)]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
@@ -58,12 +61,19 @@ def run_once(out: Path, env: dict[str, str],
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=1, help="timed runs (median reported)")
-    parser.add_argument("--goal", type=float, default=90.0, help="wall seconds allowed")
+    parser.add_argument("--goal", type=float, default=None,
+                        help="wall seconds allowed (default 90; with --full 900)")
+    parser.add_argument("--full", action="store_true",
+                        help="the full reproduction (10 repeats, 201 runs) instead of --quick")
+    parser.add_argument("--arithmetic", default=None,
+                        help="passed to reproduce (default: its own, auto)")
     parser.add_argument("--threads", type=int, default=None, help="OMP_NUM_THREADS")
     parser.add_argument("--data-dir", type=Path, default=None, help="folder of mnist/")
     parser.add_argument("--keep", type=Path, default=None,
                         help="write the last run's output here (must not exist)")
     args = parser.parse_args()
+    if args.goal is None:
+        args.goal = 900.0 if args.full else 90.0
     if args.repeats < 1:
         parser.error(f"--repeats must be >= 1, got --repeats={args.repeats}")
     if args.keep is not None and args.keep.exists():
@@ -78,7 +88,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="fedqr-reproduce-") as tmp:
             last = i == args.repeats - 1
             out = args.keep if (last and args.keep is not None) else Path(tmp) / "out"
-            wall, cpu, lines = run_once(out, env, args.data_dir)
+            wall, cpu, lines = run_once(out, env, args.data_dir, full=args.full,
+                                        arithmetic=args.arithmetic)
         runs.append((wall, cpu))
         print(f"run {i + 1}: wall {wall:.1f} s, CPU {cpu:.1f} s, load average "
               f"{os.getloadavg()[0]:.2f}")
