@@ -52,6 +52,22 @@ def test_eval_train_sets_when_the_training_objective_is_evaluated(
     assert doc["diverged"] is False
 
 
+def test_arithmetic_mixed_runs_with_the_same_budgets(tmp_path: Path) -> None:
+    docs = {}
+    for arithmetic in ("float32", "mixed"):
+        out = tmp_path / arithmetic
+        res = runner.invoke(app, [*BASE, "--mechanism", "laplace", "--eps", "5", "--clip", "20",
+                                  "--arithmetic", arithmetic, "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        docs[arithmetic] = json.loads((out / "result.json").read_text())
+    assert docs["mixed"]["config"]["arithmetic"] == "mixed"
+    assert docs["float32"]["config"]["arithmetic"] == "float32"
+    for a, b in zip(docs["float32"]["clients"], docs["mixed"]["clients"], strict=True):
+        assert (a["noise_std"], a["epsilon_spent"]) == (b["noise_std"], b["epsilon_spent"])
+    loss = [doc["summary"]["final_test_loss_mean"] for doc in docs.values()]
+    assert loss[1] == pytest.approx(loss[0], rel=1e-2)
+
+
 def test_gaussian_per_client_budgets(tmp_path: Path) -> None:
     out = tmp_path / "g"
     res = runner.invoke(app, [*BASE, "--mechanism", "gaussian", "--eps", "1,2,3,4",
@@ -88,6 +104,7 @@ def test_gaussian_per_client_budgets(tmp_path: Path) -> None:
         (["--eval-train", "often"], "--eval-train must be 'every', 'end', 'none'"),
         (["--eval-train", "sample:1"], "--eval-train must be 'every', 'end', 'none'"),
         (["--eval-train", "sample:99999"], "train_eval_rows must be <= the number of"),
+        (["--arithmetic", "fast"], "--arithmetic must be one of auto, float32, mixed"),
     ],
 )
 def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, args: list[str],
