@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -66,6 +67,19 @@ def test_arithmetic_mixed_runs_with_the_same_budgets(tmp_path: Path) -> None:
         assert (a["noise_std"], a["epsilon_spent"]) == (b["noise_std"], b["epsilon_spent"])
     loss = [doc["summary"]["final_test_loss_mean"] for doc in docs.values()]
     assert loss[1] == pytest.approx(loss[0], rel=1e-2)
+
+
+def test_arithmetic_mixed_says_when_it_runs_float32(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)  # continuous features: not integer-coded
+    x = rng.normal(size=(240, 3))
+    np.savez(tmp_path / "d.npz", x=x, y=(x[:, 0] > 0).astype(np.int64),
+             client=np.arange(240) % 4, x_test=x[:40], y_test=(x[:40, 0] > 0).astype(np.int64))
+    res = runner.invoke(app, ["run", "--data", str(tmp_path / "d.npz"), "--rounds", "3",
+                              "--clients-per-round", "2", "--mechanism", "laplace",
+                              "--arithmetic", "mixed", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.output.split())  # rich wraps lines
+    assert "--arithmetic mixed runs in float32 here" in said and "not integer-coded" in said
 
 
 def test_gaussian_per_client_budgets(tmp_path: Path) -> None:

@@ -46,3 +46,15 @@ def test_arithmetic_is_checked() -> None:
     with pytest.raises(ValueError, match="arithmetic"):
         SimConfig(arithmetic="fast")  # type: ignore[arg-type]
     assert SimConfig(arithmetic="mixed").arithmetic is Arithmetic.MIXED  # type: ignore[arg-type]
+
+
+def test_mixed_on_rows_that_are_not_coded_says_it_runs_float32(digits) -> None:
+    rng = np.random.default_rng(4)
+    noisy = type(digits)(name="digits", x_train=digits.x_train + rng.normal(
+        scale=0.1, size=digits.x_train.shape).astype(np.float32), y_train=digits.y_train,
+        x_test=digits.x_test, y_test=digits.y_test, num_classes=10)
+    with pytest.warns(RuntimeWarning, match="not integer-coded"):
+        doc = _run(noisy, Arithmetic.MIXED, mechanism=Mechanism.LAPLACE, eps=20.0, clip=10.0)
+    plain = _run(noisy, Arithmetic.FLOAT32, mechanism=Mechanism.LAPLACE, eps=20.0, clip=10.0)
+    assert [r["rounds"][-1]["test_loss"] for r in doc["runs"]] == [
+        r["rounds"][-1]["test_loss"] for r in plain["runs"]]

@@ -32,6 +32,7 @@ from fedqr._options import (
 from fedqr._validate import int_or_auto, rate_or_auto
 from fedqr.cli._common import (
     check_out_dir,
+    err,
     fail,
     floats,
     mechanism_for,
@@ -272,6 +273,8 @@ def _simulate(source: "DataSource", kernel: "Kernel", settings: dict[str, Any]
     """Run :func:`fedqr.simulate` with a progress bar; the result document."""
     import warnings
 
+    from rich.markup import escape
+
     from fedqr._cli_checks import given
     from fedqr.api import simulate
     from fedqr.privacy import PrivacyBudgetExceeded
@@ -281,9 +284,8 @@ def _simulate(source: "DataSource", kernel: "Kernel", settings: dict[str, Any]
 
     label = (f"{settings['mechanism'].value} b={settings['clients_per_round']} "
              f"x{settings['repeats']}")
-    with progress("FedSGD-DPC") as bar, warnings.catch_warnings():
-        # the command says a divergence in its own words (warn_diverged), once
-        warnings.filterwarnings("ignore", message="the run diverged", category=RuntimeWarning)
+    with progress("FedSGD-DPC") as bar, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", RuntimeWarning)
         task = bar.add_task(label, total=settings["rounds"])
         try:
             result = simulate(data=source, model=kernel, **settings,
@@ -292,6 +294,14 @@ def _simulate(source: "DataSource", kernel: "Kernel", settings: dict[str, Any]
             raise fail(str(e), code=1) from None
         except ValueError as e:
             raise fail(str(e)) from None
+    for w in caught:  # after the progress bar: fedqr's own as one line, others as they were
+        if str(w.message).startswith("the run diverged"):
+            continue  # the command says it in its own words (warn_diverged), once
+        if str(w.message).startswith("arithmetic="):
+            text = str(w.message).replace("arithmetic='mixed'", "--arithmetic mixed")
+            err.print(f"[yellow]warning:[/] {escape(text)}")
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     return result.document
 
 

@@ -25,6 +25,7 @@ generator of their own, so no setting changes a reply).
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 
 import numpy as np
@@ -67,9 +68,14 @@ def kernel_data(dataset: Dataset, partition: Partition, config: SimConfig,
     if len(order) != dataset.num_train or len(np.unique(order)) != len(order):
         raise ValueError("partition must assign every training sample to exactly one client")
     coding = None
-    if config.arithmetic is Arithmetic.MIXED and device.type == "cpu":
-        whole = code_rows(dataset.x_train)  # kept for the array: a sweep codes it once
-        coding = None if whole is None else whole.rows(order)
+    if config.arithmetic is Arithmetic.MIXED:
+        whole = code_rows(dataset.x_train) if device.type == "cpu" else None  # kept: a sweep
+        coding = None if whole is None else whole.rows(order)  # codes an array once
+        if coding is None:
+            warnings.warn("arithmetic='mixed' runs in float32 here: " + (
+                "its integer products are for the CPU" if device.type != "cpu" else
+                "the training rows are not integer-coded (some column has more than 256 "
+                "levels, or levels off one grid)"), RuntimeWarning, stacklevel=2)
     return KernelData(
         x=torch.as_tensor(dataset.x_train[order], dtype=torch.float32, device=device),
         y=torch.as_tensor(dataset.y_train[order], dtype=torch.int64, device=device),
