@@ -54,8 +54,8 @@ CODE_TOL = 1e-3
 """A column is coded when every value is within this share of a code step of its code."""
 
 NORM_MARGIN = 1e-6
-"""Relative margin on the coded rows' norms (covers float32's rounding of the products that
-use them; the bound itself is exact)."""
+"""Least relative margin on the coded rows' norms (computed in float32 and raised by twice
+their rounding bound, at least this)."""
 
 _SAMPLE_ROWS = 2048
 _SCAN_ROWS = 8192
@@ -107,9 +107,10 @@ def code_rows(x: NDArray[np.floating]) -> Coding | None:
 def _code(x: NDArray[np.floating]) -> Coding | None:
     if x.ndim != 2 or not x.size or not np.issubdtype(x.dtype, np.floating):
         return None
-    if not np.isfinite(x).all():
+    t = torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32))  # torch's threads
+    lo, hi = t.amin(dim=0).double().numpy(), t.amax(dim=0).double().numpy()
+    if not (np.isfinite(lo).all() and np.isfinite(hi).all()):  # NaN or inf anywhere
         return None
-    lo, hi = x.min(axis=0).astype(np.float64), x.max(axis=0).astype(np.float64)
     span = hi - lo
     sample = np.sort(x[:_SAMPLE_ROWS].astype(np.float64), axis=0)
     gaps = np.diff(sample, axis=0)
@@ -124,22 +125,27 @@ def _code(x: NDArray[np.floating]) -> Coding | None:
         todo = np.isnan(scale) & np.isfinite(step) & (step > 0) & (span <= 255.5 * step)
         if todo.any():
             cols = np.flatnonzero(todo)
-            ok = _on_grid(x, cols, lo[cols], step[cols])
+            ok = _on_grid(t, cols, lo[cols], step[cols])
             scale[cols[ok]] = step[cols[ok]]
     if np.isnan(scale).any():
         return None
-    codes = np.empty(x.shape, dtype=np.int8)
     offset = lo + 128 * scale
-    norms = np.empty((2, x.shape[0]))
-    for start in range(0, x.shape[0], _SCAN_ROWS):
+    codes = torch.empty(t.shape, dtype=torch.int8)
+    norms = torch.empty(2, t.shape[0])
+    lo32, scale32, offset32 = (torch.from_numpy(v.astype(np.float32)) for v in (lo, scale, offset))
+    for start in range(0, t.shape[0], _SCAN_ROWS):
         part = slice(start, start + _SCAN_ROWS)
-        codes[part] = np.rint((x[part] - lo) / scale) - 128
-        coded, plain = codes[part] * scale + offset, x[part].astype(np.float64)
+        codes[part] = ((t[part] - lo32) / scale32).round_().sub_(128)
+        coded = codes[part].float().mul_(scale32).add_(offset32)
         for i, ord_ in enumerate((1, 2)):
-            norms[i, part] = np.maximum(np.linalg.norm(coded, ord=ord_, axis=1),
-                                        np.linalg.norm(plain, ord=ord_, axis=1))
-    up = np.nextafter((norms * (1 + NORM_MARGIN)).astype(np.float32), np.float32(np.inf))
-    return Coding(codes=codes, scale=scale, offset=offset, norm_l1=up[0], norm_l2=up[1])
+            norms[i, part] = torch.maximum(torch.linalg.vector_norm(coded, ord=ord_, dim=1),
+                                           torch.linalg.vector_norm(t[part], ord=ord_, dim=1))
+    # float32 norms of p terms are within (p + 4) units of 2^-24 of the float64 rows' (the
+    # rounding of scale, offset, each product and each partial sum): raised by twice that
+    margin = 1 + max(NORM_MARGIN, 2 * (t.shape[1] + 4) * 2.0**-24)
+    up = np.nextafter(norms.numpy() * np.float32(margin), np.float32(np.inf))
+    return Coding(codes=codes.numpy(), scale=scale, offset=offset, norm_l1=up[0],
+                  norm_l2=up[1])
 
 
 def _refined(step: float, span: float) -> float:
@@ -148,14 +154,19 @@ def _refined(step: float, span: float) -> float:
     return span / max(round(span / step), 1)
 
 
-def _on_grid(x: NDArray[np.floating], cols: NDArray[np.int64], lo: NDArray[np.float64],
+def _on_grid(x: Tensor, cols: NDArray[np.int64], lo: NDArray[np.float64],
              step: NDArray[np.float64]) -> NDArray[np.bool_]:
-    """Which of ``cols`` have every value within :data:`CODE_TOL` steps of ``lo + k step``."""
-    worst = np.zeros(len(cols))
+    """Which of ``cols`` have every value within :data:`CODE_TOL` steps of ``lo + k step``
+    (float32: 256 steps are read to about 2e-5 of a step)."""
+    every = len(cols) == x.shape[1]
+    idx = torch.from_numpy(cols)
+    lo_t, step_t = (torch.from_numpy(v.astype(np.float32)) for v in (lo, step))
+    worst = torch.zeros(len(cols))
     for start in range(0, x.shape[0], _SCAN_ROWS):
-        k = (x[start:start + _SCAN_ROWS, cols] - lo) / step
-        np.maximum(worst, np.abs(k - np.rint(k)).max(axis=0), out=worst)
-    return worst <= CODE_TOL
+        part = x[start:start + _SCAN_ROWS]
+        k = ((part if every else part.index_select(1, idx)) - lo_t).div_(step_t)
+        torch.maximum(worst, (k - k.round()).abs_().amax(dim=0), out=worst)
+    return (worst <= CODE_TOL).numpy()
 
 
 @dataclass(frozen=True)
