@@ -58,3 +58,14 @@ def test_mixed_on_rows_that_are_not_coded_says_it_runs_float32(digits) -> None:
     plain = _run(noisy, Arithmetic.FLOAT32, mechanism=Mechanism.LAPLACE, eps=20.0, clip=10.0)
     assert [r["rounds"][-1]["test_loss"] for r in doc["runs"]] == [
         r["rounds"][-1]["test_loss"] for r in plain["runs"]]
+
+
+def test_mixed_with_a_torch_model_says_it_runs_float32(digits) -> None:
+    import fedqr
+
+    data = fedqr.FederatedData.from_arrays(
+        x=digits.x_train, y=digits.y_train, client=np.arange(len(digits.y_train)) % 3,
+        x_test=digits.x_test, y_test=digits.y_test)
+    with pytest.warns(RuntimeWarning, match="for softmax regression"):
+        fedqr.simulate(data=data, model="mlp", mechanism="laplace", eps=5.0, rounds=2,
+                       clients_per_round=2, arithmetic="mixed", hidden=(8,))

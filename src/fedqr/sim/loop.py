@@ -35,6 +35,7 @@ from torch import Tensor
 from fedqr.data import Dataset, Partition
 from fedqr.models.kernel import GradSums, Kernel, KernelData
 from fedqr.models.logreg_coded import code_rows
+from fedqr.models.logreg_kernel import LogRegKernel
 from fedqr.sim.budget import ClientPrivacy, plan_client_privacy
 from fedqr.sim.config import Aggregation, Arithmetic, SimConfig
 from fedqr.sim.reply import client_replies
@@ -59,8 +60,10 @@ def aggregation_weights(config: SimConfig, sizes: np.ndarray, sel: np.ndarray) -
 
 
 def kernel_data(dataset: Dataset, partition: Partition, config: SimConfig,
-                device: torch.device) -> KernelData:
-    """Training rows sorted by client (checked against ``config``) and the test set."""
+                device: torch.device, *, kernel: Kernel | None = None) -> KernelData:
+    """Training rows sorted by client (checked against ``config``) and the test set; with
+    ``config.arithmetic`` mixed, the rows' integer coding for softmax regression (``kernel``:
+    the model's, by default softmax regression's)."""
     if partition.num_clients != config.num_clients:
         raise ValueError(f"partition has {partition.num_clients} clients but "
                          f"num_clients={config.num_clients}")
@@ -69,11 +72,15 @@ def kernel_data(dataset: Dataset, partition: Partition, config: SimConfig,
         raise ValueError("partition must assign every training sample to exactly one client")
     coding = None
     if config.arithmetic is Arithmetic.MIXED:
-        whole = code_rows(dataset.x_train) if device.type == "cpu" else None  # kept: a sweep
-        coding = None if whole is None else whole.rows(order)  # codes an array once
+        fused = kernel is None or isinstance(kernel, LogRegKernel)  # softmax regression's pass
+        ok = device.type == "cpu" and fused
+        whole = code_rows(dataset.x_train) if ok else None  # kept: a sweep codes an array once
+        coding = None if whole is None else whole.rows(order)
         if coding is None:
             warnings.warn("arithmetic='mixed' runs in float32 here: " + (
-                "its integer products are for the CPU" if device.type != "cpu" else
+                f"it is for softmax regression (logreg), not {getattr(kernel, 'name', kernel)}"
+                if not fused else "its integer products are for the CPU"
+                if device.type != "cpu" else
                 "the training rows are not integer-coded (some column has more than 256 "
                 "levels, or levels off one grid)"), RuntimeWarning, stacklevel=2)
     return KernelData(
@@ -104,7 +111,7 @@ def run_rounds(
         Before any reply that would take a client over its budget.
     """
     dev = torch.device(device)
-    data = kernel_data(dataset, partition, config, dev)
+    data = kernel_data(dataset, partition, config, dev, kernel=kernel)
     model = kernel.attach(data)
     sizes, r = data.sizes, config.repeats
     schedule = make_schedule(num_clients=config.num_clients,
