@@ -108,6 +108,11 @@ def test_mixed_pass_is_close_to_float32(norm: Norm) -> None:
     assert (b.grad - a.grad).abs().max() < 2e-2 * scale  # bfloat16 logits, 6e-5 residual grid
     assert torch.equal(a.rows, b.rows)
     assert (a.clipped - b.clipped).abs().max() <= 0.05 * a.rows.max()
+    a, b = (full_batch_sums(lay, theta, sel, clip=clip, norm=norm, chunk_rows=128,
+                            with_train_loss=True) for lay in (plain, mixed))
+    assert a.loss_sum is not None and b.loss_sum is not None  # a pass with the training loss:
+    assert torch.allclose(b.loss_sum, a.loss_sum, rtol=1e-6)  # float32 on the layout's rows
+    assert torch.allclose(b.grad, a.grad, rtol=1e-4, atol=1e-4 * float(a.grad.abs().max()))
 
 
 @pytest.mark.parametrize("norm", [Norm.L1, Norm.L2])
