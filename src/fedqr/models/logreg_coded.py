@@ -19,7 +19,7 @@ client's rows is ``S^T X`` with ``S`` the clipped residuals (every entry in [-1,
   bound, and never below the float32 rows' norms), so the bound holds for the rows the sum
   uses.
 
-A pass that also records the training loss runs in float32 on the layout's rows (with the
+A pass that also records the training loss runs in float32 (the block's float32 rows, the
 same norms), so the loss the figures plot is float32's.
 
 On the 2-core development machine a pass of 10 MNIST clients x 10 repeats takes 65 to 70 ms

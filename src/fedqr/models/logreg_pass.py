@@ -49,7 +49,7 @@ class ClientBlock:
     takes 13% less time (``bench/engine.py``).
     """
 
-    x: Tensor  # (d_i, v) float32, contiguous; (0, v) in a coded block (no float32 copy)
+    x: Tensor  # (d_i, v) float32, contiguous
     cols: Tensor  # (v,) int64
     const_cols: Tensor  # (p - v,) int64
     const_vals: Tensor  # (p - v,) float32
@@ -96,11 +96,10 @@ def client_block(x: Tensor, coded: tuple[np.ndarray, Coding, int] | None = None
         return None
     cols, const = varying.nonzero().squeeze(1), (~varying).nonzero().squeeze(1)
     xv = x.index_select(1, cols).contiguous()
-    const_vals = x[0].index_select(0, const).contiguous()
-    if coded is None:
-        return ClientBlock(x=xv, cols=cols, const_cols=const, const_vals=const_vals)
-    return ClientBlock(x=xv[:0].clone(), cols=cols, const_cols=const, const_vals=const_vals,
-                       coded=coded_block(xv, coded[0], coded[1], cols, chunk_rows=coded[2]))
+    return ClientBlock(x=xv, cols=cols, const_cols=const,
+                       const_vals=x[0].index_select(0, const).contiguous(),
+                       coded=None if coded is None else coded_block(
+                           xv, coded[0], coded[1], cols, chunk_rows=coded[2]))
 
 
 def client_layout(x: Tensor, y: Tensor, *, offsets: np.ndarray, num_classes: int,
@@ -214,8 +213,6 @@ def _client_pass(layout: ClientLayout, client: int, theta_t: Tensor, *, r: int, 
                           const_vals=block.const_vals, y=layout.y[lo:hi],
                           x_norm=layout.x_norm[lo:hi], r=r, k=k, clip=clip, norm=norm,
                           weight=weight)
-    if block is not None and block.coded is not None:  # a pass with metrics: float32 logits
-        block = None  # of the layout's rows (a coded block keeps no float32 copy)
     if block is None:
         x, w, bias = layout.x[lo:hi], theta_t, None
     else:  # logits = X_v theta_v^T + (theta_c c): the constant columns as one bias
