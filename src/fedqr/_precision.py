@@ -44,7 +44,8 @@ class Arithmetic(enum.StrEnum):
     one-hot tables) as exact integer products of int8 codes and int8 limbs of the residuals
     truncated toward zero, so every per-sample gradient the sum holds is within the clip
     bound exactly (no float rounding in the sum at all); rows that are not integer-coded,
-    Poisson batches, evaluation and GPUs stay float32. No budget or noise changes.
+    other models than softmax regression, Poisson batches, evaluation and GPUs stay float32
+    (a ``RuntimeWarning`` says so). No budget or noise changes.
     """
 
     FLOAT32 = "float32"
