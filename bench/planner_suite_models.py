@@ -269,7 +269,8 @@ def _untrained(case: MCase, data: Any, kernel: Kernel, seed: int) -> float:
 
     config = case.scenario().sim_config(rounds=1, clients_per_round=1, sample_rate=1.0,
                                         repeats=REPEATS, seed=seed)
-    model = kernel.attach(kernel_data(data.dataset, data.partition, config, torch.device("cpu")))
+    model = kernel.attach(kernel_data(data.dataset, data.partition, config, torch.device("cpu"),
+                                      kernel=kernel))
     theta = kernel.init(repeats=REPEATS, generator=torch.Generator().manual_seed(seed))
     return float(np.mean(model.test_metrics(theta)[0]))
 

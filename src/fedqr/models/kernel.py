@@ -110,6 +110,12 @@ class Kernel(Protocol):
         after another, each with its own generator (``False``)."""
         ...
 
+    @property
+    def uses_coding(self) -> bool:
+        """Whether its full-batch passes use the rows' integer coding (``KernelData.coding``,
+        the mixed arithmetic: :mod:`fedqr.models.logreg_coded`)."""
+        ...
+
     def init(self, *, repeats: int, generator: torch.Generator) -> Tensor:
         """Initial parameters of ``repeats`` runs, ``(R, P)`` float32 on the CPU."""
         ...

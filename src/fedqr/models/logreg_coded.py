@@ -22,8 +22,8 @@ client's rows is ``S^T X`` with ``S`` the clipped residuals (every entry in [-1,
 A pass that also records the training loss runs in float32 (the block's float32 rows, the
 same norms), so the loss the figures plot is float32's.
 
-On the 2-core development machine a pass of 10 MNIST clients x 10 repeats takes 65 to 70 ms
-against 115 ms in float32 (``python bench/engine.py``). Training moves by the truncation (at
+On the 2-core development machine a pass of 10 MNIST clients x 10 repeats takes 64.8 ms
+against 111.6 ms in float32 (``python bench/engine.py``). Training moves by the truncation (at
 most ``1 / QUANT`` = 4.8e-7 per residual entry) and the bfloat16 logits:
 ``tests/sim/test_arithmetic.py`` bounds the move of the final loss against the noise's.
 """
@@ -52,7 +52,8 @@ in size, written in three int8 limbs of base 128 (the top one signed, within [-1
 the others within [0, 127]). The grid step,
 4.8e-7, is what truncation can take off an entry; with two limbs (step 6.2e-5) the shrinkage
 moved a digits run's final loss by a sixth of its repeat-to-repeat spread, with three by
-less than a hundredth (``tests/sim/test_arithmetic.py``)."""
+less than a hundredth (measured once with the runs of ``tests/sim/test_arithmetic.py``, which
+fails beyond a twentieth)."""
 
 CODE_TOL = 1e-3
 """A column is coded when every value is within this share of a code step of its code."""
@@ -190,14 +191,13 @@ class CodedBlock:
 def coded_block(x: Tensor, codes: NDArray[np.int8], coding: Coding, cols: Tensor, *,
                 chunk_rows: int) -> CodedBlock:
     """The :class:`CodedBlock` of a client's rows ``x`` (varying columns ``cols``) and codes."""
-    step = min(chunk_rows, _MAX_CHUNK)
-    c = np.ascontiguousarray(codes[:, cols.cpu().numpy()].T)
+    step, idx = min(chunk_rows, _MAX_CHUNK), cols.cpu().numpy()
+    c = codes[:, idx].T
     return CodedBlock(
         x16=x.to(torch.bfloat16), chunk_rows=step,
         codes_t=tuple(torch.from_numpy(np.ascontiguousarray(c[:, s:s + step]))
                       for s in range(0, c.shape[1], step)),
-        scale=torch.as_tensor(coding.scale[cols.cpu().numpy()]),
-        offset=torch.as_tensor(coding.offset[cols.cpu().numpy()]))
+        scale=torch.as_tensor(coding.scale[idx]), offset=torch.as_tensor(coding.offset[idx]))
 
 
 class CodedSum:

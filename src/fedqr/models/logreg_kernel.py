@@ -55,6 +55,11 @@ class LogRegKernel:
         """Repeats share every pass (columns of one GEMM) and one generator."""
         return True
 
+    @property
+    def uses_coding(self) -> bool:
+        """The fused pass takes the mixed arithmetic's integer coding."""
+        return True
+
     def init(self, *, repeats: int, generator: torch.Generator) -> Tensor:
         """Zeros (the paper's start), ``(R, k p)``; ``generator`` is not drawn from."""
         return torch.zeros(repeats, self.num_params, dtype=torch.float32)

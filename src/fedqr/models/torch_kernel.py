@@ -139,6 +139,11 @@ class TorchKernel:
         """Repeats run one after another, each with its own generator."""
         return False
 
+    @property
+    def uses_coding(self) -> bool:
+        """Per-sample gradients of any model: float32 only."""
+        return False
+
     def init(self, *, repeats: int, generator: torch.Generator) -> Tensor:
         """``repeats`` models drawn one after another from ``generator``, flat, ``(R, P)``."""
         thetas = [torch.cat([p.detach().flatten() for p in self.build(generator).parameters()])

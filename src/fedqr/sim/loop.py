@@ -35,7 +35,6 @@ from torch import Tensor
 from fedqr.data import Dataset, Partition
 from fedqr.models.kernel import GradSums, Kernel, KernelData
 from fedqr.models.logreg_coded import code_rows
-from fedqr.models.logreg_kernel import LogRegKernel
 from fedqr.sim.budget import ClientPrivacy, plan_client_privacy
 from fedqr.sim.config import Aggregation, Arithmetic, SimConfig
 from fedqr.sim.reply import client_replies
@@ -60,10 +59,9 @@ def aggregation_weights(config: SimConfig, sizes: np.ndarray, sel: np.ndarray) -
 
 
 def kernel_data(dataset: Dataset, partition: Partition, config: SimConfig,
-                device: torch.device, *, kernel: Kernel | None = None) -> KernelData:
+                device: torch.device, *, kernel: Kernel) -> KernelData:
     """Training rows sorted by client (checked against ``config``) and the test set; with
-    ``config.arithmetic`` mixed, the rows' integer coding for softmax regression (``kernel``:
-    the model's, by default softmax regression's)."""
+    ``config.arithmetic`` mixed, the rows' integer coding where ``kernel`` uses it."""
     if partition.num_clients != config.num_clients:
         raise ValueError(f"partition has {partition.num_clients} clients but "
                          f"num_clients={config.num_clients}")
@@ -72,14 +70,13 @@ def kernel_data(dataset: Dataset, partition: Partition, config: SimConfig,
         raise ValueError("partition must assign every training sample to exactly one client")
     coding = None
     if config.arithmetic is Arithmetic.MIXED:
-        fused = kernel is None or isinstance(kernel, LogRegKernel)  # softmax regression's pass
-        ok = device.type == "cpu" and fused
+        ok = device.type == "cpu" and kernel.uses_coding
         whole = code_rows(dataset.x_train) if ok else None  # kept: a sweep codes an array once
         coding = None if whole is None else whole.rows(order)
         if coding is None:
             warnings.warn("arithmetic='mixed' runs in float32 here: " + (
-                f"it is for softmax regression (logreg), not {getattr(kernel, 'name', kernel)}"
-                if not fused else "its integer products are for the CPU"
+                f"it is for softmax regression (logreg), not {kernel.name}"
+                if not kernel.uses_coding else "its integer products are for the CPU"
                 if device.type != "cpu" else
                 "the training rows are not integer-coded (some column has more than 256 "
                 "levels, or levels off one grid)"), RuntimeWarning, stacklevel=2)
