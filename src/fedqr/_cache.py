@@ -13,9 +13,10 @@ from pathlib import Path
 
 __all__ = ["PLANNER_VERSION", "cache_home"]
 
-PLANNER_VERSION = 7  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit;
+PLANNER_VERSION = 8  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit;
 # 5: a second look at plateaus (models other than logreg); 6: a default budget follows the leader;
-# 7: the logistic twin's products in bfloat16 where the CPU has it (fedqr._precision)
+# 7: the logistic twin's products in bfloat16 where the CPU has it (fedqr._precision);
+# 8: the twins draw their Poisson batches a block of rounds at once (planner.gradients)
 """Bumped when the twin or the search change: cached simulations are then not reused."""
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from fedqr.models.logreg import Norm, clipped_residual, row_norms
+from fedqr.models.logreg import Norm, clipped_residual, row_norms, weighted_residual
 
 
 @pytest.mark.parametrize("norm", [Norm.L1, Norm.L2])
@@ -64,3 +64,30 @@ def test_evaluation_metrics_match_torch_logsumexp_and_argmax() -> None:
     tied = clipped_residual(torch.tensor([[[2.0, 2.0, 1.0]]]), torch.tensor([[1]]),
                             residual=False).correct
     assert tied is not None and not bool(tied.item())  # the first maximum is class 0
+
+
+@pytest.mark.parametrize("norm", [Norm.L1, Norm.L2])
+@pytest.mark.parametrize("clip", [0.5, float("inf")])
+def test_weighted_residual_is_the_clipped_residual_times_the_weight(norm: Norm,
+                                                                    clip: float) -> None:
+    """The twin's form ``min(w, w xi / (||x|| ||r||)) (p - y)`` is ``w s (p - y)``, also for a
+    row of weight 0 (padding), a zero row and a row whose residual is exactly zero."""
+    gen = torch.Generator().manual_seed(0)
+    rows, cols, k = 40, 3, 5
+    logits = torch.randn(2, rows, cols, k, generator=gen) * 3
+    logits[0, 1] = torch.tensor([200.0, 0.0, 0.0, 0.0, 0.0])  # p = onehot(0): r = 0
+    y = torch.randint(0, k, (2, rows, 1), generator=gen)
+    y[0, 1] = 0
+    x_norm = torch.rand(2, rows, 1, generator=gen) * 4 + 0.1
+    x_norm[1, 2] = 0.0
+    w = torch.rand(2, rows, 1, generator=gen)
+    w[1, :5] = 0.0
+    want = clipped_residual(logits, y.expand(2, rows, cols), x_norm=x_norm, clip=clip,
+                            norm=norm, metrics=False).residual
+    assert want is not None
+    want = want * w[..., None]
+    got = weighted_residual(logits.clone(), y[..., None], bound=(clip / x_norm) * w,
+                            weight=w, norm=norm)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
+    assert (got[0, 1] == 0).all() and (got[1, :5] == 0).all()

@@ -1,6 +1,7 @@
 """The logistic twin's round loop written plainly (its implementation before it was made
 faster): every round recomputes its weights, gathers the columns' parameters and rebuilds
-them. The fast :func:`fedqr.planner.twin.simulate_columns` must give the same losses, bit for
+them, and packs its own Poisson batches (drawn, as in the twin, for a block of rounds at
+once). The fast :func:`fedqr.planner.twin.simulate_columns` must give the same losses, bit for
 bit: the same draws from the generator in the same order and the same float operations.
 """
 
@@ -11,10 +12,10 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
-from fedqr.models.logreg import clipped_residual, column_logits
+from fedqr.models.logreg import column_logits, weighted_residual
 from fedqr.models.logreg_eval import evaluate
 from fedqr.models.sampling import poisson_positions
-from fedqr.planner.gradients import full_batch_gradient, row_blocks
+from fedqr.planner.gradients import block_rounds, full_batch_gradient, row_blocks
 from fedqr.planner.noise_sums import laplace_groups, laplace_sum
 from fedqr.planner.twin import Proxy, TwinRun, _continuous, _weights
 from fedqr.privacy import Mechanism
@@ -23,14 +24,14 @@ from fedqr.sim.engine import draw_noise
 from fedqr.sim.schedule import make_schedule
 
 
-def _poisson(proxy: Proxy, theta: Tensor, sel: NDArray[np.int64], weight: Tensor, *,
-             run: TwinRun, q: float, generator: torch.Generator) -> Tensor:
-    """Poisson batches of columns ``c K + r`` (repeat r's batch), one batched product."""
+def _poisson(proxy: Proxy, theta: Tensor, sel: NDArray[np.int64], weight: Tensor,
+             drawn: tuple[Tensor, Tensor], *, run: TwinRun) -> Tensor:
+    """Poisson batches of columns ``c K + r`` (repeat r's batch, ``drawn``: its positions
+    and their validity, ``(K, b, m)``), one batched product."""
     lay, k_rep = proxy.layout, run.repeats
     a, k, p = theta.shape
     n_col, b = a // k_rep, len(sel)
-    sizes = torch.as_tensor(lay.sizes[sel]).expand(k_rep, b)
-    pos, valid = poisson_positions(sizes, sample_rate=q, generator=generator)
+    pos, valid = drawn
     m = pos.shape[-1]
     rows = (torch.as_tensor(lay.offsets[:-1][sel])[None, :, None] + pos).reshape(k_rep, b * m)
     w = (weight[None, :, None] * valid).reshape(k_rep, b * m)
@@ -43,13 +44,23 @@ def _poisson(proxy: Proxy, theta: Tensor, sel: NDArray[np.int64], weight: Tensor
     x = lay.x.index_select(0, rows).view(k_rep, count, p)
     th = theta.view(n_col, k_rep, k, p).transpose(0, 1).reshape(k_rep, n_col * k, p)
     logits = column_logits(x, th).view(k_rep, count, n_col, k)
-    out = clipped_residual(logits, lay.y.index_select(0, rows).view(k_rep, count, 1).expand(
-        k_rep, count, n_col), x_norm=lay.x_norm.index_select(0, rows).view(k_rep, count, 1),
-        clip=run.clip, norm=proxy.norm, metrics=False)
-    assert out.residual is not None
-    res = out.residual.mul_(w[:, :, None, None]).view(k_rep, count, n_col * k)
-    g = torch.bmm(res.transpose(1, 2), x)
+    bound = (run.clip / lay.x_norm.index_select(0, rows).view(k_rep, count)).mul_(w)
+    res = weighted_residual(logits, lay.y.index_select(0, rows).view(k_rep, count, 1, 1),
+                            bound=bound[..., None], weight=w[..., None], norm=proxy.norm)
+    g = torch.bmm(res.view(k_rep, count, n_col * k).transpose(1, 2), x)
     return g.view(k_rep, n_col, k, p).transpose(0, 1).reshape(a, k, p)
+
+
+def _positions(proxy: Proxy, sched: list[NDArray[np.int64]], t: int, *, run: TwinRun, q: float,
+               generator: torch.Generator) -> list[tuple[Tensor, Tensor]]:
+    """The positions of the rounds ``t, t + 1, ...`` of a block, drawn in one call (clients
+    ``(rounds, K, b)``), each round's own batches cut to its largest client's count."""
+    block = block_rounds(repeats=run.repeats, sizes=proxy.proxy_sizes, sample_rate=q)
+    sizes = torch.stack([torch.as_tensor(proxy.layout.sizes[sel])
+                         for sel in sched[t:t + block]])
+    pos, valid = poisson_positions(sizes[:, None, :].expand(-1, run.repeats, -1),
+                                   sample_rate=q, generator=generator)
+    return list(zip(pos, valid, strict=True))
 
 
 def reference_columns(proxy: Proxy, run: TwinRun, *, horizons: NDArray[np.int64],
@@ -77,6 +88,8 @@ def reference_columns(proxy: Proxy, run: TwinRun, *, horizons: NDArray[np.int64]
         losses[lo:hi] = np.where(finite & np.isfinite(values), values, np.inf)
 
     kind = _continuous(run.mechanism)
+    block = block_rounds(repeats=k_rep, sizes=proxy.proxy_sizes, sample_rate=q)
+    drawn: list[tuple[Tensor, Tensor]] = []
     if (hs == 0).any():
         record(int((hs > 0).sum()), len(hs))
     for t in range(int(hs.max())):
@@ -89,7 +102,9 @@ def reference_columns(proxy: Proxy, run: TwinRun, *, horizons: NDArray[np.int64]
             g = full_batch_gradient(lay, th, row_blocks(lay, sel, c / m), clip=run.clip,
                                     norm=proxy.norm, chunk_rows=run.chunk_rows)
         else:
-            g = _poisson(proxy, th, sel, c / (q * m), run=run, q=q, generator=generator)
+            if t % block == 0:
+                drawn = _positions(proxy, sched, t, run=run, q=q, generator=generator)
+            g = _poisson(proxy, th, sel, c / (q * m), drawn[t % block], run=run)
         g_sum = g + float(c.sum()) * run.weight_decay * th
         w = c[None, :] * std_sorted[:c_act][:, sel]
         if kind is Mechanism.GAUSSIAN:

@@ -11,6 +11,7 @@ round: no loop over clients, and only the rows that are used are read.
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -19,12 +20,14 @@ import torch
 from numpy.typing import NDArray
 from torch import Tensor
 
-from fedqr.models.logreg import Norm, clipped_residual, column_logits
+from fedqr.models.logreg import Norm, clipped_residual, column_logits, weighted_residual
 from fedqr.models.logreg_pass import ClientLayout
 from fedqr.models.sampling import poisson_positions
 
-__all__ = ["RowBlock", "StackedRows", "full_batch_gradient", "poisson_gradient", "row_blocks",
-           "row_ranges", "stack_rows"]
+__all__ = ["BLOCK_ROUNDS", "PoissonRound", "RowBlock", "StackedRows", "block_positions",
+           "block_rounds",
+           "full_batch_gradient", "poisson_gradient", "poisson_rounds", "row_blocks", "row_ranges",
+           "stack_rows"]
 
 RowBlock = tuple[int, int, Tensor]
 """Rows ``[lo, hi)`` of the proxy and each row's weight (its client's)."""
@@ -125,11 +128,101 @@ def stack_rows(layouts: Sequence[ClientLayout], products: Sequence[Tensor | None
                        groups=len(layouts), group_rows=int(layouts[0].x.shape[0]))
 
 
-def poisson_gradient(rows: StackedRows, theta: Tensor, starts: Tensor, sizes: Tensor,
-                     weight: Tensor, *, sample_rate: float, clip: float, norm: Norm,
-                     generator: torch.Generator) -> Tensor:
-    """``sum_i weight_i sum_{j in B_i} clip(grad_j)`` with Poisson batches ``B_i`` drawn once
-    per repeat and shared by that repeat's columns and by the stacked proxies.
+@dataclass(frozen=True)
+class PoissonRound:
+    """One round's Poisson batches, packed: for every stacked proxy g and repeat r (row
+    ``g K + r``) the ``count`` rows gathered (valid rows first, then padding of weight 0)."""
+
+    rows: Tensor  # (G K count,) row indices into the stacked rows
+    labels: Tensor  # (G K, count, 1, 1) int64
+    bound: Tensor  # (G K, count, 1): w_j xi / ||x_j||
+    weight: Tensor  # (G K, count, 1): w_j (0 for padding)
+    count: int
+
+
+BLOCK_ROUNDS = 32
+"""The Poisson batches of up to this many rounds are drawn and packed at once: a round's
+own operations are then its products and its softmax (sampling and packing a round alone
+cost a third of a twin round with one column)."""
+
+_BLOCK_DRAWS = 1 << 21  # at most this many gap draws per block (memory of a wide round)
+
+
+def block_rounds(*, repeats: int, sizes: NDArray[np.int64], sample_rate: float) -> int:
+    """Rounds per block for batches of at most ``sizes.max()`` rows per client: at most
+    :data:`BLOCK_ROUNDS`, fewer where a round draws many gaps."""
+    d = float(sizes.max()) if len(sizes) else 0.0
+    per_round = repeats * len(sizes) * (sample_rate * d + 8 * math.sqrt(sample_rate * d + 1)
+                                        + 16)
+    return int(max(1, min(BLOCK_ROUNDS, _BLOCK_DRAWS // max(per_round, 1.0))))
+
+
+def block_positions(sizes: Tensor, *, repeats: int, sample_rate: float,
+                    generator: torch.Generator) -> tuple[Tensor, Tensor]:
+    """Positions and validity of the Poisson batches of a block of rounds, ``(B, K, b, m)``
+    for the selected clients' row counts ``sizes`` ``(B, b)``: one
+    :func:`fedqr.models.sampling.poisson_positions` call, what every twin draws (the
+    logistic and the kernel twin take the same numbers)."""
+    n_rounds, b = sizes.shape
+    return poisson_positions(sizes[:, None, :].expand(n_rounds, repeats, b),
+                             sample_rate=sample_rate, generator=generator)
+
+
+def poisson_rounds(rows: StackedRows, selections: Sequence[tuple[Tensor, Tensor, Tensor]], *,
+                   repeats: int, sample_rate: float, clip: float,
+                   generator: torch.Generator) -> list[PoissonRound]:
+    """The Poisson batches of consecutive rounds, drawn in one call and packed.
+
+    Parameters
+    ----------
+    rows:
+        The proxies' rows (:func:`stack_rows`); the batches take the same positions in every
+        proxy's rows of a client (common random numbers).
+    selections:
+        Per round, the selected clients' first row (in one proxy), row count and weight
+        ``c_i / (q m_i)``, each ``(b,)`` (one b for every round).
+    repeats:
+        K: every repeat draws its own batches.
+
+    Returns
+    -------
+    list[PoissonRound]
+        One per round, in order. The draws are those of one
+        :func:`fedqr.models.sampling.poisson_positions` call over ``(rounds, K, b)`` clients.
+    """
+    starts = torch.stack([s for s, _, _ in selections])  # (B, b)
+    weight = torch.stack([w for _, _, w in selections])
+    n_rounds, b = starts.shape
+    pos, valid = block_positions(torch.stack([n for _, n, _ in selections]), repeats=repeats,
+                                 sample_rate=sample_rate, generator=generator)
+    m = pos.shape[-1]
+    at = (starts[:, None, :, None] + pos).reshape(n_rounds, repeats, b * m)
+    w = (weight[:, None, :, None] * valid).reshape(n_rounds, repeats, b * m)
+    flat = valid.reshape(n_rounds, repeats, b * m)
+    counts = flat.sum(dim=-1).amax(dim=-1).tolist()  # per round, its largest repeat
+    top = max(counts)
+    order = torch.argsort((~flat).to(torch.int8), dim=-1, stable=True)[..., :top]
+    at, w = at.gather(-1, order), w.gather(-1, order)  # (B, K, top)
+    shift = torch.arange(rows.groups, device=at.device) * rows.group_rows
+    at = at[:, None] + shift[None, :, None, None]  # (B, G, K, top): g's copy of the rows
+    w = w[:, None].expand(at.shape)
+    y = rows.y[at]
+    bound = (clip / rows.x_norm[at]).mul_(w)
+    total = rows.groups * repeats
+    out = []
+    for i, count in enumerate(counts):
+        out.append(PoissonRound(
+            rows=at[i, :, :, :count].reshape(-1),
+            labels=y[i, :, :, :count].reshape(total, count, 1, 1),
+            bound=bound[i, :, :, :count].reshape(total, count, 1),
+            weight=w[i, :, :, :count].reshape(total, count, 1), count=count))
+    return out
+
+
+def poisson_gradient(rows: StackedRows, theta: Tensor, batch: PoissonRound, *,
+                     norm: Norm) -> Tensor:
+    """``sum_i weight_i sum_{j in B_i} clip(grad_j)`` of one round's Poisson batches
+    (:func:`poisson_rounds`), shared by a repeat's columns and by the stacked proxies.
 
     Parameters
     ----------
@@ -138,53 +231,27 @@ def poisson_gradient(rows: StackedRows, theta: Tensor, starts: Tensor, sizes: Te
         products run in bfloat16 and their results are widened to float32 (the softmax, the
         clipping norms, which are the float32 rows', and the sums stay float32).
     theta:
-        Parameters ``(R K, A, k, p)``: repeat r of proxy g has columns ``theta[g K + r]`` (a
+        Parameters ``(G K, A, k, p)``: repeat r of proxy g has columns ``theta[g K + r]`` (a
         view of a larger tensor is read in place).
-    starts, sizes:
-        First row (in one proxy) and row count of each selected client, ``(b,)`` int64.
-    weight:
-        ``c_i / (q m_i)`` of each selected client, ``(b,)``.
 
     Returns
     -------
     torch.Tensor
         The sums, shaped like ``theta`` (contiguous).
-
-    The batches of a repeat are packed (valid rows first, padded to the largest repeat's count
-    with weight 0), so the round is one batched product forward and one backward.
     """
     total, n_col, k, p = theta.shape
-    repeats = total // rows.groups
-    b = len(starts)
-    pos, valid = poisson_positions(sizes.expand(repeats, b), sample_rate=sample_rate,
-                                   generator=generator)
-    m = pos.shape[-1]
-    at = (starts[None, :, None] + pos).reshape(repeats, b * m)
-    w = (weight.to(theta.dtype)[None, :, None] * valid).reshape(repeats, b * m)
-    valid_flat = valid.reshape(repeats, b * m)
-    count = int(valid_flat.sum(dim=1).max()) if valid_flat.numel() else 0
+    count = batch.count
     if count == 0:
         return torch.zeros(theta.shape, dtype=theta.dtype, device=theta.device)
-    order = torch.argsort((~valid_flat).to(torch.int8), dim=1, stable=True)[:, :count]
-    at, w = at.gather(1, order), w.gather(1, order)
-    if rows.groups > 1:  # the same positions in every proxy's rows
-        shift = torch.arange(rows.groups, device=at.device) * rows.group_rows
-        at = (at[None] + shift[:, None, None]).reshape(total, count)
-        w = w.repeat(rows.groups, 1)
-    flat_rows = at.reshape(-1)
     th = theta.reshape(total, n_col * k, p)  # a view: the columns are a prefix
-    x = rows.x_products.index_select(0, flat_rows).view(total, count, p)
+    x = rows.x_products.index_select(0, batch.rows).view(total, count, p)
     if x.dtype == theta.dtype:
         logits = column_logits(x, th).view(total, count, n_col, k)
     else:  # bfloat16: the plain layout is the faster one at every width
         logits = torch.bmm(x, th.to(x.dtype).transpose(1, 2)).float().view(
             total, count, n_col, k)
-    y = rows.y.index_select(0, flat_rows).view(total, count, 1)
-    x_norm = rows.x_norm.index_select(0, flat_rows).view(total, count, 1)
-    out = clipped_residual(logits, y.expand(total, count, n_col), x_norm=x_norm, clip=clip,
-                           norm=norm, metrics=False)
-    assert out.residual is not None  # residual=True
-    res = out.residual.mul_(w[:, :, None, None]).view(total, count, n_col * k)
-    g = torch.bmm(res.transpose(1, 2).to(x.dtype), x)  # (R K, A k, p)
+    res = weighted_residual(logits, batch.labels, bound=batch.bound, weight=batch.weight,
+                            norm=norm).view(total, count, n_col * k)
+    g = torch.bmm(res.transpose(1, 2).to(x.dtype), x)  # (G K, A k, p)
     return g.view(total, n_col, k, p) if x.dtype == theta.dtype else g.float().view(
         total, n_col, k, p)

@@ -14,7 +14,9 @@ their noise draws and Poisson batches (common random numbers, scaled by each col
 std), so the loss differences between horizons are not blurred by independent noise. The
 Gaussian noise of a round's b replies is drawn as its sum (one normal vector of the summed
 variance per repeat: the same law, b times fewer draws), the Laplace noise as one sum per
-group of replies of equal weights (:mod:`fedqr.planner.noise_sums`).
+group of replies of equal weights (:mod:`fedqr.planner.noise_sums`). Poisson batches are
+drawn and packed for a block of rounds at once (:func:`fedqr.planner.gradients.poisson_rounds`,
+before the block's noise), so a round's own work is its products and its softmax.
 """
 
 from __future__ import annotations
@@ -32,10 +34,13 @@ from torch import Tensor
 from fedqr.models.logreg import Norm
 from fedqr.models.logreg_eval import evaluate
 from fedqr.planner.gradients import (
+    PoissonRound,
     RowBlock,
     StackedRows,
+    block_rounds,
     full_batch_gradient,
     poisson_gradient,
+    poisson_rounds,
     row_blocks,
     stack_rows,
 )
@@ -208,15 +213,26 @@ def simulate_stacked(proxies: Sequence[Proxy], run: TwinRun, *, horizons: NDArra
         record(slice(len(hs) - n_done, len(hs)))
     running = [int((hs > t).sum()) for t in range(t_max + 1)]
     rounds: dict[int, _Round] = {}
-    for t in range(t_max):
+
+    def round_at(t: int) -> _Round:
         key = t * b % n  # round robin: the selection depends on the first slot alone
         if key not in rounds:
             rounds[key] = _round_of(first, run, sched[t], std_sorted, q_twin=q_twin)
+        return rounds[key]
+
+    block = block_rounds(repeats=k_rep, sizes=first.proxy_sizes, sample_rate=q_twin)
+    batches: list[PoissonRound] = []
+    for t in range(t_max):
         if rows is not None:
-            _poisson_step(rows, run, theta, rounds[key], running[t], norm=first.norm,
-                          lr=run.lr.at(t), q_twin=q_twin, generator=generator)
+            if t % block == 0:  # the next block's batches, drawn before its rounds' noise
+                nxt = [round_at(u) for u in range(t, min(t_max, t + block))]
+                batches = poisson_rounds(rows, [(r.starts, r.sizes, r.weight) for r in nxt],
+                                         repeats=k_rep, sample_rate=q_twin, clip=run.clip,
+                                         generator=generator)
+            _poisson_step(rows, run, theta, round_at(t), batches[t % block], running[t],
+                          norm=first.norm, lr=run.lr.at(t), generator=generator)
         else:
-            _full_step(proxies, run, theta, rounds[key], running[t], lr=run.lr.at(t),
+            _full_step(proxies, run, theta, round_at(t), running[t], lr=run.lr.at(t),
                        generator=generator)
         if running[t + 1] < running[t]:
             record(slice(running[t + 1], running[t]))
@@ -226,15 +242,15 @@ def simulate_stacked(proxies: Sequence[Proxy], run: TwinRun, *, horizons: NDArra
     return [losses[g][back] for g in range(n_prox)]
 
 
-def _poisson_step(rows: StackedRows, run: TwinRun, theta: Tensor, rnd: _Round, c_act: int, *,
-                  norm: Norm, lr: float, q_twin: float, generator: torch.Generator) -> None:
-    """One round of the first ``c_act`` columns with Poisson batches (shared by the columns
-    of a repeat and by the stacked proxies), in place on ``theta`` ``(R K, C, k, p)``:
-    ``theta <- (sum_i c_i) theta - lr (g + noise)`` with ``g = sum_i c_i (clipped mean
-    gradient_i + w theta)``."""
+def _poisson_step(rows: StackedRows, run: TwinRun, theta: Tensor, rnd: _Round,
+                  batch: PoissonRound, c_act: int, *, norm: Norm, lr: float,
+                  generator: torch.Generator) -> None:
+    """One round of the first ``c_act`` columns with the Poisson batches ``batch`` (shared
+    by the columns of a repeat and by the stacked proxies), in place on ``theta`` ``(R K, C,
+    k, p)``: ``theta <- (sum_i c_i) theta - lr (g + noise)`` with ``g = sum_i c_i (clipped
+    mean gradient_i + w theta)``."""
     th = theta[:, :c_act]
-    g = poisson_gradient(rows, th, rnd.starts, rnd.sizes, rnd.weight, sample_rate=q_twin,
-                         clip=run.clip, norm=norm, generator=generator)
+    g = poisson_gradient(rows, th, batch, norm=norm)
     g.add_(th * (rnd.c_sum * run.weight_decay))
     noise = _noise(run, rnd, c_act, theta.shape[-2] * theta.shape[-1], generator)  # (C, K, P)
     noise = noise.transpose(0, 1)

@@ -29,8 +29,8 @@ from torch import Tensor
 from fedqr.data import ClientData, Dataset
 from fedqr.models.kernel import Kernel, KernelData
 from fedqr.models.logreg import Norm
-from fedqr.models.sampling import poisson_positions
 from fedqr.planner.columns import ColumnEngine, column_engine
+from fedqr.planner.gradients import block_positions, block_rounds
 from fedqr.planner.noise_sums import laplace_groups, laplace_sum
 from fedqr.planner.twin import TwinRun, _continuous, _weights
 from fedqr.privacy import Mechanism
@@ -157,6 +157,8 @@ def simulate_columns_kernel(proxy: KernelProxy, run: TwinRun, *, horizons: NDArr
     n_done = int((hs == 0).sum())
     if n_done:
         record(slice(len(hs) - n_done, len(hs)))
+    block = block_rounds(repeats=k_rep, sizes=proxy.proxy_sizes, sample_rate=q_twin)
+    drawn: tuple[Tensor, Tensor] | None = None
     for t in range(t_max):
         c_act = int((hs > t).sum())
         a = c_act * k_rep
@@ -164,8 +166,14 @@ def simulate_columns_kernel(proxy: KernelProxy, run: TwinRun, *, horizons: NDArr
         th = theta[:a]
         c = torch.as_tensor(_weights(run, proxy.real_sizes, sel), dtype=torch.float32,
                             device=dev)
-        step = _gradient_term(proxy, run, th, sel, c, q_twin=q_twin, generator=generator,
-                              work=work)
+        if q_twin < 1 and t % block == 0:  # the block's batches, as the logistic twin draws
+            sizes = torch.as_tensor(np.stack([proxy.proxy_sizes[s] for s in
+                                              sched[t:t + block]]), device=dev)
+            drawn = block_positions(sizes, repeats=k_rep, sample_rate=q_twin,
+                                    generator=generator)
+        step = _gradient_term(proxy, run, th, sel, c, q_twin=q_twin, work=work,
+                              drawn=None if drawn is None else (drawn[0][t % block],
+                                                                drawn[1][t % block]))
         w = c[None, :] * std_sorted[:, sel]  # (C, b): each reply's weighted std
         _add_noise(step, noise_kind, w, c_act, k_rep=k_rep, generator=generator)
         th.mul_(float(c.sum())).sub_(step, alpha=run.lr.at(t))  # the running columns, in place
@@ -195,17 +203,21 @@ def _add_noise(step: Tensor, kind: Mechanism, w: Tensor, c_act: int, *, k_rep: i
 
 
 def _gradient_term(proxy: KernelProxy, run: TwinRun, theta: Tensor, sel: NDArray[np.int64],
-                   c: Tensor, *, q_twin: float, generator: torch.Generator,
-                   work: TwinWork | None) -> Tensor:
-    """``sum_i c_i (clipped mean gradient_i + w theta)`` of every running column."""
+                   c: Tensor, *, q_twin: float, work: TwinWork | None,
+                   drawn: tuple[Tensor, Tensor] | None) -> Tensor:
+    """``sum_i c_i (clipped mean gradient_i + w theta)`` of every running column; ``drawn``:
+    the round's Poisson positions and their validity ``(K, b, m)`` (:func:`fedqr.planner.
+    gradients.block_positions`), cut here to its largest batch."""
     m = torch.as_tensor(proxy.proxy_sizes[sel], dtype=theta.dtype, device=theta.device)
     if q_twin >= 1:  # every client uses all its proxy rows
         g = proxy.engine.full(theta, sel, c / m, clip=run.clip)
         rows = int(proxy.proxy_sizes[sel].sum()) * theta.shape[0]
-    else:  # Poisson batches, drawn once per repeat and shared by that repeat's columns
-        sizes = torch.as_tensor(proxy.proxy_sizes[sel], device=theta.device)
-        positions = poisson_positions(sizes.expand(run.repeats, len(sel)),
-                                      sample_rate=q_twin, generator=generator)
+    else:  # Poisson batches, one per repeat and shared by that repeat's columns
+        if drawn is None:
+            raise ValueError("Poisson batches need their drawn positions")
+        pos, valid = drawn
+        m_top = int(valid.sum(dim=-1).max()) if valid.numel() else 0
+        positions = (pos[..., :m_top], valid[..., :m_top])  # valid rows come first
         g = proxy.engine.sampled(theta, sel, c / (q_twin * m), clip=run.clip,
                                  positions=positions, repeats=run.repeats)
         rows = int(positions[1].sum()) * (theta.shape[0] // run.repeats)
