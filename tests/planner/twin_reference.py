@@ -15,7 +15,7 @@ from torch import Tensor
 from fedqr.models.logreg import column_logits, weighted_residual
 from fedqr.models.logreg_eval import evaluate
 from fedqr.models.sampling import poisson_positions
-from fedqr.planner.gradients import block_rounds, full_batch_gradient, row_blocks
+from fedqr.planner.gradients import ROW_QUANTUM, block_rounds, full_batch_gradient, row_blocks
 from fedqr.planner.noise_sums import laplace_groups, laplace_sum
 from fedqr.planner.twin import Proxy, TwinRun, _continuous, _weights
 from fedqr.privacy import Mechanism
@@ -39,6 +39,7 @@ def _poisson(proxy: Proxy, theta: Tensor, sel: NDArray[np.int64], weight: Tensor
     count = int(flat.sum(dim=1).max())
     if count == 0:
         return torch.zeros_like(theta)
+    count = min(b * m, -(-count // ROW_QUANTUM) * ROW_QUANTUM)  # padded with weight 0
     order = torch.argsort((~flat).to(torch.int8), dim=1, stable=True)[:, :count]
     rows, w = rows.gather(1, order).reshape(-1), w.gather(1, order)
     x = lay.x.index_select(0, rows).view(k_rep, count, p)
