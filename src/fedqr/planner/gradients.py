@@ -145,10 +145,11 @@ own operations are then its products and its softmax (sampling and packing a rou
 cost a third of a twin round with one column)."""
 
 ROW_QUANTUM = 16
-"""A round's packed batches are padded (weight 0) to a multiple of this many rows: the
-products' kernels are prepared once per shape (oneDNN's primitive cache), and a first shape
-costs about 0.8 ms against 0.13 ms for a known one (MNIST, 3 x 620 x 784 in bfloat16), so
-600 +- 50 rows per round should be a few shapes, not a hundred."""
+"""A round's packed batches are padded (weight 0) to a multiple of this many rows: torch's
+CPU products are set up once per shape, and a product of a shape not seen before took about
+0.8 ms against 0.13 ms for a known one (MNIST, 3 x 620 x 784 in bfloat16, an instrumented
+twin run), so 600 +- 50 rows per round should be a few shapes, not a hundred. Padding
+changes no plan (docs/planner.md, "Speed")."""
 
 _BLOCK_DRAWS = 1 << 21  # at most this many gap draws per block (memory of a wide round)
 
