@@ -55,7 +55,7 @@ def _poisson(proxy: Proxy, theta: Tensor, sel: NDArray[np.int64], weight: Tensor
 def _positions(proxy: Proxy, sched: list[NDArray[np.int64]], t: int, *, run: TwinRun, q: float,
                generator: torch.Generator) -> list[tuple[Tensor, Tensor]]:
     """The positions of the rounds ``t, t + 1, ...`` of a block, drawn in one call (clients
-    ``(rounds, K, b)``), each round's own batches cut to its largest client's count."""
+    ``(rounds, K, b)``), one ``(K, b, m)`` slice per round (m: the block's widest)."""
     block = block_rounds(repeats=run.repeats, sizes=proxy.proxy_sizes, sample_rate=q)
     sizes = torch.stack([torch.as_tensor(proxy.layout.sizes[sel])
                          for sel in sched[t:t + block]])
