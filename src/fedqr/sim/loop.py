@@ -70,16 +70,18 @@ def kernel_data(dataset: Dataset, partition: Partition, config: SimConfig,
         raise ValueError("partition must assign every training sample to exactly one client")
     coding = None
     if config.arithmetic is Arithmetic.MIXED:
-        ok = device.type == "cpu" and kernel.uses_coding
-        whole = code_rows(dataset.x_train) if ok else None  # kept: a sweep codes an array once
-        coding = None if whole is None else whole.rows(order)
+        if not kernel.uses_coding:
+            why = f"it is for softmax regression (logreg), not {kernel.name}"
+        elif device.type != "cpu":
+            why = "its integer products are for the CPU"
+        else:
+            whole = code_rows(dataset.x_train)  # cached: a sweep codes an array once
+            coding = None if whole is None else whole.rows(order)
+            why = ("the training rows are not integer-coded (some column has more than 256 "
+                   "levels, or levels off one grid)")
         if coding is None:
-            warnings.warn("arithmetic='mixed' runs in float32 here: " + (
-                f"it is for softmax regression (logreg), not {kernel.name}"
-                if not kernel.uses_coding else "its integer products are for the CPU"
-                if device.type != "cpu" else
-                "the training rows are not integer-coded (some column has more than 256 "
-                "levels, or levels off one grid)"), RuntimeWarning, stacklevel=2)
+            warnings.warn(f"arithmetic='mixed' runs in float32 here: {why}", RuntimeWarning,
+                          stacklevel=2)
     return KernelData(
         x=torch.as_tensor(dataset.x_train[order], dtype=torch.float32, device=device),
         y=torch.as_tensor(dataset.y_train[order], dtype=torch.int64, device=device),
