@@ -158,7 +158,9 @@ class FlowerRunner:
                 return outcome
             if time.monotonic() >= deadline:
                 raise FlowerRunFailed(f"no result within timeout={timeout_s} s "
-                                      f"({len(self.progress())} of {self.cfg.rounds} rounds done)")
+                                      f"({len(self.progress())} of {self.cfg.rounds} rounds "
+                                      "done); the SuperLink's log:\n"
+                                      + self.fed.log_tail("superlink", lines=40))
             time.sleep(poll_s)
 
     def close(self) -> None:
