@@ -342,6 +342,8 @@ def plan_document(plan: Plan, scenario: Scenario) -> dict[str, Any]:
              else None if s.model is None else {"name": s.model.value})
     return {"recommended": plan.recommended_dict(mechanism=s.mechanism),
             "untrained_test_loss": plan.untrained_loss,
+            "label_prior_test_loss": (plan.prior_loss if math.isfinite(plan.prior_loss)
+                                      else None),
             "scenario": {"data": s.data.identity(), "mechanism": s.mechanism.value,
                          "eps": list(s.eps),
                          "delta": list(s.delta) if s.spec.needs_delta else None,

@@ -68,7 +68,10 @@ def plan_view(doc: dict[str, Any]) -> PlanView:
                      f"to {hi:.4f})" + ("" if still is None else
                                         f"; the schedule stays the best of the candidates "
                                         f"on {still}"))
-    lines.append(f"untrained model: {doc['untrained_test_loss']:.4f}; data used: "
+    prior = doc.get("label_prior_test_loss")  # absent in answers cached before it
+    lines.append(f"untrained model: {doc['untrained_test_loss']:.4f}"
+                 + ("" if prior is None else f"; label frequencies: {prior:.4f}")
+                 + "; data used: "
                  f"{used['kind']} ({used['rows']} rows); privacy cost of planning: "
                  f"{rec['privacy_cost']['note']}; {_int(doc['simulated_rounds'])} twin rounds "
                  f"in {doc['wall_time_s']:.1f} s"

@@ -1,0 +1,68 @@
+"""The bar a trained model must clear: the test loss of predicting the label frequencies.
+
+The plan's ``useful`` compares the predicted loss with the untrained model's (``log k`` for
+softmax regression from zero). On imbalanced labels that bar is low: a model can beat the
+uniform prediction and still lose to a constant that predicts each class with its frequency
+(UCI Adult: 75% of the test labels are one class). The plan therefore also reports the test
+cross-entropy of that constant,
+
+    L_prior = - (1 / n_test) sum_j log f(y_j),
+
+with ``f`` the deployment's label frequencies as the twin's proxy estimates them: each proxy
+row of client i stands for ``d_i / m_i`` of the client's rows (the share the proxy drew, or the
+public rows dealt to it), and every class gets half a row more (Krichevsky-Trofimov), so a
+class the proxy never saw has a finite loss. It is evaluated on the twin's test rows, where the
+prediction is. The frequencies are read from the proxy's labels: for a clear proxy that is
+the clients' data read without privacy (as the twin reads it), for a public proxy the public
+rows' labels, which may differ from the clients' (the plan says which).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.typing import NDArray
+from torch import Tensor
+
+__all__ = ["label_prior_loss"]
+
+SMOOTHING = 0.5
+"""Rows added to every class count (Krichevsky-Trofimov): a class no proxy row holds keeps a
+finite loss."""
+
+
+def label_prior_loss(*, y: Tensor, offsets: NDArray[np.int64], real_sizes: NDArray[np.int64],
+                     y_test: Tensor, num_classes: int) -> float:
+    """Test cross-entropy of predicting the deployment's label frequencies.
+
+    Parameters
+    ----------
+    y:
+        The proxy's training labels, sorted by client (client i: ``offsets[i]:offsets[i+1]``).
+    offsets:
+        ``(N + 1,)`` row offsets of the proxy's clients.
+    real_sizes:
+        ``d_i`` of the deployment's clients: client i's proxy rows are weighted ``d_i / m_i``.
+    y_test:
+        The labels the twin evaluates on.
+    num_classes:
+        k.
+
+    Returns
+    -------
+    float
+        ``- mean_j log f(y_test_j)``; ``nan`` without test rows.
+    """
+    labels = y.detach().cpu().numpy().astype(np.int64)
+    m: NDArray[np.int64] = np.diff(np.asarray(offsets, dtype=np.int64)).astype(np.int64)
+    if len(m) != len(real_sizes):
+        raise ValueError(f"offsets give {len(m)} clients, real_sizes {len(real_sizes)}")
+    per_row = np.repeat(np.asarray(real_sizes, dtype=np.float64) / np.maximum(m, 1), m)
+    counts = np.bincount(labels, weights=per_row, minlength=num_classes)[:num_classes]
+    scale = float(counts.sum()) / max(len(labels), 1)  # weighted rows per proxy row
+    freq = (counts + SMOOTHING * scale) / (counts.sum() + SMOOTHING * scale * num_classes)
+    test = y_test.detach().cpu().numpy().astype(np.int64)
+    if len(test) == 0:
+        return math.nan
+    return float(-np.log(freq[test]).mean())
