@@ -19,7 +19,7 @@ from fedqr.planner.cache import (
     load_memo,
     save_memo,
 )
-from fedqr.planner.prior import label_prior_loss
+from fedqr.planner.prior import below_prior, proxy_prior_loss
 from fedqr.planner.proxy import AUTO_PROXY_ROWS, ProxyChoice, Twin, build_twin, cost_model
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import Prediction, Searcher, SearchSettings
@@ -123,29 +123,6 @@ def _clients(scenario: Scenario, choice: ProxyChoice, sizes: np.ndarray | None
     return None, real_sizes
 
 
-def _prior(proxy: Proxy | KernelProxy) -> float:
-    """:func:`fedqr.planner.prior.label_prior_loss` of the twin's proxy."""
-    if isinstance(proxy, Proxy):
-        lay = proxy.layout
-        return label_prior_loss(y=lay.y, offsets=lay.offsets, real_sizes=proxy.real_sizes,
-                                y_test=proxy.y_test, num_classes=lay.num_classes)
-    data = proxy.data
-    k = 1 + max(int(data.y.max()) if len(data.y) else 0,
-                int(data.y_test.max()) if len(data.y_test) else 0)
-    return label_prior_loss(y=data.y, offsets=data.offsets, real_sizes=proxy.real_sizes,
-                            y_test=data.y_test, num_classes=k)
-
-
-def _below_prior(best: Any, prior: float, *, public: bool) -> str:
-    """The message's note where the prediction does not beat the label frequencies."""
-    if not math.isfinite(prior) or best.mean < prior:
-        return ""
-    source = "the public proxy's labels" if public else "the proxy's labels"
-    return (f"; but predicting the label frequencies (estimated from {source}) has a test "
-            f"loss of {prior:.4f}, no higher: this model, trained under this budget, does "
-            f"not beat that constant (a larger budget, a smaller clip or another model may)")
-
-
 def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
              cut_short: Any, at_limit: Any = (), followed: str = "") -> str:
     """What the plan says: the prediction (with its proxy shift and where the time budget
@@ -247,11 +224,11 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
                           stderr=confirmed["stderr"])
     base = searcher.untrained_loss()
     useful = best.rounds > 0 and best.mean < (1 - USEFUL_MARGIN) * base
-    prior = _prior(twin.proxy)
+    prior = proxy_prior_loss(twin.proxy)
     message = _message(best, base, useful=useful, shift=shift, cut_short=searcher.cut_short,
                        at_limit=searcher.at_limit, followed=_followed(searcher, twin))
     if useful:
-        message += _below_prior(best, prior, public=choice.use is DataUse.PUBLIC_PROXY)
+        message += below_prior(best.mean, prior, public=choice.use is DataUse.PUBLIC_PROXY)
     return Plan(recommended=best, predictions=predictions, untrained_loss=base, useful=useful,
                 message=message, data_used=twin.data_used,
                 privacy_cost=_privacy_cost(choice.use),

@@ -25,7 +25,10 @@ import numpy as np
 from numpy.typing import NDArray
 from torch import Tensor
 
-__all__ = ["label_prior_loss"]
+from fedqr.planner.twin_data import Proxy
+from fedqr.planner.twin_kernel import KernelProxy
+
+__all__ = ["below_prior", "label_prior_loss", "proxy_prior_loss"]
 
 SMOOTHING = 0.5
 """Rows added to every class count (Krichevsky-Trofimov): a class no proxy row holds keeps a
@@ -66,3 +69,28 @@ def label_prior_loss(*, y: Tensor, offsets: NDArray[np.int64], real_sizes: NDArr
     if len(test) == 0:
         return math.nan
     return float(-np.log(freq[test]).mean())
+
+
+def proxy_prior_loss(proxy: Proxy | KernelProxy) -> float:
+    """:func:`label_prior_loss` of a twin's proxy (the logistic or the kernel twin's)."""
+    if isinstance(proxy, Proxy):
+        lay = proxy.layout
+        return label_prior_loss(y=lay.y, offsets=lay.offsets, real_sizes=proxy.real_sizes,
+                                y_test=proxy.y_test, num_classes=lay.num_classes)
+    data = proxy.data
+    seen = 1 + max(int(data.y.max()) if len(data.y) else 0,
+                   int(data.y_test.max()) if len(data.y_test) else 0)
+    k = max(seen, int(getattr(proxy.kernel, "num_classes", 0)))  # the model's classes
+    return label_prior_loss(y=data.y, offsets=data.offsets, real_sizes=proxy.real_sizes,
+                            y_test=data.y_test, num_classes=k)
+
+
+def below_prior(predicted: float, prior: float, *, public: bool) -> str:
+    """The plan message's note where the predicted loss does not beat the label frequencies
+    (empty where it does, or where there is no prior)."""
+    if not math.isfinite(prior) or predicted < prior:
+        return ""
+    source = "the public proxy's labels" if public else "the proxy's labels"
+    return (f"; but predicting the label frequencies (estimated from {source}) has a test "
+            f"loss of {prior:.4f}, no higher: this model, trained under this budget, does "
+            f"not beat that constant (a larger budget, a smaller clip or another model may)")
