@@ -32,6 +32,7 @@ import torch
 from numpy.typing import NDArray
 
 from fedqr.planner.budget import CostModel
+from fedqr.planner.fit import parabola_in_log_t
 from fedqr.planner.follow import follow_leader
 from fedqr.planner.grids import log_grid, refine_b, refine_q
 from fedqr.planner.noise import NoiseBook
@@ -313,42 +314,17 @@ class Searcher:
 
     def _fit(self, b: int, q: float, fine: list[int],
              coarse: set[tuple[int, float, int]]) -> None:
-        """Read the fine horizons off a parabola in log T through each repeat's coarse losses
-        (the points within a factor 4 of the coarse best). Through a sharp V (the loss rising
-        steeply past T*) the parabola undershoots between the points: the T it picks can be
-        good and its loss too low (docs/planner.md, "What the planner gets wrong")."""
+        """Read the fine horizons off each repeat's coarse losses within a factor 4 of the
+        coarse best (:func:`fedqr.planner.fit.parabola_in_log_t`)."""
         t_best = self._best(b, q, coarse).rounds
         ts = sorted(t for (bb, qq, t) in coarse if (bb, qq) == (b, q)
                     and t > 0 and t_best / 4 <= t <= 4 * t_best and (b, q, t) in self.memo)
-        losses = np.asarray([self.memo[(b, q, t)] for t in ts])  # (points, repeats)
-        if len(ts) < 3 or not np.isfinite(losses).all():
-            return
-        x = np.log(np.asarray(ts, dtype=np.float64))
-        coef = np.polyfit(x, losses, deg=2)  # one parabola per repeat
-        if not (coef[0] > 0).all():  # not convex: no fit to trust, the coarse grid stands
-            return
-        for t in fine:
-            if (b, q, t) in self.memo or not min(ts) <= t <= max(ts):
-                continue  # simulated, or outside the fitted points (no extrapolation)
-            xt = np.log(float(t))
-            values = coef[0] * xt ** 2 + coef[1] * xt + coef[2]
-            self.fitted[(b, q, t)] = tuple(float(v) for v in values)
+        wanted = [t for t in fine if (b, q, t) not in self.memo]
+        curves = np.asarray([self.memo[(b, q, t)] for t in ts])  # (points, repeats)
+        for t, values in parabola_in_log_t(ts, curves, wanted).items():
+            self.fitted[(b, q, t)] = values
 
 
 def untrained_loss(proxy: Proxy) -> float:
     """Test loss of theta = 0 (the uniform prediction): ``log k``."""
     return float(np.log(proxy.layout.num_classes))
-
-
-def rank_of(predictions: list[Prediction], rounds: int, b: int) -> int:
-    """1-based rank of a schedule among the predictions (for reports)."""
-    for i, p in enumerate(predictions):
-        if p.rounds == rounds and p.clients_per_round == b:
-            return i + 1
-    return len(predictions) + 1
-
-
-def as_array(predictions: list[Prediction]) -> NDArray[np.float64]:
-    """``(rounds, b, q, mean, stderr)`` rows."""
-    return np.asarray([[p.rounds, p.clients_per_round, p.sample_rate, p.mean, p.stderr]
-                       for p in predictions], dtype=np.float64)
