@@ -71,3 +71,24 @@ def test_a_plan_that_loses_to_the_label_frequencies_says_so(
                         lr=0.3, twin_repeats=2).document
     assert learnt["recommended"]["predicted_test_loss"]["mean"] < learnt["label_prior_test_loss"]
     assert "label frequencies" not in learnt["recommended"]["message"]
+
+
+def test_the_kernel_twins_proxy_has_the_logistic_twins_prior() -> None:
+    from fedqr.data import DatasetName, DataSpec, PartitionKind
+    from fedqr.models.logreg import Norm
+    from fedqr.models.zoo import make_kernel
+    from fedqr.planner.prior import proxy_prior_loss
+    from fedqr.planner.twin import make_proxy
+    from fedqr.planner.twin_kernel import make_kernel_proxy
+
+    data = DataSpec(dataset=DatasetName.DIGITS, partition=PartitionKind.DIRICHLET, alpha=0.3,
+                    num_clients=4, seed=2).build()
+    rows = tuple(np.asarray(i)[: len(i) // 3] for i in data.partition.indices)
+    kw = dict(rows=rows, test=data.dataset, real_sizes=data.partition.sizes, norm=Norm.L2,
+              device=torch.device("cpu"))
+    fused = make_proxy(data, products="float32", **kw)  # type: ignore[arg-type]
+    kernel = make_kernel("mlp", input_shape=(64,), num_classes=10, hidden=(8,))
+    mlp = make_kernel_proxy(kernel, data, **kw)  # type: ignore[arg-type]
+    want = proxy_prior_loss(fused)
+    assert proxy_prior_loss(mlp) == pytest.approx(want, rel=1e-12)
+    assert math.log(10) * 0.9 < want < math.log(10) * 1.2  # near uniform: ten digits

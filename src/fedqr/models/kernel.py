@@ -99,6 +99,11 @@ class Kernel(Protocol):
         ...
 
     @property
+    def num_classes(self) -> int:
+        """k: the model's outputs, one per class (labels lie in ``0..k-1``)."""
+        ...
+
+    @property
     def param_shape(self) -> tuple[int, ...]:
         """Shape of one repeat's parameters outside the round loop (results, Flower messages):
         ``(k, p)`` for softmax regression's weight matrix, ``(P,)`` for a flat vector."""

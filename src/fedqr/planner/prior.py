@@ -78,11 +78,8 @@ def proxy_prior_loss(proxy: Proxy | KernelProxy) -> float:
         return label_prior_loss(y=lay.y, offsets=lay.offsets, real_sizes=proxy.real_sizes,
                                 y_test=proxy.y_test, num_classes=lay.num_classes)
     data = proxy.data
-    seen = 1 + max(int(data.y.max()) if len(data.y) else 0,
-                   int(data.y_test.max()) if len(data.y_test) else 0)
-    k = max(seen, int(getattr(proxy.kernel, "num_classes", 0)))  # the model's classes
     return label_prior_loss(y=data.y, offsets=data.offsets, real_sizes=proxy.real_sizes,
-                            y_test=data.y_test, num_classes=k)
+                            y_test=data.y_test, num_classes=proxy.kernel.num_classes)
 
 
 def below_prior(predicted: float, prior: float, *, public: bool) -> str:
