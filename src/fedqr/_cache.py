@@ -13,11 +13,12 @@ from pathlib import Path
 
 __all__ = ["PLANNER_VERSION", "cache_home"]
 
-PLANNER_VERSION = 9  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit;
+PLANNER_VERSION = 10  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit;
 # 5: a second look at plateaus (models other than logreg); 6: a default budget follows the leader;
 # 7: the logistic twin's products in bfloat16 where the CPU has it (fedqr._precision);
 # 8: the twins draw their Poisson batches a block of rounds at once (planner.gradients);
-# 9: a plan reports the loss of predicting the label frequencies (planner.prior)
+# 9: a plan reports the loss of predicting the label frequencies (planner.prior);
+# 10: the shift draws from a seed of its own and its re-simulation is the headline prediction
 """Bumped when the twin, the search or a plan's answer change: cached simulations and answers
 are then not reused."""
 

@@ -16,7 +16,7 @@ from fedqr.cli import app
 runner = CliRunner()
 MODEL = ["--model", "mlp", "--hidden", "8", "--mechanism", "laplace", "--eps", "20", "--clip",
          "1"]
-TWIN = ["--twin-budget", "0.5", "--twin-repeats", "2", "--proxy-share", "0.5"]
+TWIN = ["--twin-budget", "1", "--twin-repeats", "2", "--proxy-share", "0.5"]
 
 
 @pytest.fixture(autouse=True)

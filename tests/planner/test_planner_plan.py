@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +33,10 @@ def _cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
 def test_plan_is_the_predicted_minimum_and_replans_from_cache() -> None:
     plan = make_plan(_scenario(), settings=FAST)
     means = [p.mean for p in plan.predictions]
-    assert plan.recommended.mean == min(means) and means == sorted(means)
+    best = plan.predictions[0]  # the search's minimum, its loss re-simulated
+    assert plan.recommended == replace(best, mean=plan.recommended.mean,
+                                       stderr=plan.recommended.stderr)
+    assert plan.proxy_shift["re_simulated"]["search_mean"] == min(means) and means == sorted(means)
     assert plan.useful and plan.recommended.rounds > 0
     assert {p.clients_per_round for p in plan.predictions} == {1, 2, 3, 4}
     assert plan.data_used["kind"] == "clear-proxy" and plan.data_used["reads_private_data"]

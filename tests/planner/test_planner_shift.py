@@ -11,7 +11,7 @@ from fedqr.data import DatasetName, DataSpec, FederatedData, PartitionKind
 from fedqr.data.source import OwnData
 from fedqr.planner import DataUse, ProxyChoice, Scenario, SearchSettings, make_plan
 from fedqr.planner.search import Prediction
-from fedqr.planner.shift import alternatives, candidates, confirm
+from fedqr.planner.shift import alternatives, candidates, confirm, shift_seed
 from fedqr.privacy import Mechanism
 from fedqr.sim.config import LearningRate
 
@@ -44,6 +44,44 @@ def test_alternatives_by_kind_of_proxy() -> None:
     assert [(a.draw, a.label_alpha is None) for a in alts] == [(1, True), (1, False),
                                                                 (2, True), (2, False)]
 
+
+def test_the_headline_is_the_re_simulation_even_without_an_alternative() -> None:
+    plan = make_plan(SCENARIO, proxy=ProxyChoice(share=1.0), settings=FAST)  # every row
+    shift, again = plan.proxy_shift, plan.proxy_shift["re_simulated"]
+    assert shift["alternatives"] == [] and shift["proxy_std"] is None and shift["range"] is None
+    assert "no other draw of the proxy" in shift["note"]
+    best = plan.predictions[0]  # the search's first choice, its figure the lowest of all
+    assert (plan.recommended.rounds, plan.recommended.clients_per_round) == (
+        best.rounds, best.clients_per_round)
+    assert again["search_mean"] == best.mean and again["repeats"] == FAST.repeats
+    assert plan.recommended.mean == again["mean"] == shift["reference_loss"] != best.mean
+    assert "re-simulated with fresh draws" in plan.message
+    doc = plan.recommended_dict(mechanism=SCENARIO.mechanism)["predicted_test_loss"]
+    assert doc["re_simulated"] and doc["search_mean"] == best.mean
+
+
+def test_a_plan_whose_best_is_no_training_has_no_shift() -> None:
+    broke = Scenario(data=SPEC, mechanism=Mechanism.LAPLACE, eps=(1e-4,), clip=20.0,
+                     sample_rate=1.0, lr=LearningRate(eta0=0.3))
+    plan = make_plan(broke, proxy=ProxyChoice(share=0.5), settings=FAST)
+    assert not plan.useful and plan.recommended.rounds == 0
+    assert plan.recommended == plan.predictions[0]  # no other schedule's re-simulation
+    assert plan.proxy_shift["note"] == "no trained schedule to check"
+    assert "re_simulated" not in plan.proxy_shift and not plan.proxy_shift["alternatives"]
+
+def test_the_shift_draws_from_a_seed_of_its_own() -> None:
+    seeds = [shift_seed(s) for s in range(50)]
+    assert len(set(seeds)) == 50 and not set(seeds) & set(range(50))
+    assert seeds == [shift_seed(s) for s in range(50)]  # derived, so reproducible
+
+
+def test_no_shift_asked_for_keeps_the_search_figure() -> None:
+    settings = SearchSettings(repeats=2, t_first=16, t_limit=64, proxy_alternatives=0)
+    plan = make_plan(SCENARIO, proxy=ProxyChoice(share=0.5), settings=settings)
+    assert "re_simulated" not in plan.proxy_shift
+    assert plan.recommended == plan.predictions[0]
+    doc = plan.recommended_dict(mechanism=SCENARIO.mechanism)["predicted_test_loss"]
+    assert not doc["re_simulated"] and doc["search_mean"] == doc["mean"]
 
 def test_candidates_are_the_best_schedule_of_the_best_arms() -> None:
     preds = [Prediction(10, 2, 1.0, 0.5, 0.01), Prediction(12, 2, 1.0, 0.51, 0.01),
@@ -113,13 +151,15 @@ def test_a_plan_whose_first_choice_the_shift_overrules_recommends_the_confirmed_
         p for p in search.predictions[1:] if p.rounds > 0
         and p.clients_per_round != search.predictions[0].clients_per_round)
     confirmed = {"rounds": other.rounds, "clients_per_round": other.clients_per_round,
-                 "sample_rate": other.sample_rate, "mean": other.mean * 0.9,
-                 "stderr": other.stderr, "runs": 3,
+                 "sample_rate": other.sample_rate, "runs": 3,
                  "replaces": {"rounds": first.rounds, "clients_per_round": first.clients_per_round,
                               "sample_rate": first.sample_rate, "search_loss": first.mean,
                               "shift_loss": first.mean * 1.2}}
     monkeypatch.setattr(plan_module, "proxy_shift",
-                        lambda *a, **k: {"alternatives": [], "confirmed": confirmed})
+                        lambda *a, **k: {"alternatives": [], "confirmed": confirmed,
+                                         "re_simulated": {"mean": other.mean * 0.9,
+                                                          "stderr": other.stderr,
+                                                          "search_mean": other.mean}})
     plan = make_plan(SCENARIO, proxy=ProxyChoice(share=0.5), settings=FAST)
     r = plan.recommended
     assert (r.rounds, r.clients_per_round, r.mean) == (other.rounds, other.clients_per_round,

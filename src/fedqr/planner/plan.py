@@ -78,6 +78,9 @@ class Plan:
                 else None,
                 "predicted_test_loss": {"mean": r.mean, "stderr": r.stderr,
                                         "fitted": r.fitted,
+                                        "re_simulated": "re_simulated" in self.proxy_shift,
+                                        "search_mean": self.proxy_shift.get(
+                                            "re_simulated", {}).get("search_mean", r.mean),
                                         "proxy_std": self.proxy_shift.get("proxy_std"),
                                         "proxy_range": self.proxy_shift.get("range")},
                 "proxy_shift": self.proxy_shift,
@@ -123,6 +126,23 @@ def _clients(scenario: Scenario, choice: ProxyChoice, sizes: np.ndarray | None
     return None, real_sizes
 
 
+def _headline(best: Prediction, predictions: list[Prediction], shift: dict[str, Any]
+              ) -> Prediction:
+    """The recommended schedule with its headline prediction: the search's first choice, or
+    the candidate the shift's runs confirmed instead; its loss the re-simulation on the
+    plan's own proxy with draws independent of the choice where the shift ran one (the
+    search's figure is the lowest of many noisy predictions, so biased low)."""
+    confirmed = shift.get("confirmed")
+    if confirmed is not None:  # the shift's runs overruled the search's first choice
+        key = (confirmed["rounds"], confirmed["clients_per_round"], confirmed["sample_rate"])
+        best = next(p for p in predictions
+                    if (p.rounds, p.clients_per_round, p.sample_rate) == key)
+    again = shift.get("re_simulated")
+    if again is None:
+        return best
+    return replace(best, mean=again["mean"], stderr=again["stderr"])
+
+
 def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
              cut_short: Any, at_limit: Any = (), followed: str = "") -> str:
     """What the plan says: the prediction (with its proxy shift and where the time budget
@@ -132,8 +152,11 @@ def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
                 f"{best.mean:.4f} is not {USEFUL_MARGIN:.0%} below the untrained model's "
                 f"{base:.4f}; the budget is too small for even one useful reply at this clip "
                 f"(raise eps, lower the clip, or use more data per client)")
-    message = (f"predicted test loss {best.mean:.4f} +- {best.stderr:.4f} at T={best.rounds}, "
-               f"b={best.clients_per_round}")
+    again = shift.get("re_simulated")
+    fresh = "" if again is None else (
+        f" (re-simulated with fresh draws; the search's lowest: {again['search_mean']:.4f})")
+    message = (f"predicted test loss {best.mean:.4f} +- {best.stderr:.4f}{fresh} at "
+               f"T={best.rounds}, b={best.clients_per_round}")
     if (confirmed := shift.get("confirmed")) is not None:
         old = confirmed["replaces"]
         message += (f", re-simulated on the plan's proxy: it replaces the search's first "
@@ -216,12 +239,7 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     shift = proxy_shift(scenario, choice, real, real_sizes, dev, run_settings, twin,
                         predictions, key=key, use_cache=use_cache, repeats=searcher.repeats,
                         count=st.proxy_alternatives)
-    confirmed = shift.get("confirmed")
-    if confirmed is not None:  # the shift's runs overruled the search's first choice
-        best = Prediction(rounds=confirmed["rounds"],
-                          clients_per_round=confirmed["clients_per_round"],
-                          sample_rate=confirmed["sample_rate"], mean=confirmed["mean"],
-                          stderr=confirmed["stderr"])
+    best = _headline(best, predictions, shift)
     base = searcher.untrained_loss()
     useful = best.rounds > 0 and best.mean < (1 - USEFUL_MARGIN) * base
     prior = proxy_prior_loss(twin.proxy)

@@ -35,8 +35,8 @@ from fedqr.planner.search import Prediction, Searcher, SearchSettings
 from fedqr.planner.twin import Proxy, stackable
 from fedqr.planner.twin_kernel import KernelProxy
 
-__all__ = ["CONFIRM_MARGIN", "SHIFT_BUDGET_SHARE", "Alternative", "alternatives", "candidates",
-           "confirm", "proxy_shift"]
+__all__ = ["CONFIRM_MARGIN", "SHIFT_BUDGET_SHARE", "SHIFT_SEED_STREAM", "Alternative",
+           "alternatives", "candidates", "confirm", "proxy_shift", "shift_seed"]
 
 SHIFT_BUDGET_SHARE = 1.0
 """A kernel twin's alternatives (and their reference) may take this share of the plan's time
@@ -98,6 +98,27 @@ def candidates(predictions: list[Prediction], k: int = 3) -> list[Prediction]:
 
 Key = tuple[int, float, int]
 
+SHIFT_SEED_STREAM = 1
+"""The shift's runs draw from ``SeedSequence([seed, SHIFT_SEED_STREAM])``, not from the
+search's seed: with the search's seed, the candidate of the arm the search ran first would
+repeat the search's own draws, and its re-simulation would not be independent of the choice."""
+
+
+def shift_seed(seed: int) -> int:
+    """The twin seed of the shift's runs (reference and alternatives alike: common random
+    numbers among them), derived from the search's ``seed``."""
+    return int(np.random.SeedSequence([seed, SHIFT_SEED_STREAM]).generate_state(1)[0])
+
+
+def _re_simulated(reference: Searcher, p: Prediction) -> dict[str, float]:
+    """The recommended schedule's re-simulation on the plan's own proxy: mean and standard
+    error over the twin's repeats, beside the search's own (biased low) prediction."""
+    values = np.asarray(reference.memo[_key(p)], dtype=np.float64)
+    finite = bool(np.isfinite(values).all())
+    return {"mean": float(values.mean()) if finite else math.inf,
+            "stderr": float(values.std(ddof=1) / math.sqrt(len(values))) if finite
+            else math.inf, "search_mean": p.mean, "repeats": len(values)}
+
 
 def _key(p: Prediction) -> Key:
     return (p.clients_per_round, p.sample_rate, p.rounds)
@@ -154,28 +175,34 @@ def proxy_shift(scenario: Scenario, choice: ProxyChoice, real: ClientData | None
                 repeats: int, count: int | None = None) -> dict[str, Any]:
     """The proxy-shift block of a plan (module docstring); ``settings`` are the search's (its
     seed and repeats), ``key`` the plan's cache key (the alternatives are cached beside it)."""
-    every = candidates(predictions)
+    trained = bool(predictions) and predictions[0].rounds > 0  # else nothing to check
+    every = candidates(predictions) if trained else []
     share = twin.data_used.get("share") if choice.use is DataUse.CLEAR_PROXY else None
     alts = alternatives(choice, n_clients=len(sizes), share=share, count=count)
     out: dict[str, Any] = {"alternatives": [], "what": "the recommended schedule's predicted "
                            "loss on other draws of the proxy (same twin draws)"}
-    if not every or not alts:
-        out["note"] = ("no trained schedule to check" if not every else
-                       "no alternative asked for (proxy_alternatives=0)" if count == 0 else
+    if not alts:
+        out["note"] = ("no alternative asked for (proxy_alternatives=0)" if count == 0 else
                        "the twin reads every row of the clients: no other draw of the proxy")
+    if not every or count == 0:
+        if not every:
+            out["note"] = "no trained schedule to check"
         return out
     budget = SHIFT_BUDGET_SHARE * twin.size.budget_s if twin.size is not None else math.inf
     for chosen in (every, every[:1]):  # all candidates, else the recommended schedule only
         price = _price(twin, chosen, repeats)
-        fits = len(alts) if price == 0 else int(budget // price) - 1  # the reference runs too
-        if fits >= min(2, len(alts)):
+        runs_fit = len(alts) + 1 if price == 0 else int(budget // price)  # the reference too
+        fits = min(len(alts), runs_fit - 1)
+        if runs_fit >= 1 and fits >= min(2, len(alts)):
             break
-    if fits < 1:
-        out["note"] = (f"left out for the time budget: one alternative is estimated at "
-                       f"{price:.1f} s, the budget for them is {budget:.1f} s")
+    if runs_fit < 1 or (alts and fits < 1):
+        what = "one alternative" if alts else "the re-simulation"
+        out["note"] = (f"left out for the time budget: {what} is estimated at {price:.1f} s, "
+                       f"the budget for the shift is {budget:.1f} s")
         return out
     runs = [Alternative(0, None, "the plan's proxy (reference)"), *alts[:fits]]
     searchers, paths = [], []
+    shift_settings = replace(settings, repeats=repeats, seed=shift_seed(settings.seed))
     for alt in runs:
         alt_twin = twin if alt.draw == 0 and alt.label_alpha is None else build_twin(
             scenario, choice, real, sizes, device, settings, draw=alt.draw,
@@ -183,7 +210,7 @@ def proxy_shift(scenario: Scenario, choice: ProxyChoice, real: ClientData | None
         path = cache_dir() / f"{key}-shift-{alt.draw}-{alt.label_alpha}.json"
         memo = (load_memo(path) if use_cache and path.is_file() else None) or {}
         searchers.append(Searcher(scenario=scenario, proxy=alt_twin.proxy, memo=memo,
-                                  settings=replace(settings, repeats=repeats), device=device))
+                                  settings=shift_settings, device=device))
         paths.append(path)
     losses = _simulate(searchers, chosen)
     for searcher, path in zip(searchers, paths, strict=True):
@@ -193,13 +220,13 @@ def proxy_shift(scenario: Scenario, choice: ProxyChoice, real: ClientData | None
     if pick:
         first = chosen[0]
         chosen = [chosen[pick], *(p for i, p in enumerate(chosen) if i != pick)]
+    out["re_simulated"] = _re_simulated(searchers[0], chosen[0])
     summary = _summary(out, runs, losses, chosen, len(alts))
     if pick:
         new = chosen[0]
-        summary["confirmed"] = {  # its re-simulation on the plan's proxy, as the search's
+        summary["confirmed"] = {  # its re-simulation on the plan's proxy
             "rounds": new.rounds, "clients_per_round": new.clients_per_round,
-            "sample_rate": new.sample_rate, "mean": losses[0][_key(new)],
-            "stderr": new.stderr, "runs": len(losses),
+            "sample_rate": new.sample_rate, "runs": len(losses),
             "replaces": {"rounds": first.rounds, "clients_per_round": first.clients_per_round,
                          "sample_rate": first.sample_rate, "search_loss": first.mean,
                          "shift_loss": float(np.mean([run[_key(first)] for run in losses]))}}
@@ -223,13 +250,15 @@ def _summary(out: dict[str, Any], runs: list[Alternative],
     values = [got[best] for got in losses]
     out.update({
         "reference_loss": ref,
-        "proxy_std": float(np.sqrt(np.mean(np.square(devs)))),
-        "range": [float(min(values)), float(max(values))],
-        "recommended_still_best": f"{still} of {len(devs)}" if len(chosen) > 1 else None,
+        "proxy_std": float(np.sqrt(np.mean(np.square(devs)))) if devs else None,
+        "range": [float(min(values)), float(max(values))] if devs else None,
+        "recommended_still_best": f"{still} of {len(devs)}" if len(chosen) > 1 and devs
+        else None,
         "candidates": [{"rounds": p.rounds, "clients_per_round": p.clients_per_round,
                         "sample_rate": p.sample_rate} for p in chosen]})
-    notes = [f"{wanted - len(devs)} of {wanted} alternatives left out for the budget"
-             ] if len(devs) < wanted else []
+    notes = [out["note"]] if "note" in out else []  # why there is no alternative
+    if len(devs) < wanted:
+        notes.append(f"{wanted - len(devs)} of {wanted} alternatives left out for the budget")
     if len(chosen) == 1:
         notes.append("only the recommended schedule was simulated again (the time budget)")
     if notes:
