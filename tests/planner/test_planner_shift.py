@@ -170,6 +170,22 @@ def test_a_plan_whose_first_choice_the_shift_overrules_recommends_the_confirmed_
     assert f"replaces the search's first choice T={first.rounds}" in plan.message
 
 
+
+def test_a_diverged_re_simulation_keeps_the_search_figure_and_says_so(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    import fedqr.planner.plan as plan_module
+
+    search = make_plan(SCENARIO, proxy=ProxyChoice(share=0.5), settings=FAST)
+    first = search.predictions[0]
+    monkeypatch.setattr(plan_module, "proxy_shift", lambda *a, **k: {
+        "alternatives": [], "re_simulated": {"mean": float("inf"), "stderr": float("inf"),
+                                             "search_mean": first.mean}})
+    plan = make_plan(SCENARIO, proxy=ProxyChoice(share=0.5), settings=FAST)
+    assert plan.recommended == first and plan.useful
+    assert "re-simulation with fresh draws diverged" in plan.message
+    doc = plan.recommended_dict(mechanism=SCENARIO.mechanism)["predicted_test_loss"]
+    assert not doc["re_simulated"] and doc["mean"] == doc["search_mean"] == first.mean
+
 @pytest.mark.parametrize("mechanism", [Mechanism.GAUSSIAN, Mechanism.LAPLACE])
 def test_the_alternatives_run_as_one_batch_with_the_losses_they_get_one_by_one(
         mechanism: Mechanism, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -78,7 +78,7 @@ class Plan:
                 else None,
                 "predicted_test_loss": {"mean": r.mean, "stderr": r.stderr,
                                         "fitted": r.fitted,
-                                        "re_simulated": "re_simulated" in self.proxy_shift,
+                                        "re_simulated": _re_simulated(self.proxy_shift),
                                         "search_mean": self.proxy_shift.get(
                                             "re_simulated", {}).get("search_mean", r.mean),
                                         "proxy_std": self.proxy_shift.get("proxy_std"),
@@ -137,10 +137,17 @@ def _headline(best: Prediction, predictions: list[Prediction], shift: dict[str, 
         key = (confirmed["rounds"], confirmed["clients_per_round"], confirmed["sample_rate"])
         best = next(p for p in predictions
                     if (p.rounds, p.clients_per_round, p.sample_rate) == key)
-    again = shift.get("re_simulated")
-    if again is None:
+    if not _re_simulated(shift):
         return best
-    return replace(best, mean=again["mean"], stderr=again["stderr"])
+    return replace(best, mean=shift["re_simulated"]["mean"],
+                   stderr=shift["re_simulated"]["stderr"])
+
+
+def _re_simulated(shift: dict[str, Any]) -> bool:
+    """Whether the headline is the shift's re-simulation: one ran, and no repeat of it
+    diverged (else the search's figure stays, and the message says why)."""
+    again = shift.get("re_simulated")
+    return again is not None and math.isfinite(again["mean"])
 
 
 def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
@@ -154,7 +161,9 @@ def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
                 f"(raise eps, lower the clip, or use more data per client)")
     again = shift.get("re_simulated")
     fresh = "" if again is None else (
-        f" (re-simulated with fresh draws; the search's lowest: {again['search_mean']:.4f})")
+        f" (re-simulated with fresh draws; the search's lowest: {again['search_mean']:.4f})"
+        if _re_simulated(shift) else " (the search's figure: a repeat of its re-simulation "
+        "with fresh draws diverged, so this schedule is at the edge of divergence)")
     message = (f"predicted test loss {best.mean:.4f} +- {best.stderr:.4f}{fresh} at "
                f"T={best.rounds}, b={best.clients_per_round}")
     if (confirmed := shift.get("confirmed")) is not None:
