@@ -153,6 +153,19 @@ HELD_OUT = [
           q=0.02, hidden=(64,), public="femnist-digits", max_t_points=8),
     MCase("ho1125f-femnist-cnn-gauss-eps8-f0.1", "femnist-f0.1", "cnn", GAU, (8.0,), 5.0,
           q=0.05, lr=0.1, t_grid=(5, 10, 20, 40), max_t_points=5, bs=(1, 2, 5, 10)),
+    # chosen (2026-11-27) after planner version 10 (the re-simulated headline, the shift's
+    # own seed), before they were planned or run
+    MCase("ho1127-heart4-logreg-gauss-eps2", "heart4", "logreg", GAU, (2.0,), 1.0, q=0.2,
+          lr=0.2, t_grid=T_HEART),
+    MCase("ho1127-heart3-mlp-gauss-eps10", "heart3", "mlp", GAU, (10.0,), 1.0, q=0.2, lr=0.2,
+          public="cleveland", t_grid=T_HEART),
+    MCase("ho1127-heart4-mlp-lap-eps8", "heart4", "mlp", LAP, (8.0,), 5.0, t_grid=T_HEART),
+    MCase("ho1127-heart3-logreg-lap-eps3", "heart3", "logreg", LAP, (3.0,), 5.0,
+          public="cleveland", t_grid=T_HEART),
+    MCase("ho1127-heart4-logreg-lap-het1-8", "heart4", "logreg", LAP, (1.0, 2.0, 4.0, 8.0), 5.0,
+          t_grid=T_HEART),
+    MCase("ho1127-adult-logreg-gauss-eps2-N20", "adult", "logreg", GAU, (2.0,), 1.0, q=0.05,
+          lr=0.2),
 ]
 """Held-out scenarios (``--held-out``), scored like ``CASES``."""
 
