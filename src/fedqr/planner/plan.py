@@ -23,7 +23,7 @@ from fedqr.planner.prior import below_prior, proxy_prior_loss
 from fedqr.planner.proxy import AUTO_PROXY_ROWS, ProxyChoice, Twin, build_twin, cost_model
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import Prediction, Searcher, SearchSettings
-from fedqr.planner.shift import proxy_shift
+from fedqr.planner.shift import headline, headline_re_simulated, proxy_shift
 from fedqr.planner.twin import Proxy
 from fedqr.planner.twin_kernel import KernelProxy
 from fedqr.privacy import Mechanism, mechanism_for
@@ -78,7 +78,7 @@ class Plan:
                 else None,
                 "predicted_test_loss": {"mean": r.mean, "stderr": r.stderr,
                                         "fitted": r.fitted,
-                                        "re_simulated": _re_simulated(self.proxy_shift),
+                                        "re_simulated": headline_re_simulated(self.proxy_shift),
                                         "search_mean": self.proxy_shift.get(
                                             "re_simulated", {}).get("search_mean", r.mean),
                                         "proxy_std": self.proxy_shift.get("proxy_std"),
@@ -126,30 +126,6 @@ def _clients(scenario: Scenario, choice: ProxyChoice, sizes: np.ndarray | None
     return None, real_sizes
 
 
-def _headline(best: Prediction, predictions: list[Prediction], shift: dict[str, Any]
-              ) -> Prediction:
-    """The recommended schedule with its headline prediction: the search's first choice, or
-    the candidate the shift's runs confirmed instead; its loss the re-simulation on the
-    plan's own proxy with draws independent of the choice where the shift ran one (the
-    search's figure is the lowest of many noisy predictions, so biased low)."""
-    confirmed = shift.get("confirmed")
-    if confirmed is not None:  # the shift's runs overruled the search's first choice
-        key = (confirmed["rounds"], confirmed["clients_per_round"], confirmed["sample_rate"])
-        best = next(p for p in predictions
-                    if (p.rounds, p.clients_per_round, p.sample_rate) == key)
-    if not _re_simulated(shift):
-        return best
-    return replace(best, mean=shift["re_simulated"]["mean"],
-                   stderr=shift["re_simulated"]["stderr"])
-
-
-def _re_simulated(shift: dict[str, Any]) -> bool:
-    """Whether the headline is the shift's re-simulation: one ran, and no repeat of it
-    diverged (else the search's figure stays, and the message says why)."""
-    again = shift.get("re_simulated")
-    return again is not None and math.isfinite(again["mean"])
-
-
 def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
              cut_short: Any, at_limit: Any = (), followed: str = "") -> str:
     """What the plan says: the prediction (with its proxy shift and where the time budget
@@ -162,7 +138,7 @@ def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
     again = shift.get("re_simulated")
     fresh = "" if again is None else (
         f" (re-simulated with fresh draws; the search's lowest: {again['search_mean']:.4f})"
-        if _re_simulated(shift) else " (the search's figure: a repeat of its re-simulation "
+        if headline_re_simulated(shift) else " (the search's figure: a repeat of its re-simulation "
         "with fresh draws diverged, so this schedule is at the edge of divergence)")
     message = (f"predicted test loss {best.mean:.4f} +- {best.stderr:.4f}{fresh} at "
                f"T={best.rounds}, b={best.clients_per_round}")
@@ -248,7 +224,7 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     shift = proxy_shift(scenario, choice, real, real_sizes, dev, run_settings, twin,
                         predictions, key=key, use_cache=use_cache, repeats=searcher.repeats,
                         count=st.proxy_alternatives)
-    best = _headline(best, predictions, shift)
+    best = headline(best, predictions, shift)
     base = searcher.untrained_loss()
     useful = best.rounds > 0 and best.mean < (1 - USEFUL_MARGIN) * base
     prior = proxy_prior_loss(twin.proxy)

@@ -36,7 +36,8 @@ from fedqr.planner.twin import Proxy, stackable
 from fedqr.planner.twin_kernel import KernelProxy
 
 __all__ = ["CONFIRM_MARGIN", "SHIFT_BUDGET_SHARE", "SHIFT_SEED_STREAM", "Alternative",
-           "alternatives", "candidates", "confirm", "proxy_shift", "shift_seed"]
+           "alternatives", "candidates", "confirm", "headline", "headline_re_simulated",
+           "proxy_shift", "shift_seed"]
 
 SHIFT_BUDGET_SHARE = 1.0
 """A kernel twin's alternatives (and their reference) may take this share of the plan's time
@@ -231,6 +232,30 @@ def proxy_shift(scenario: Scenario, choice: ProxyChoice, real: ClientData | None
                          "sample_rate": first.sample_rate, "search_loss": first.mean,
                          "shift_loss": float(np.mean([run[_key(first)] for run in losses]))}}
     return summary
+
+
+def headline(best: Prediction, predictions: list[Prediction], shift: dict[str, Any]
+              ) -> Prediction:
+    """The recommended schedule with its headline prediction: the search's first choice, or
+    the candidate the shift's runs confirmed instead; its loss the re-simulation on the
+    plan's own proxy with draws independent of the choice where the shift ran one (the
+    search's figure is the lowest of many noisy predictions, so biased low)."""
+    confirmed = shift.get("confirmed")
+    if confirmed is not None:  # the shift's runs overruled the search's first choice
+        key = (confirmed["rounds"], confirmed["clients_per_round"], confirmed["sample_rate"])
+        best = next(p for p in predictions
+                    if (p.rounds, p.clients_per_round, p.sample_rate) == key)
+    if not headline_re_simulated(shift):
+        return best
+    return replace(best, mean=shift["re_simulated"]["mean"],
+                   stderr=shift["re_simulated"]["stderr"])
+
+
+def headline_re_simulated(shift: dict[str, Any]) -> bool:
+    """Whether the headline is the shift's re-simulation: one ran, and no repeat of it
+    diverged (else the search's figure stays, and the message says why)."""
+    again = shift.get("re_simulated")
+    return again is not None and math.isfinite(again["mean"])
 
 
 def _summary(out: dict[str, Any], runs: list[Alternative],
