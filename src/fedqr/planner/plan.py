@@ -126,6 +126,18 @@ def _clients(scenario: Scenario, choice: ProxyChoice, sizes: np.ndarray | None
     return None, real_sizes
 
 
+def _source(shift: dict[str, Any]) -> str:
+    """Where the headline prediction comes from, for the message (empty: the search, with no
+    re-simulation run)."""
+    again = shift.get("re_simulated")
+    if again is None:
+        return ""
+    if headline_re_simulated(shift):
+        return f" (re-simulated with fresh draws; the search's lowest: {again['search_mean']:.4f})"
+    return (" (the search's figure: a repeat of its re-simulation with fresh draws diverged, "
+            "so this schedule is at the edge of divergence)")
+
+
 def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
              cut_short: Any, at_limit: Any = (), followed: str = "") -> str:
     """What the plan says: the prediction (with its proxy shift and where the time budget
@@ -135,12 +147,7 @@ def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
                 f"{best.mean:.4f} is not {USEFUL_MARGIN:.0%} below the untrained model's "
                 f"{base:.4f}; the budget is too small for even one useful reply at this clip "
                 f"(raise eps, lower the clip, or use more data per client)")
-    again = shift.get("re_simulated")
-    fresh = "" if again is None else (
-        f" (re-simulated with fresh draws; the search's lowest: {again['search_mean']:.4f})"
-        if headline_re_simulated(shift) else " (the search's figure: a repeat of its re-simulation "
-        "with fresh draws diverged, so this schedule is at the edge of divergence)")
-    message = (f"predicted test loss {best.mean:.4f} +- {best.stderr:.4f}{fresh} at "
+    message = (f"predicted test loss {best.mean:.4f} +- {best.stderr:.4f}{_source(shift)} at "
                f"T={best.rounds}, b={best.clients_per_round}")
     if (confirmed := shift.get("confirmed")) is not None:
         old = confirmed["replaces"]

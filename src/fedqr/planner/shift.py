@@ -182,12 +182,13 @@ def proxy_shift(scenario: Scenario, choice: ProxyChoice, real: ClientData | None
     alts = alternatives(choice, n_clients=len(sizes), share=share, count=count)
     out: dict[str, Any] = {"alternatives": [], "what": "the recommended schedule's predicted "
                            "loss on other draws of the proxy (same twin draws)"}
-    if not alts:
-        out["note"] = ("no alternative asked for (proxy_alternatives=0)" if count == 0 else
-                       "the twin reads every row of the clients: no other draw of the proxy")
+    note = ("no trained schedule to check" if not every else
+            "no alternative asked for (proxy_alternatives=0)" if count == 0 else
+            None if alts else "the twin reads every row of the clients: no other draw of the "
+            "proxy")
+    if note is not None:
+        out["note"] = note
     if not every or count == 0:
-        if not every:
-            out["note"] = "no trained schedule to check"
         return out
     budget = SHIFT_BUDGET_SHARE * twin.size.budget_s if twin.size is not None else math.inf
     for chosen in (every, every[:1]):  # all candidates, else the recommended schedule only
