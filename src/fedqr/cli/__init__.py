@@ -9,6 +9,7 @@ from fedqr.cli import estimate as _estimate
 from fedqr.cli import plan as _plan
 from fedqr.cli import reproduce as _reproduce
 from fedqr.cli import run as _run
+from fedqr.cli._exit import leave
 from fedqr.flower.cli import flower_app
 
 app = typer.Typer(add_completion=False, no_args_is_help=True,
@@ -31,4 +32,14 @@ app.command("plot")(_reproduce.plot)
 app.command("audit")(_audit.audit)
 app.add_typer(flower_app, name="flower")
 
-__all__ = ["app"]
+
+def main() -> None:
+    """The ``fedqr`` command: :data:`app`, then a quick exit (:mod:`fedqr.cli._exit`)."""
+    try:
+        app(prog_name="fedqr")
+    except SystemExit as stop:
+        leave(stop.code)
+        raise
+
+
+__all__ = ["app", "main"]

@@ -1,5 +1,5 @@
 """``python -m fedqr.cli``: the ``fedqr`` command (e.g. ``python -X importtime -m fedqr.cli``)."""
 
-from fedqr.cli import app
+from fedqr.cli import main
 
-app(prog_name="fedqr")
+main()
