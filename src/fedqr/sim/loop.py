@@ -27,6 +27,7 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Callable
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -125,6 +126,8 @@ def run_rounds(
     groups = privacy.group_of(r)
     history: list[RoundMetrics] = []
     stats = torch.zeros(3, r, config.num_clients, dtype=torch.float64, device=dev)
+    fixed = _Fixed.of(config, privacy, sizes=sizes, groups=groups, streams=streams,
+                      stats=stats, batched=kernel.batched)
     train_eval = TrainEvaluator(config=config, model=model, num_train=len(data.y), device=dev)
 
     def record(t: int, fused: GradSums | None, sel: np.ndarray | None) -> None:
@@ -145,8 +148,7 @@ def run_rounds(
                                    with_train_loss=train_eval.fused(evaluate_now=evaluate_now))
         if evaluate_now:
             record(t, sums, sel)
-        theta = _round(theta, sums, sel, t, config=config, privacy=privacy, sizes=sizes,
-                       groups=groups, streams=streams, stats=stats, batched=kernel.batched)
+        theta = _round(theta, sums, sel, t, fixed)
         if on_round is not None:
             on_round(t + 1)
     record(config.rounds, None, None)
@@ -155,23 +157,62 @@ def run_rounds(
                            theta=theta.cpu().numpy())
 
 
-def _round(theta: Tensor, sums: GradSums, sel: np.ndarray, t: int, *, config: SimConfig,
-           privacy: ClientPrivacy, sizes: np.ndarray, groups: np.ndarray, streams: Streams,
-           stats: Tensor, batched: bool) -> Tensor:
+@dataclass(frozen=True)
+class _Fixed:
+    """What every round of a run reads: the run's settings, its clients' noise as tensors
+    (converted once, not every round) and the statistics it adds to."""
+
+    config: SimConfig
+    privacy: ClientPrivacy
+    sizes: np.ndarray
+    streams: Streams
+    stats: Tensor  # (3, R, N): clipped share, gradient-to-noise, replies (float64)
+    batched: bool
+    group: Tensor  # (R, 1): each repeat's schedule group
+    reps: Tensor  # (R, 1): 0 .. R-1
+    noise_std: Tensor  # (S, N) float32
+    noise_param: Tensor  # (S, N) float64
+    weights: dict[bytes, Tensor] = field(default_factory=dict)  # selection -> c, (R, b)
+
+    @classmethod
+    def of(cls, config: SimConfig, privacy: ClientPrivacy, *, sizes: np.ndarray,
+           groups: np.ndarray, streams: Streams, stats: Tensor, batched: bool) -> _Fixed:
+        dev = stats.device
+        return cls(config=config, privacy=privacy, sizes=sizes, streams=streams, stats=stats,
+                   batched=batched, group=torch.as_tensor(groups, device=dev)[:, None],
+                   reps=torch.arange(len(groups), device=dev)[:, None],
+                   noise_std=torch.as_tensor(privacy.noise_std, dtype=torch.float32,
+                                             device=dev),
+                   noise_param=torch.as_tensor(privacy.noise_param, dtype=torch.float64,
+                                               device=dev))
+
+    def aggregation(self, sel: np.ndarray) -> Tensor:
+        """The server's weights of a selection, ``(R, b)`` float32 (remembered: a round-robin
+        schedule repeats its selections)."""
+        key = sel.tobytes()
+        c = self.weights.get(key)
+        if c is None:
+            c = torch.as_tensor(aggregation_weights(self.config, self.sizes, sel),
+                                dtype=torch.float32, device=self.stats.device)
+            if len(self.weights) < _WEIGHTS_KEPT:
+                self.weights[key] = c
+        return c
+
+
+_WEIGHTS_KEPT = 4096  # selections whose weights a run remembers (random selection: a few)
+
+
+def _round(theta: Tensor, sums: GradSums, sel: np.ndarray, t: int, fixed: _Fixed) -> Tensor:
     """Steps 3-5 of round t: replies (charged, noised) and their aggregate theta_{t+1}."""
-    dev = theta.device
-    sel_t = torch.as_tensor(sel, device=dev)
-    group_t = torch.as_tensor(groups, device=dev)[:, None]
-    std = torch.as_tensor(privacy.noise_std, dtype=torch.float32, device=dev)[group_t, sel_t]
-    param = torch.as_tensor(privacy.noise_param, dtype=torch.float64, device=dev)[group_t, sel_t]
-    out = client_replies(sums.grad, sizes=sizes[sel], theta=theta.unsqueeze(1), config=config,
-                         round=t, std=std, param=param,
-                         noise=functools.partial(streams.noise, sel=sel, round=t),
+    config, privacy = fixed.config, fixed.privacy
+    sel_t = torch.as_tensor(sel, device=theta.device)
+    std, param = fixed.noise_std[fixed.group, sel_t], fixed.noise_param[fixed.group, sel_t]
+    out = client_replies(sums.grad, sizes=fixed.sizes[sel], theta=theta.unsqueeze(1),
+                         config=config, round=t, std=std, param=param,
+                         noise=functools.partial(fixed.streams.noise, sel=sel, round=t),
                          charge=functools.partial(privacy.ledgers.charge_round, sel))
-    c = torch.as_tensor(aggregation_weights(config, sizes, sel), dtype=torch.float32, device=dev)
-    reps = torch.arange(sel.shape[0], device=dev)[:, None]
-    stats[0, reps, sel_t] += sums.clipped.double() / sums.rows.double().clamp_min(1)
-    stats[1, reps, sel_t] += out.g_data.double().norm(dim=-1) / (std.double()
-                                                                 * out.g_data.shape[-1] ** 0.5)
-    stats[2, reps, sel_t] += 1
-    return _aggregate(c, out.theta, batched=batched)
+    fixed.stats[:, fixed.reps, sel_t] += torch.stack([
+        sums.clipped.double() / sums.rows.double().clamp_min(1),
+        out.g_data.double().norm(dim=-1) / (std.double() * out.g_data.shape[-1] ** 0.5),
+        torch.ones_like(std, dtype=torch.float64)])
+    return _aggregate(fixed.aggregation(sel), out.theta, batched=fixed.batched)
