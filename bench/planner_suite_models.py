@@ -166,6 +166,21 @@ HELD_OUT = [
           t_grid=T_HEART),
     MCase("ho1127-adult-logreg-gauss-eps2-N20", "adult", "logreg", GAU, (2.0,), 1.0, q=0.05,
           lr=0.2),
+    # chosen (2026-11-27, evening) before they were planned or run, the planner unchanged
+    # since version 10: more public-proxy rows (Cleveland for the other three hospitals,
+    # FEMNIST's digits for MNIST), each also planned on a clear proxy
+    MCase("ho1127e-heart3-logreg-gauss-eps4", "heart3", "logreg", GAU, (4.0,), 1.0, q=0.2,
+          lr=0.2, public="cleveland", t_grid=T_HEART),
+    MCase("ho1127e-heart3-mlp-lap-eps6", "heart3", "mlp", LAP, (6.0,), 5.0, public="cleveland",
+          t_grid=T_HEART),
+    MCase("ho1127e-heart3-mlp-gauss-het1-4-16", "heart3", "mlp", GAU, (1.0, 4.0, 16.0), 1.0,
+          q=0.2, lr=0.2, public="cleveland", t_grid=T_HEART),
+    MCase("ho1127e-heart3-logreg-lap-eps10", "heart3", "logreg", LAP, (10.0,), 5.0,
+          public="cleveland", t_grid=T_HEART),
+    MCase("ho1127e-heart3-mlp-gauss-eps2", "heart3", "mlp", GAU, (2.0,), 1.0, q=0.2, lr=0.2,
+          public="cleveland", t_grid=T_HEART),
+    MCase("ho1127e-mnist-mlp-lap-eps5-two-f0.1", "mnist_two-f0.1", "mlp", LAP, (5.0,), 100.0,
+          hidden=(64,), public="femnist-digits", max_t_points=8),
 ]
 """Held-out scenarios (``--held-out``), scored like ``CASES``."""
 
