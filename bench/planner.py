@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import time
 
-from fedqr.privacy.accounting import _calibrate
+from fedqr.privacy.calibrate import _calibrate
 from fedqr.theory.constants import ProblemConstants
 from fedqr.theory.planner import plan_gaussian, plan_laplace, table_one
 

@@ -4,7 +4,7 @@
   Poisson-sampled Gaussian (add/remove-one, (eps, delta)-DP) noise scales, samplers and
   dp-accounting events.
 - :mod:`fedqr.privacy.accounting`: accountants (RDP default, PLD, pure-DP basic
-  composition), noise-multiplier calibration, spent epsilon.
+  composition), spent epsilon; :mod:`fedqr.privacy.calibrate`: noise-multiplier calibration.
 - :mod:`fedqr.privacy.spec`: one object per mechanism (:func:`mechanism_for`): clip norm,
   sampling, denominator, calibration, noise draw, DP event and accountant.
 - :mod:`fedqr.privacy.ledger`: per-client ledger that refuses replies over budget.
@@ -14,13 +14,12 @@ from fedqr.privacy.accounting import (
     PLD_VALUE_DISCRETIZATION_INTERVAL,
     RDP_ORDERS,
     Accountant,
-    calibrate_noise_multiplier,
     composed_event,
     epsilon_spent,
     make_accountant,
-    paper_gaussian_sigma,
     single_step_rdp,
 )
+from fedqr.privacy.calibrate import calibrate_noise_multiplier, paper_gaussian_sigma
 from fedqr.privacy.ledger import BUDGET_RTOL, PrivacyBudgetExceeded, PrivacyLedger
 from fedqr.privacy.mechanisms import (
     Mechanism,

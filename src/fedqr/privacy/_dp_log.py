@@ -8,7 +8,7 @@ dp-accounting reports numerical events through absl's logger ``"absl"``, at leve
   so the epsilon stays a valid, at most slightly looser, bound;
 - ``Negative Renyi divergence ... Returning an epsilon of zero``: hundreds per calibration at
   budgets below what the accountant resolves, which fedqr refuses instead (see
-  :func:`fedqr.privacy.accounting.calibrate_noise_multiplier`).
+  :func:`fedqr.privacy.calibrate.calibrate_noise_multiplier`).
 
 Neither is something a user of ``fedqr run`` or ``fedqr plan`` can act on, and absl prints
 them on stderr (its first message even installs a root handler with

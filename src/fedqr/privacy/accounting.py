@@ -1,4 +1,4 @@
-"""Privacy accounting with Google's dp-accounting: accountants, calibration, spent epsilon.
+"""Privacy accounting with Google's dp-accounting: accountants and spent epsilon.
 
 Which accountant
 ----------------
@@ -33,8 +33,7 @@ client selection, no amplification by client sampling).
 from __future__ import annotations
 
 import functools
-import math
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import dp_accounting
 import numpy as np
@@ -45,31 +44,24 @@ from dp_accounting.rdp import RdpAccountant
 from fedqr._enums import Accountant
 from fedqr.privacy._checks import (
     check_int,
-    check_positive,
-    check_probability,
     check_unit_open,
     is_hashable,
 )
 from fedqr.privacy._dp_log import route_to_debug
-from fedqr.privacy.mechanisms import gaussian_event
 from fedqr.privacy.pure import PureDpAccountant
 
 __all__ = [
     "PLD_VALUE_DISCRETIZATION_INTERVAL",
     "Accountant",
     "PureDpAccountant",
-    "calibrate_noise_multiplier",
     "composed_event",
     "epsilon_spent",
     "make_accountant",
-    "paper_gaussian_sigma",
 ]
 
 PLD_VALUE_DISCRETIZATION_INTERVAL = 1e-3
 """Privacy-loss grid step of fedqr's PLD accountants (dp-accounting's default is 1e-4)."""
 
-_Z_MIN = 1e-6  # calibration never goes below this noise multiplier
-_MAX_STEPS = 64  # doublings/halvings allowed while bracketing
 
 
 # dp-accounting's absl warnings (orders excluded for non-convergence, negative divergences at
@@ -226,136 +218,3 @@ def _rdp_epsilon(event: dp_accounting.ComposedDpEvent, delta: float) -> float:
         total += sub.count * single_step_rdp(sub.event)
     return float(dp_accounting.rdp.compute_epsilon(RDP_ORDERS, total, delta)[0])
 
-
-def _bracket(eps_at: Callable[[float], float], target: float, guess: float) -> tuple[float, float]:
-    """``(lo, hi)`` with ``eps_at(lo) > target`` (finite) and ``eps_at(hi) <= target``.
-
-    Returns ``(hi, hi)`` when even ``hi < 2 * _Z_MIN`` meets the target.
-    """
-    hi, e_hi = guess, eps_at(guess)
-    lo, e_lo = -1.0, math.inf
-    for _ in range(_MAX_STEPS):
-        if e_hi <= target:
-            break
-        lo, e_lo, hi = hi, e_hi, 2.0 * hi
-        e_hi = eps_at(hi)
-    else:
-        raise RuntimeError(f"no noise multiplier <= {hi:g} meets eps={target:g}")
-    if lo < 0.0:
-        lo = 0.5 * hi
-        e_lo = eps_at(lo)
-        while e_lo <= target:
-            if lo < _Z_MIN:
-                return hi, hi
-            hi, lo = lo, 0.5 * lo
-            e_lo = eps_at(lo)
-    for _ in range(_MAX_STEPS):  # brentq needs a finite value at the lower endpoint
-        if math.isfinite(e_lo):
-            break
-        mid = 0.5 * (lo + hi)
-        e_mid = eps_at(mid)
-        if e_mid <= target:
-            hi = mid
-        else:
-            lo, e_lo = mid, e_mid
-    return lo, hi
-
-
-@functools.lru_cache(maxsize=4096)
-def _calibrate(replies: int, q: float, eps: float, delta: float, kind: Accountant) -> float:
-    def make_event(z: float) -> dp_accounting.DpEvent:
-        return composed_event({gaussian_event(noise_multiplier=z, sample_rate=q): replies})
-
-    def eps_at(z: float) -> float:
-        return float(make_accountant(kind).compose(make_event(z)).get_epsilon(delta))
-
-    if kind is Accountant.RDP:
-        guess = max(0.5, q * math.sqrt(2.0 * replies * math.log(1.0 / delta)) / eps)
-    else:  # PLD is tighter than RDP: start just below the RDP answer
-        guess = 0.8 * _calibrate(replies, q, eps, delta, Accountant.RDP)
-    lo, hi = _bracket(eps_at, eps, guess)
-    z = hi if lo == hi else float(dp_accounting.calibrate_dp_mechanism(
-        lambda: make_accountant(kind),
-        make_event,
-        eps,
-        delta,
-        dp_accounting.ExplicitBracketInterval(lo, hi),
-    ))
-    if not eps_at(z) > 0.0:  # met only through underflow: the accountant cannot resolve eps
-        raise ValueError(
-            f"eps must be large enough for the {kind.value} accountant to resolve "
-            f"({replies} replies, sample_rate={q:g}, delta={delta:g}): it reports epsilon 0 "
-            f"at every noise level that meets eps={eps:g}, through numerical underflow, "
-            f"got eps={eps:g}; use a larger eps (or accountant pld, which resolves smaller "
-            "ones)")
-    return z
-
-
-def calibrate_noise_multiplier(
-    *,
-    replies: int,
-    sample_rate: float,
-    eps: float,
-    delta: float,
-    accountant: Accountant = Accountant.RDP,
-) -> float:
-    """Smallest noise multiplier ``z`` for which ``replies`` Poisson-sampled Gaussian
-    releases are ``(eps, delta)``-DP (add/remove-one neighbours).
-
-    Uses ``dp_accounting.calibrate_dp_mechanism`` on an explicit bracket (found by
-    doubling/halving a heuristic guess; for PLD, just below the RDP answer), tolerance
-    ``1e-6`` in ``z``. The composed event is :func:`composed_event` of
-    ``{gaussian_event(z, sample_rate): replies}``, exactly what a
-    :class:`~fedqr.privacy.ledger.PrivacyLedger` charged ``replies`` times evaluates, so the
-    ledger admits exactly ``replies`` replies. Results are memoised on the arguments.
-
-    Parameters
-    ----------
-    replies
-        Exact number of replies of the client (``>= 0``).
-    sample_rate
-        Poisson sampling rate ``q`` in ``(0, 1]``.
-    eps
-        Target epsilon (``> 0``).
-    delta
-        Target delta in ``(0, 1)``.
-    accountant
-        ``Accountant.RDP`` (default) or ``Accountant.PLD``.
-
-    Returns
-    -------
-    float
-        ``z`` with spent eps ``<=`` target (dp-accounting guarantees a non-positive gap);
-        ``0.0`` when ``replies == 0`` (nothing released, no noise needed).
-    """
-    replies = check_int("replies", replies, minimum=0)
-    q = check_probability("sample_rate", sample_rate)
-    eps = check_positive("eps", eps)
-    delta = check_unit_open("delta", delta)
-    kind = _as_accountant(accountant)
-    if kind is Accountant.PURE:
-        raise ValueError(
-            "accountant must be 'rdp' or 'pld' for the Gaussian mechanism, got accountant='pure'"
-        )
-    if replies == 0:
-        return 0.0
-    return _calibrate(replies, q, eps, delta, kind)
-
-
-def paper_gaussian_sigma(
-    *, replies: int, clip: float, num_samples: int, eps: float, delta: float, c2: float
-) -> float:
-    """Paper Theorem 2's closed form ``c2 * clip * sqrt(replies * log(1/delta)) /
-    (num_samples * eps)``, **for comparison only**.
-
-    ``c2`` is an unspecified constant of the moments accountant and the theorem's condition
-    ``eps < c1 q^2 T`` fails at the paper's settings, so this is **not** a privacy
-    guarantee. Use :func:`calibrate_noise_multiplier` with :func:`gaussian_std` instead.
-    """
-    replies = check_int("replies", replies, minimum=0)
-    clip = check_positive("clip", clip)
-    d = check_int("num_samples", num_samples, minimum=1)
-    eps = check_positive("eps", eps)
-    delta = check_unit_open("delta", delta)
-    c2 = check_positive("c2", c2)
-    return c2 * clip * math.sqrt(replies * math.log(1.0 / delta)) / (d * eps)

@@ -13,7 +13,8 @@ import dp_accounting
 import torch
 from torch import Tensor
 
-from fedqr.privacy.accounting import Accountant, calibrate_noise_multiplier
+from fedqr.privacy.accounting import Accountant
+from fedqr.privacy.calibrate import calibrate_noise_multiplier
 from fedqr.privacy.mechanisms import (
     Mechanism,
     Norm,

@@ -2,7 +2,7 @@
 
 The ledger keeps the client's releases as counts of frozen dp-accounting events and
 evaluates them as :func:`~fedqr.privacy.accounting.composed_event` with a fresh
-accountant, exactly as :func:`~fedqr.privacy.accounting.calibrate_noise_multiplier` does,
+accountant, exactly as :func:`~fedqr.privacy.calibrate.calibrate_noise_multiplier` does,
 so a client calibrated for ``R`` replies is admitted exactly ``R`` replies.
 
 Cost: spent epsilon is monotone in the counts of a fixed set of events (exactly for RDP and

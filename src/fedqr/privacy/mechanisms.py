@@ -19,7 +19,7 @@ Gaussian (paper Theorem 2, calibrated with a real accountant)
     adding or removing one sample moves the reply by at most ``clip / (q * d_i)`` in l2.
     Noise ``N(0, sigma^2 I)`` with ``sigma = z * clip / (q * d_i)``, where the noise
     multiplier ``z`` comes from
-    :func:`fedqr.privacy.accounting.calibrate_noise_multiplier`.
+    :func:`fedqr.privacy.calibrate.calibrate_noise_multiplier`.
 
 Randomness only flows through an explicit ``torch.Generator``.
 """
