@@ -7,7 +7,7 @@
 import json
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
 import typer
 
@@ -20,7 +20,6 @@ from fedqr._enums import (
     LrSchedule,
     Mechanism,
     Method,
-    PartitionKind,
     Rounding,
 )
 from fedqr._options import (
@@ -32,11 +31,7 @@ from fedqr._options import (
     NumClientsOpt,
 )
 from fedqr.cli._common import (
-    FIGURE_SUFFIXES,
-    check_out_file,
-    err,
     fail,
-    mechanism_for,
     out,
     write_file_atomic,
 )
@@ -65,87 +60,7 @@ from fedqr.cli.estimate import (
     SeedOpt,
     WdOpt,
 )
-from fedqr.cli.estimate import check_budget as _check_budget
-from fedqr.cli.estimate import estimate_spec as _spec
-
-if TYPE_CHECKING:
-    from fedqr.theory import ProblemConstants
-
-def _plan_bound(
-    *, eps_list: list[float], mechanism: Mechanism, constants: Path | None,
-    dataset: DatasetName | None, rounding: Rounding, t_max: int, accountant: Accountant,
-    delta: float, partition: PartitionKind | None, alpha: float, num_clients: int,
-    clip: float | None, sample_rate: float | None, weight_decay: float,
-    proxy_fraction: float | None, seed: int, data_dir: Path | None, cache: bool,
-    as_json: bool, plot: Path | None,
-) -> None:
-    """The paper's bound: optimal T and b for each budget eps (``--method bound|paper``)."""
-    from fedqr.cli.constants import estimate_for, read_constants
-    from fedqr.cli.tables import print_gaussian, print_laplace
-    from fedqr.data import DataNotFoundError
-    from fedqr.data.presets import is_table_one_setting
-    from fedqr.privacy import PaperBound
-    from fedqr.theory import constants_from_json
-    from fedqr.theory.tables import gaussian_rows, laplace_rows
-
-    spec = mechanism_for(mechanism)
-    try:
-        for e in eps_list:
-            _check_budget(e, delta, mechanism)
-        check_out_file("plot", plot, suffixes=FIGURE_SUFFIXES)
-        if (constants is None) == (dataset is None):
-            raise ValueError("give exactly one of --constants FILE or --dataset NAME, got "
-                             f"constants={constants}, dataset={dataset}")
-        if spec.bound is None:
-            covered = ", ".join(m.value for m in Mechanism if mechanism_for(m).bound)
-            raise ValueError(f"mechanism must be one the paper's bounds cover ({covered}; "
-                             f"plan others with --method twin), got "
-                             f"mechanism={mechanism.value!r}")
-        if not isinstance(t_max, int) or t_max < 1:
-            raise ValueError(f"t_max must be an integer >= 1, got t_max={t_max}")
-        source: dict[str, Any]
-        if dataset is not None:
-            est = _spec(dataset, partition, num_clients, alpha, mechanism, clip, sample_rate,
-                        weight_decay, proxy_fraction, seed)
-            with err.status(f"estimating constants on {dataset.value} ..."):
-                doc = estimate_for(est, data_dir=data_dir, eps=eps_list[0],
-                                   delta=spec.client_delta(delta), use_cache=cache)
-            base = constants_from_json(json.dumps(doc))
-            source = {"dataset": dataset.value, "estimate": doc["estimate"]}
-        else:
-            assert constants is not None
-            base, doc = read_constants(constants)
-            source = {"constants_file": str(constants)}
-        base = _for_mechanism(base, mechanism, delta)
-        # the paper's two theorems give two tables (Theorem 3: closed forms; Theorem 4: an
-        # accountant-calibrated grid): a branch on the theorem, not on the mechanism
-        closed_form = spec.bound is PaperBound.THEOREM_3
-        paper_ok = closed_form and is_table_one_setting(dataset, partition, base.N, base.xi)
-        if closed_form:
-            rows, panels = laplace_rows(base, eps_list, rounding=rounding)
-        else:
-            with err.status("calibrating the Gaussian noise over the (T, b) grid ..."):
-                rows, panels = gaussian_rows(base, eps_list, t_max=t_max,
-                                             accountant=accountant)
-    except DataNotFoundError as e:
-        raise fail(str(e), code=1) from None
-    except ValueError as e:
-        raise fail(str(e)) from None
-    result = {"mechanism": mechanism.value, "rounding": rounding.value, "source": source,
-              "constants": json.loads(json.dumps(doc_constants(base))), "table": rows}
-    if plot is not None:
-        from fedqr.experiments.plots import plot_bound_grid
-
-        write_file_atomic(plot, lambda p: plot_bound_grid(panels, p))
-    if as_json:
-        typer.echo(json.dumps(result, indent=2))
-        return
-    if closed_form:
-        print_laplace(base, rows, compare_paper=paper_ok, source=source)
-    else:
-        print_gaussian(base, rows, t_max=t_max, source=source)
-    if plot is not None:
-        out.print(f"wrote {plot}")
+from fedqr.cli.plan_bound import plan_bound
 
 
 def _extra_eps(text: str) -> float:
@@ -156,25 +71,6 @@ def _extra_eps(text: str) -> float:
     except ValueError:
         raise ValueError(f"unexpected argument {text!r}: only further --eps values may follow "
                          "--eps (e.g. --eps 1 5 10)") from None
-
-
-def _for_mechanism(c: "ProblemConstants", mechanism: Mechanism,
-                   delta: float) -> "ProblemConstants":
-    """Budgets of the mechanism: its delta (0 for pure DP) and its batch rate (1 without
-    sampling)."""
-    from dataclasses import replace
-
-    spec = mechanism_for(mechanism)
-    return replace(c, delta_i=(spec.client_delta(delta),) * c.N, q=spec.batch_rate(c.q))
-
-
-def doc_constants(c: "ProblemConstants") -> dict[str, Any]:
-    """The constants as the JSON document of :func:`fedqr.theory.constants_to_json`."""
-    from fedqr.theory import constants_to_json
-
-    out_doc: dict[str, Any] = json.loads(constants_to_json(c))
-    out_doc.pop("eps_i", None)
-    return out_doc
 
 
 _EpsOpt = Annotated[str, typer.Option(
@@ -281,7 +177,7 @@ def plan(
         except ValueError as e:
             raise fail(str(e)) from None
         q = None if sample_rate is None else _float_opt("sample_rate", sample_rate)
-        _plan_bound(eps_list=eps_list, mechanism=mechanism, constants=constants,
+        plan_bound(eps_list=eps_list, mechanism=mechanism, constants=constants,
                     dataset=dataset, rounding=Rounding.PAPER if chosen is Method.PAPER
                     else rounding, t_max=t_max, accountant=accountant, delta=delta_f,
                     partition=partition, alpha=alpha,

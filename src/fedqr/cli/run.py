@@ -4,9 +4,8 @@
 # imports torch, dp-accounting and flwr when it runs), and no
 # "from __future__ import annotations" (typer reads the options from the annotations).
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import TYPE_CHECKING, Any
 
-import typer
 from rich.table import Table
 
 from fedqr._enums import (
@@ -16,7 +15,6 @@ from fedqr._enums import (
     DataUse,
     LrSchedule,
     Mechanism,
-    PartitionKind,
     Selection,
 )
 from fedqr._options import (
@@ -57,6 +55,32 @@ from fedqr.cli.data_options import (
     TwinBudgetOpt,
     TwinRepeatsOpt,
 )
+from fedqr.cli.run_options import (
+    AccountantOpt,
+    ArithmeticOpt,
+    ClientsPerRoundOpt,
+    ClipOpt,
+    DatasetOpt,
+    DataUseOpt,
+    DeltaOpt,
+    EpsOpt,
+    EvalEveryOpt,
+    EvalTrainOpt,
+    FractionOpt,
+    GammaOpt,
+    LrScheduleOpt,
+    MuOpt,
+    OutDirOpt,
+    PartitionOpt,
+    PilotShareOpt,
+    ProxyDatasetOpt,
+    RepeatsOpt,
+    RoundsOpt,
+    SampleRateOpt,
+    SeedOpt,
+    SelectionOpt,
+    WeightDecayOpt,
+)
 
 if TYPE_CHECKING:
 
@@ -64,66 +88,11 @@ if TYPE_CHECKING:
     from fedqr.models.kernel import Kernel
 
 
-_DatasetOpt = Annotated[DatasetName | None, typer.Option(
-        help="Data set (default mnist): mnist and digits train softmax regression, femnist the "
-             "paper's CNN.")]
-_PartitionOpt = Annotated[PartitionKind | None, typer.Option(
-        help="two-digits: the paper's non-iid split; iid; dirichlet (see --alpha); by-writer "
-             "(FEMNIST's whole writers). Default: by-writer for femnist, else two-digits.")]
-_FractionOpt = Annotated[float, typer.Option(
-        help="Share of the training set used, in (0, 1]: a class-stratified subset drawn "
-             "from --seed (the test set stays whole).")]
-_ClientsPerRoundOpt = Annotated[str | None, typer.Option(
-        help="b, replies per round (1..N), or 'auto': planned (see fedqr plan). Default: 10, "
-             "or N where the data have fewer clients.")]
-_RoundsOpt = Annotated[str, typer.Option(
-        help="T, the number of queries (rounds), or 'auto': planned (see fedqr plan).")]
-_EpsOpt = Annotated[str, typer.Option(
-        help="Epsilon per client: one value or N comma-separated, for the clients in the "
-             "sorted order of their ids (result.json's clients[i].name).")]
-_DeltaOpt = Annotated[str, typer.Option(help="Delta per client (Gaussian): one or N values.")]
-_ClipOpt = Annotated[float | None, typer.Option(
-        help="Per-sample clip xi (l1 for laplace, l2 for gaussian). Default: the paper's, "
-             "laplace 300 (femnist 200), gaussian 10; none without noise.")]
-_SampleRateOpt = Annotated[str | None, typer.Option(
-        help="q, Poisson sampling rate of the local batch (gaussian default 0.01; laplace 1), "
-             "or 'auto' (gaussian): planned.")]
-_AccountantOpt = Annotated[Accountant, typer.Option(help="Accountant for gaussian: rdp or pld.")]
-_LrScheduleOpt = Annotated[LrSchedule, typer.Option(
-        help="inverse-time: lr / (1 + lr_decay t); constant; theory: 2 / (mu (t + gamma)).")]
-_MuOpt = Annotated[float | None, typer.Option(help="Strong convexity mu (theory schedule).")]
-_GammaOpt = Annotated[float | None, typer.Option(help="gamma = 2 lambda / mu (theory schedule).")]
-_WeightDecayOpt = Annotated[float, typer.Option(help="L2 regularisation (strong convexity).")]
-_SelectionOpt = Annotated[Selection, typer.Option(help="Client selection.")]
-_RepeatsOpt = Annotated[int, typer.Option(
-        help="Independent repeats: one batch for mnist/digits, one after another for femnist.")]
-_SeedOpt = Annotated[int, typer.Option(help="Seed for partition, schedule and noise.")]
-_EvalEveryOpt = Annotated[int | None, typer.Option(
-        help="Evaluate every this many rounds. Default: every round; femnist about 20 "
-             "evaluations (each is a forward pass over the test set).")]
-_EvalTrainOpt = Annotated[str, typer.Option(
-        help="When the training objective is evaluated: every (at every evaluation), end (the "
-             "final one only), none, or sample:N (at every evaluation, estimated from N "
-             "training rows, with its standard error).")]
-_ArithmeticOpt = Annotated[str, typer.Option(
-        help="float32, mixed (softmax regression's full-batch passes: bfloat16 logits and "
-             "exact integer gradient sums of integer-coded rows such as images; the same "
-             "clipping, budgets and noise) or auto (mixed where the CPU has bfloat16 and int8 "
-             "products).")]
-_OutDirOpt = Annotated[Path, typer.Option("--out", help="Output folder (result.json, PNG).")]
-_DataUseOpt = Annotated[DataUse, typer.Option(
-        help="With auto: what the planner's twin trains on (see fedqr plan).")]
-_ProxyDatasetOpt = Annotated[DatasetName | None, typer.Option(
-        help="With auto: the public proxy (public-proxy, private-pilot).")]
-_PilotShareOpt = Annotated[float | None, typer.Option(
-        help="With auto and private-pilot: share of each budget the pilot spends.")]
-
-
 def run(
-    dataset: _DatasetOpt = None,
-    partition: _PartitionOpt = None,
+    dataset: DatasetOpt = None,
+    partition: PartitionOpt = None,
     alpha: AlphaOpt = 0.5,
-    fraction: _FractionOpt = 1.0,
+    fraction: FractionOpt = 1.0,
     num_clients: NumClientsOpt = None,
     data: DataFileOpt = None,
     test_data: TestDataOpt = None,
@@ -133,35 +102,35 @@ def run(
     standardize: StandardizeOpt = True,
     model: ModelOpt = None,
     hidden: HiddenOpt = "64",
-    clients_per_round: _ClientsPerRoundOpt = None,
-    rounds: _RoundsOpt = "100",
+    clients_per_round: ClientsPerRoundOpt = None,
+    rounds: RoundsOpt = "100",
     mechanism: MechanismOpt = Mechanism.GAUSSIAN,
-    eps: _EpsOpt = "1.0",
-    delta: _DeltaOpt = "1e-5",
-    clip: _ClipOpt = None,
-    sample_rate: _SampleRateOpt = None,
-    accountant: _AccountantOpt = Accountant.RDP,
+    eps: EpsOpt = "1.0",
+    delta: DeltaOpt = "1e-5",
+    clip: ClipOpt = None,
+    sample_rate: SampleRateOpt = None,
+    accountant: AccountantOpt = Accountant.RDP,
     lr: LrOpt = 0.05,
     lr_decay: LrDecayOpt = 0.01,
-    lr_schedule: _LrScheduleOpt = LrSchedule.INVERSE_TIME,
-    mu: _MuOpt = None,
-    gamma: _GammaOpt = None,
-    weight_decay: _WeightDecayOpt = 0.01,
-    selection: _SelectionOpt = Selection.ROUND_ROBIN,
+    lr_schedule: LrScheduleOpt = LrSchedule.INVERSE_TIME,
+    mu: MuOpt = None,
+    gamma: GammaOpt = None,
+    weight_decay: WeightDecayOpt = 0.01,
+    selection: SelectionOpt = Selection.ROUND_ROBIN,
     aggregation: AggregationOpt = Aggregation.PAPER,
-    repeats: _RepeatsOpt = 1,
-    seed: _SeedOpt = 0,
-    eval_every: _EvalEveryOpt = None,
-    eval_train: _EvalTrainOpt = "end",
-    arithmetic: _ArithmeticOpt = "float32",
-    out_dir: _OutDirOpt = Path("runs/latest"),
+    repeats: RepeatsOpt = 1,
+    seed: SeedOpt = 0,
+    eval_every: EvalEveryOpt = None,
+    eval_train: EvalTrainOpt = "end",
+    arithmetic: ArithmeticOpt = "float32",
+    out_dir: OutDirOpt = Path("runs/latest"),
     device: DeviceOpt = "auto",
     data_dir: DataDirOpt = None,
-    data_use: _DataUseOpt = DataUse.CLEAR_PROXY,
-    proxy_dataset: _ProxyDatasetOpt = None,
+    data_use: DataUseOpt = DataUse.CLEAR_PROXY,
+    proxy_dataset: ProxyDatasetOpt = None,
     proxy_data: ProxyDataOpt = None,
     proxy_classes: ProxyClassesOpt = None,
-    pilot_share: _PilotShareOpt = None,
+    pilot_share: PilotShareOpt = None,
     proxy_share: ProxyShareOpt = None,
     twin_repeats: TwinRepeatsOpt = None,
     twin_budget: TwinBudgetOpt = None,
