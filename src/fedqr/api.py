@@ -10,8 +10,6 @@ import math
 import time
 import warnings
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 import torch
@@ -19,6 +17,7 @@ import torch
 from fedqr._device import resolve_device
 from fedqr._precision import Arithmetic, arithmetic_of
 from fedqr._validate import check_int_range, float_tuple
+from fedqr.api_results import PlanResult, SimulationResult
 from fedqr.data import DataSpec, FederatedData
 from fedqr.data._validate import parse_enum
 from fedqr.data.presets import default_clip, default_eval_every
@@ -39,74 +38,9 @@ from fedqr.sim.config import (
 )
 from fedqr.sim.loop import run_rounds
 from fedqr.sim.provenance import provenance
-from fedqr.sim.result import name_clients, write_json_atomic
+from fedqr.sim.result import name_clients
 
 __all__ = ["PlanResult", "SimulationResult", "plan", "simulate"]
-
-
-
-@dataclass(frozen=True)
-class PlanResult:
-    """The planner's answer: the recommended (T, b, q) and what ``plan --json`` holds."""
-
-    plan: Plan
-    document: dict[str, Any]
-
-    @property
-    def rounds(self) -> int:
-        """T."""
-        return self.plan.recommended.rounds
-
-    @property
-    def clients_per_round(self) -> int:
-        """b."""
-        return self.plan.recommended.clients_per_round
-
-    @property
-    def sample_rate(self) -> float:
-        """q (1 for full-batch mechanisms)."""
-        return self.plan.recommended.sample_rate
-
-    @property
-    def predicted_test_loss(self) -> float:
-        """The twin's mean prediction for the recommended schedule."""
-        return self.plan.recommended.mean
-
-    @property
-    def useful(self) -> bool:
-        """Whether the plan beats the untrained model (else nothing should run)."""
-        return self.plan.useful
-
-
-@dataclass(frozen=True)
-class SimulationResult:
-    """A finished simulation: ``document`` is the ``result.json`` document."""
-
-    document: dict[str, Any]
-
-    @property
-    def diverged(self) -> bool:
-        """Whether a repeat's parameters left the floats (inf or NaN; see ``document``'s
-        ``diverged_round``): its final metrics are NaN."""
-        return bool(self.document.get("diverged"))
-
-    @property
-    def final_test_accuracy(self) -> float:
-        """Mean over the repeats of the last evaluation's test accuracy (NaN if diverged)."""
-        return _number(self.document["summary"]["final_test_accuracy_mean"], self.diverged)
-
-    @property
-    def final_test_loss(self) -> float:
-        """Mean over the repeats of the last evaluation's test loss (NaN if diverged)."""
-        return _number(self.document["summary"]["final_test_loss_mean"], self.diverged)
-
-    def save(self, path: str | Path) -> None:
-        """Write ``result.json`` atomically."""
-        write_json_atomic(Path(path), self.document)
-
-
-def _number(value: object, diverged: bool) -> float:
-    return math.nan if diverged or value is None else float(value)  # type: ignore[arg-type]
 
 
 def _source(data: FederatedData | DataSpec | DataSource, seed: int) -> DataSource:

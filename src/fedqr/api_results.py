@@ -1,0 +1,77 @@
+"""What :func:`fedqr.plan` and :func:`fedqr.simulate` return (:mod:`fedqr.api`)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from fedqr.planner import Plan
+from fedqr.sim.result import write_json_atomic
+
+__all__ = ["PlanResult", "SimulationResult"]
+
+
+@dataclass(frozen=True)
+class PlanResult:
+    """The planner's answer: the recommended (T, b, q) and what ``plan --json`` holds."""
+
+    plan: Plan
+    document: dict[str, Any]
+
+    @property
+    def rounds(self) -> int:
+        """T."""
+        return self.plan.recommended.rounds
+
+    @property
+    def clients_per_round(self) -> int:
+        """b."""
+        return self.plan.recommended.clients_per_round
+
+    @property
+    def sample_rate(self) -> float:
+        """q (1 for full-batch mechanisms)."""
+        return self.plan.recommended.sample_rate
+
+    @property
+    def predicted_test_loss(self) -> float:
+        """The twin's mean prediction for the recommended schedule."""
+        return self.plan.recommended.mean
+
+    @property
+    def useful(self) -> bool:
+        """Whether the plan beats the untrained model (else nothing should run)."""
+        return self.plan.useful
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """A finished simulation: ``document`` is the ``result.json`` document."""
+
+    document: dict[str, Any]
+
+    @property
+    def diverged(self) -> bool:
+        """Whether a repeat's parameters left the floats (inf or NaN; see ``document``'s
+        ``diverged_round``): its final metrics are NaN."""
+        return bool(self.document.get("diverged"))
+
+    @property
+    def final_test_accuracy(self) -> float:
+        """Mean over the repeats of the last evaluation's test accuracy (NaN if diverged)."""
+        return _number(self.document["summary"]["final_test_accuracy_mean"], self.diverged)
+
+    @property
+    def final_test_loss(self) -> float:
+        """Mean over the repeats of the last evaluation's test loss (NaN if diverged)."""
+        return _number(self.document["summary"]["final_test_loss_mean"], self.diverged)
+
+    def save(self, path: str | Path) -> None:
+        """Write ``result.json`` atomically."""
+        write_json_atomic(Path(path), self.document)
+
+
+def _number(value: object, diverged: bool) -> float:
+    return math.nan if diverged or value is None else float(value)  # type: ignore[arg-type]
