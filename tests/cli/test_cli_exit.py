@@ -58,3 +58,14 @@ def test_the_command_exits_with_the_commands_status() -> None:
                   "from fedqr.cli import main; main()")
     assert bad.returncode == 2
     assert "no-such-command" in bad.stderr
+
+
+def test_leave_returns_where_a_stream_cannot_be_flushed() -> None:
+    done = _python("import sys\n"
+                   "from fedqr.cli._exit import leave\n"
+                   "sys.stdout.close()\n"
+                   "leave(3)\n"
+                   "sys.stderr.write('returned')\n"
+                   "sys.exit(4)\n")
+    assert done.returncode == 4
+    assert done.stderr == "returned"

@@ -39,9 +39,15 @@ def leave(code: object) -> None:
     if threading.active_count() > 1 or run_handlers is None:
         return
     status = exit_status(code)
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
-    run_handlers()
-    for stream in (sys.stdout, sys.stderr):
-        stream.flush()
+    try:
+        _flush()
+        run_handlers()
+        _flush()
+    except (OSError, ValueError):  # a closed or broken stream: Python's own exit reports it
+        return
     os._exit(status & 0xFF if status >= 0 else 1)
+
+
+def _flush() -> None:
+    for stream in (sys.stdout, sys.stderr):
+        stream.flush()
