@@ -45,7 +45,7 @@ def leave(code: object) -> None:
         _flush()
     except (OSError, ValueError):  # a closed or broken stream: Python's own exit reports it
         return
-    os._exit(status & 0xFF if status >= 0 else 1)
+    os._exit(status & 0xFF)  # as C's exit(), which Python's own exit calls
 
 
 def _flush() -> None:

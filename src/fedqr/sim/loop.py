@@ -199,7 +199,7 @@ class _Fixed:
         return c
 
 
-_WEIGHTS_KEPT = 4096  # selections whose weights a run remembers (random selection: a few)
+_WEIGHTS_KEPT = 4096  # selections whose weights a run remembers (random ones rarely recur)
 
 
 def _round(theta: Tensor, sums: GradSums, sel: np.ndarray, t: int, fixed: _Fixed) -> Tensor:
