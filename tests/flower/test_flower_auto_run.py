@@ -22,7 +22,8 @@ from fedqr.flower.procs import free_port
 from .conftest import require_flwr, stop_process_groups
 
 pytestmark = pytest.mark.slow
-FEDQR = [sys.executable, "-c", "from fedqr.cli import app; app()", "flower"]
+# the console script's entry (its quick exit included), as a deployment runs the commands
+FEDQR = [sys.executable, "-c", "from fedqr.cli import main; main()", "flower"]
 EPS = (4.0, 6.0, 8.0)
 
 
