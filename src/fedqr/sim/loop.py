@@ -27,7 +27,7 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 import torch
@@ -172,7 +172,6 @@ class _Fixed:
     reps: Tensor  # (R, 1): 0 .. R-1
     noise_std: Tensor  # (S, N) float32
     noise_param: Tensor  # (S, N) float64
-    weights: dict[bytes, Tensor] = field(default_factory=dict)  # selection -> c, (R, b)
 
     @classmethod
     def of(cls, config: SimConfig, privacy: ClientPrivacy, *, sizes: np.ndarray,
@@ -185,21 +184,6 @@ class _Fixed:
                                              device=dev),
                    noise_param=torch.as_tensor(privacy.noise_param, dtype=torch.float64,
                                                device=dev))
-
-    def aggregation(self, sel: np.ndarray) -> Tensor:
-        """The server's weights of a selection, ``(R, b)`` float32 (remembered: a round-robin
-        schedule repeats its selections)."""
-        key = sel.tobytes()
-        c = self.weights.get(key)
-        if c is None:
-            c = torch.as_tensor(aggregation_weights(self.config, self.sizes, sel),
-                                dtype=torch.float32, device=self.stats.device)
-            if len(self.weights) < _WEIGHTS_KEPT:
-                self.weights[key] = c
-        return c
-
-
-_WEIGHTS_KEPT = 4096  # selections whose weights a run remembers (random ones rarely recur)
 
 
 def _round(theta: Tensor, sums: GradSums, sel: np.ndarray, t: int, fixed: _Fixed) -> Tensor:
@@ -215,4 +199,6 @@ def _round(theta: Tensor, sums: GradSums, sel: np.ndarray, t: int, fixed: _Fixed
         sums.clipped.double() / sums.rows.double().clamp_min(1),
         out.g_data.double().norm(dim=-1) / (std.double() * out.g_data.shape[-1] ** 0.5),
         torch.ones_like(std, dtype=torch.float64)])
-    return _aggregate(fixed.aggregation(sel), out.theta, batched=fixed.batched)
+    c = torch.as_tensor(aggregation_weights(config, fixed.sizes, sel), dtype=torch.float32,
+                        device=theta.device)
+    return _aggregate(c, out.theta, batched=fixed.batched)
