@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -58,6 +59,18 @@ def test_a_budget_too_small_is_said_in_words() -> None:
     plan = make_plan(_scenario(eps=(1e-4,)), settings=FAST)
     assert not plan.useful
     assert "no schedule is predicted to help" in plan.message
+    assert "sample_rate" not in plan.message  # Laplace replies read every row
+
+
+def test_a_useless_fixed_sample_rate_is_named_with_its_batch() -> None:
+    # digits' 4 clients hold about 360 rows each: at q = 0.003 a batch is about one row
+    plan = make_plan(_scenario(mechanism=Mechanism.GAUSSIAN, eps=(0.5,), clip=3.0,
+                               sample_rate=0.003), settings=FAST)
+    assert not plan.useful
+    batch = re.search(r"at sample_rate=0.003 the median client's expected batch is "
+                      r"([0-9.]+) rows; sample_rate=None \(--sample-rate auto\)", plan.message)
+    assert batch is not None, plan.message
+    assert 0.5 < float(batch.group(1)) < 2.0  # 0.003 x ~360 rows
 
 
 def test_public_proxy_costs_nothing_and_pilot_charges_its_share() -> None:

@@ -138,15 +138,27 @@ def _source(shift: dict[str, Any]) -> str:
             "so this schedule is at the edge of divergence)")
 
 
+def _sampling_hint(scenario: Scenario, twin: Twin) -> str:
+    """For a plan that helps nothing at a Poisson rate the scenario fixed: the clients'
+    expected batch at that rate, and that the planner can choose the rate ("" otherwise)."""
+    q = scenario.sample_rate
+    if q is None or scenario.privacy(sample_rate=q).spec.batch_rate(q) >= 1:
+        return ""
+    rows = q * float(np.median(twin.proxy.real_sizes))
+    return (f", or sample more rows per reply: at sample_rate={q:g} the median client's "
+            f"expected batch is {rows:.1f} rows; sample_rate=None (--sample-rate auto) lets "
+            f"the planner choose the rate")
+
+
 def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
-             cut_short: Any, at_limit: Any = (), followed: str = "") -> str:
+             cut_short: Any, at_limit: Any = (), followed: str = "", hint: str = "") -> str:
     """What the plan says: the prediction (with its proxy shift and where the time budget
-    cut a falling loss short), or why no schedule helps."""
+    cut a falling loss short), or why no schedule helps (``hint``: :func:`_sampling_hint`)."""
     if not useful:
         return (f"no schedule is predicted to help: the best predicted test loss "
                 f"{best.mean:.4f} is not {USEFUL_MARGIN:.0%} below the untrained model's "
                 f"{base:.4f}; the budget is too small for even one useful reply at this clip "
-                f"(raise eps, lower the clip, or use more data per client)")
+                f"(raise eps, lower the clip, use more data per client{hint})")
     message = (f"predicted test loss {best.mean:.4f} +- {best.stderr:.4f}{_source(shift)} at "
                f"T={best.rounds}, b={best.clients_per_round}")
     if (confirmed := shift.get("confirmed")) is not None:
@@ -236,7 +248,8 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     useful = best.rounds > 0 and best.mean < (1 - USEFUL_MARGIN) * base
     prior = proxy_prior_loss(twin.proxy)
     message = _message(best, base, useful=useful, shift=shift, cut_short=searcher.cut_short,
-                       at_limit=searcher.at_limit, followed=_followed(searcher, twin))
+                       at_limit=searcher.at_limit, followed=_followed(searcher, twin),
+                       hint=_sampling_hint(scenario, twin))
     if useful:
         message += below_prior(best.mean, prior, public=choice.use is DataUse.PUBLIC_PROXY)
     return Plan(recommended=best, predictions=predictions, untrained_loss=base, useful=useful,
