@@ -181,6 +181,21 @@ HELD_OUT = [
           public="cleveland", t_grid=T_HEART),
     MCase("ho1127e-mnist-mlp-lap-eps5-two-f0.1", "mnist_two-f0.1", "mlp", LAP, (5.0,), 100.0,
           hidden=(64,), public="femnist-digits", max_t_points=8),
+    # chosen (2026-11-27, night) before they were planned or run, the planner unchanged since
+    # version 10: public-proxy rows, each also planned on a clear proxy; settings not used
+    # above (eps, per-hospital budgets, q = 0.3, a 16-unit MLP; MNIST's MLP at Gaussian eps 3)
+    MCase("ho1127n-heart3-logreg-gauss-eps2", "heart3", "logreg", GAU, (2.0,), 1.0, q=0.2,
+          lr=0.2, public="cleveland", t_grid=T_HEART),
+    MCase("ho1127n-heart3-mlp-lap-eps8", "heart3", "mlp", LAP, (8.0,), 5.0, public="cleveland",
+          t_grid=T_HEART),
+    MCase("ho1127n-heart3-logreg-lap-het2-6-12", "heart3", "logreg", LAP, (2.0, 6.0, 12.0), 5.0,
+          public="cleveland", t_grid=T_HEART),
+    MCase("ho1127n-heart3-mlp16-gauss-eps6", "heart3", "mlp", GAU, (6.0,), 1.0, q=0.2, lr=0.2,
+          hidden=(16,), public="cleveland", t_grid=T_HEART),
+    MCase("ho1127n-heart3-logreg-gauss-het1-3-9-q0.3", "heart3", "logreg", GAU, (1.0, 3.0, 9.0),
+          1.0, q=0.3, lr=0.2, public="cleveland", t_grid=T_HEART),
+    MCase("ho1127n-mnist-mlp-gauss-eps3-two-f0.1", "mnist_two-f0.1", "mlp", GAU, (3.0,), 5.0,
+          q=0.02, hidden=(64,), public="femnist-digits"),
 ]
 """Held-out scenarios (``--held-out``), scored like ``CASES``."""
 
