@@ -9,7 +9,7 @@ imported, so no thread pool is copied) that fills the same tables for the scenar
 budgets over the reply counts a search reaches; :func:`curves` hands its results to the
 planner's tables, which compute whatever is still missing themselves. The curves are the same
 dp-accounting calls with the same arguments, so every noise multiplier, and every plan, is the
-same bit for bit with or without the second process (``tests/test_prefetch.py``).
+same bit for bit with or without the second process (``tests/theory``).
 
 Only where ``fork`` is the platform's way (Linux) and more than one core is free; a plan that
 is answered from the cache never waits for it (the process is a daemon, ended at exit).
@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import multiprocessing
 import os
-import signal
 import sys
 import threading
 from collections.abc import Sequence
@@ -85,22 +84,13 @@ def _free_cores() -> int:
 
 
 def _fill(send: Any, sample_rate: float, budgets: list[tuple[float, float]]) -> None:
-    """The forked process: every table's curves over R = 1 .. MAX_REPLIES, sent back. It
-    says nothing: Ctrl-C is the command's to answer (which ends this process at exit), and a
-    budget no noise level meets is the plan's to report (it sends what it has)."""
-    signal.signal(signal.SIGINT, signal.SIG_IGN)
-    out: dict[float, Any] = {}
-    try:
-        from fedqr.theory.calibration import RdpNoiseTable
+    """The forked process: every table's curves over R = 1 .. MAX_REPLIES, sent back."""
+    from fedqr.theory.calibration import RdpNoiseTable
 
-        for eps, delta in budgets:
-            table = RdpNoiseTable(sample_rate=sample_rate, eps=eps, delta=delta,
-                                  prefetched=False)
-            try:
-                table.fill(MAX_REPLIES)
-            finally:
-                out.update(table.curves())
-    except Exception:  # the tables compute what is missing, and raise it there
-        pass
+    out: dict[float, Any] = {}
+    for eps, delta in budgets:
+        table = RdpNoiseTable(sample_rate=sample_rate, eps=eps, delta=delta, prefetched=False)
+        table.fill(MAX_REPLIES)
+        out.update(table.curves())
     send.send(out)
     send.close()
