@@ -209,7 +209,6 @@ def _plan_twin(o: dict[str, Any]) -> None:
     if key is not None and plot is None and plan_cache.replay(key, as_json=o["as_json"],
                                                                started=started):
         return
-    _prefetch_noise(o)
     from fedqr.cli.scenario import plan_document, twin_plan
     from fedqr.data import DataNotFoundError
 
@@ -231,28 +230,6 @@ def _plan_twin(o: dict[str, Any]) -> None:
     show_plan(view, as_json=o["as_json"])
     if plot is not None and not o["as_json"]:
         out.print(f"wrote {plot}")
-
-
-def _prefetch_noise(o: dict[str, Any]) -> None:
-    """Start computing a Gaussian plan's RDP curves in a second process while torch and the
-    data load (:mod:`fedqr._prefetch`); options it cannot read are left to the plan's own
-    checks."""
-    if o["mechanism"] is not Mechanism.GAUSSIAN or o["accountant"] is not Accountant.RDP:
-        return
-    try:
-        rate = 0.01 if o["sample_rate"] is None else float(o["sample_rate"])  # not auto
-        eps = [float(e) for e in o["eps"].split(",")]
-        delta = [float(d) for d in o["delta"].split(",")]
-    except (AttributeError, ValueError):
-        return
-    if len(delta) == 1:
-        delta = delta * len(eps)
-    if len(eps) == 1:
-        eps = eps * len(delta)
-    if len(eps) == len(delta):
-        from fedqr import _prefetch
-
-        _prefetch.start(sample_rate=rate, eps=eps, delta=delta)
 
 
 def _float_opt(name: str, text: str) -> float:

@@ -25,7 +25,6 @@ import numpy as np
 from dp_accounting.rdp import compute_epsilon
 from numpy.typing import ArrayLike, NDArray
 
-from fedqr._prefetch import curves
 from fedqr.privacy import RDP_ORDERS, gaussian_event, single_step_rdp
 
 __all__ = ["RdpNoiseTable", "round_robin_replies"]
@@ -63,14 +62,10 @@ class RdpNoiseTable:
         Target ``(eps, delta)`` with ``eps > 0`` and ``delta`` in ``(0, 1)``.
     ratio
         Grid ratio ``z_{k+1} / z_k`` (``> 1``); smaller is more accurate and slower.
-    prefetched
-        Take the curves that :mod:`fedqr._prefetch` computed ahead for this rate, where it
-        ran (the same dp-accounting calls: the same values).
     """
 
     def __init__(
-        self, *, sample_rate: float, eps: float, delta: float, ratio: float = 1.04,
-        prefetched: bool = True,
+        self, *, sample_rate: float, eps: float, delta: float, ratio: float = 1.04
     ) -> None:
         if not 0.0 < sample_rate <= 1.0:
             raise ValueError(f"sample_rate must be in (0, 1], got sample_rate={sample_rate!r}")
@@ -86,7 +81,6 @@ class RdpNoiseTable:
         self._z: dict[int, tuple[float, float]] = {}  # R -> (estimate, upper grid point)
         self._hint = 0
         self._eps_memo: dict[tuple[int, int], tuple[float, float]] = {}
-        self._prefetched = not prefetched  # True once the prefetched curves were taken
 
     @property
     def rdp_evaluations(self) -> int:
@@ -102,26 +96,10 @@ class RdpNoiseTable:
     def _rdp_z(self, z: float) -> NDArray[np.float64]:
         key = round(math.log(z), 12)
         rdp = self._rdp.get(key)
-        if rdp is None and not self._prefetched:
-            self._prefetched = True
-            self._rdp.update(curves(self.q))  # exact curves, keyed by their own z
-            rdp = self._rdp.get(key)
         if rdp is None:
             rdp = single_step_rdp(gaussian_event(noise_multiplier=z, sample_rate=self.q))
             self._rdp[key] = rdp
         return rdp
-
-    def fill(self, max_replies: int) -> None:
-        """Compute the curve of every grid point from ``z(1)`` to ``z(max_replies)`` (what a
-        search over those reply counts reads)."""
-        lo, hi = self._lookup(1)[1], self._lookup(max_replies)[1]
-        step = math.log(self.ratio)
-        for k in range(round(math.log(lo) / step) - 1, round(math.log(hi) / step) + 1):
-            self._rdp_at(k)
-
-    def curves(self) -> dict[float, NDArray[np.float64]]:
-        """The single-step RDP curves computed so far, keyed by ``log z`` (rounded)."""
-        return dict(self._rdp)
 
     def _eps_order(self, replies: int, rdp: NDArray[np.float64]) -> tuple[float, float]:
         key = (replies, id(rdp))  # rdp vectors live in self._rdp for the table's lifetime
