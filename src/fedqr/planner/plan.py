@@ -142,7 +142,7 @@ def _sampling_hint(scenario: Scenario, twin: Twin) -> str:
     """For a plan that helps nothing at a Poisson rate the scenario fixed: the clients'
     expected batch at that rate, and that the planner can choose the rate ("" otherwise)."""
     q = scenario.sample_rate
-    if q is None or scenario.privacy(sample_rate=q).spec.batch_rate(q) >= 1:
+    if q is None or q >= 1 or not scenario.poisson:
         return ""
     rows = q * float(np.median(twin.proxy.real_sizes))
     return (f", or sample more rows per reply: at sample_rate={q:g} the median client's "
