@@ -67,7 +67,8 @@ del HIDDEN_COMMANDS["audit"]  # the audit has no model
 
 
 @pytest.mark.parametrize("command", list(HIDDEN_COMMANDS))
-@pytest.mark.parametrize(("extra", "model"), [([], "logreg"), (["--model", "logreg"], "logreg")])
+@pytest.mark.parametrize(("extra", "model"), [([], "logreg"), (["--model", "logreg"], "logreg"),
+                                              (["--model", "linear"], "linear")])
 def test_hidden_for_a_model_without_hidden_layers_is_refused(
         tmp_path: Path, command: str, extra: list[str], model: str) -> None:
     out = tmp_path / "out"
@@ -85,3 +86,11 @@ def test_hidden_with_the_mlp_runs(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output
     model = json.loads((out / "result.json").read_text())["provenance"]["model"]
     assert model == {"name": "mlp", "num_params": 64 * 8 + 8 + 8 * 10 + 10, "per_sample": "ghost"}
+
+
+def test_linear_runs_softmax_regression_with_an_intercept(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    res = runner.invoke(app, _args("run", out, "--model", "linear"))
+    assert res.exit_code == 0, res.output
+    model = json.loads((out / "result.json").read_text())["provenance"]["model"]
+    assert model == {"name": "linear", "num_params": 64 * 10 + 10, "per_sample": "ghost"}

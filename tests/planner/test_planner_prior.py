@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import fedqr
-from fedqr.planner.prior import SMOOTHING, label_prior_loss
+from fedqr.planner.prior import SMOOTHING, below_prior, label_prior_loss
 
 
 def _loss(y: list[int], offsets: list[int], real: list[int], y_test: list[int], k: int) -> float:
@@ -40,6 +40,15 @@ def test_a_class_no_proxy_row_holds_has_a_finite_loss() -> None:
     assert math.isfinite(got) and got > math.log(2)
 
 
+def test_only_logreg_is_told_of_the_intercept_it_lacks() -> None:
+    for model in ("logreg", "linear", "mlp"):
+        note = below_prior(0.6, 0.55, public=True, model=model)
+        assert "public proxy's labels" in note and "0.5500" in note
+        assert ("--model linear" in note) == (model == "logreg")
+    assert below_prior(0.5, 0.55, public=False, model="logreg") == ""  # beats the prior
+    assert below_prior(0.6, float("nan"), public=False, model="logreg") == ""
+
+
 def test_inconsistent_clients_are_refused() -> None:
     with pytest.raises(ValueError, match="offsets give 1 clients, real_sizes 2"):
         _loss([0, 1], [0, 2], [1, 1], [0], 2)
@@ -64,6 +73,7 @@ def test_a_plan_that_loses_to_the_label_frequencies_says_so(
     assert rec["useful"] and rec["predicted_test_loss"]["mean"] >= prior
     assert f"predicting the label frequencies (estimated from the proxy's labels) has a test " \
            f"loss of {prior:.4f}" in rec["message"]
+    assert "logreg has no intercept" in rec["message"] and "--model linear" in rec["message"]
     balanced = fedqr.FederatedData.from_arrays(
         x=x, y=(x[:, 1] > 0).astype(np.int64), client=rng.integers(0, 4, n), test_share=0.25,
         seed=0, standardize=False)

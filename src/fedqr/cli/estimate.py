@@ -243,4 +243,4 @@ def _model_key(model: str | None, hidden: str,
 
 def _cacheable(model: str | None) -> bool:
     """A model file can change under the same name: its estimates are not cached."""
-    return model is None or model in ("logreg", "mlp", "cnn")
+    return model is None or model in ("logreg", "linear", "mlp", "cnn")

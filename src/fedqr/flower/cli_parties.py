@@ -31,8 +31,8 @@ NodeDataOpt = Annotated[Path, typer.Option(
          "unused), .csv or .parquet (a label column and the features; a client column, if "
          "any, must name one client).")]
 NodeModelOpt = Annotated[str | None, typer.Option(
-    help="The model this node trains: logreg, mlp, cnn or FILE.py:FUNCTION (this node's own "
-         "file; a node never loads code the server names). Default: the run's.")]
+    help="The model this node trains: logreg, linear, mlp, cnn or FILE.py:FUNCTION (this "
+         "node's own file; a node never loads code the server names). Default: the run's.")]
 NodeHiddenOpt = Annotated[str | None, typer.Option(
     help="mlp: hidden widths, comma-separated (default: the run's).")]
 NodeStandardizeOpt = Annotated[bool, typer.Option(

@@ -56,7 +56,7 @@ class FlowerRunConfig:
         ``client_data`` (the clients bring their rows), ``test_data`` alone is the server's
         test set (standardised by its own statistics with ``standardize``).
     model, hidden:
-        ``logreg``, ``mlp`` (hidden widths ``hidden``, e.g. ``"64,32"``), ``cnn`` or
+        ``logreg``, ``linear``, ``mlp`` (hidden widths ``hidden``, e.g. ``"64,32"``), ``cnn`` or
         ``FILE.py:FUNCTION``; ``""``: the data set's paper model (:mod:`fedqr.data.presets`).
     mechanism, eps, delta, clip, sample_rate, accountant:
         Client-side privacy, as in ``fedqr run``; ``eps`` and ``delta`` hold one value or N.

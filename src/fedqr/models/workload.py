@@ -24,7 +24,7 @@ from fedqr.models.zoo import UserFactory, make_kernel
 __all__ = ["Model", "Workload", "input_shape", "kernel_for"]
 
 Model = str | UserFactory | Kernel
-"""``"logreg"``, ``"mlp"``, ``"cnn"``, ``"FILE.py:FUNCTION"``, a factory
+"""``"logreg"``, ``"linear"``, ``"mlp"``, ``"cnn"``, ``"FILE.py:FUNCTION"``, a factory
 ``(input_shape, num_classes) -> nn.Module`` or a ready kernel."""
 
 

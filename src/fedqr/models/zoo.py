@@ -1,5 +1,11 @@
-"""From a model choice to a kernel: ``logreg``, ``mlp``, ``cnn``, ``FILE.py:FUNCTION`` or a
-user's factory ``(input_shape, num_classes) -> nn.Module``.
+"""From a model choice to a kernel: ``logreg``, ``linear``, ``mlp``, ``cnn``,
+``FILE.py:FUNCTION`` or a user's factory ``(input_shape, num_classes) -> nn.Module``.
+
+``logreg`` is the paper's softmax regression, **without** an intercept (the fused fast path);
+``linear`` is softmax regression **with** one (a bias per class), run as a torch model: it can
+learn the label frequencies, which ``logreg`` cannot on standardised features (UCI Adult,
+75% of one class: test loss 0.456 for ``logreg`` against 0.330 with the intercept, both
+trained to convergence without privacy).
 
 :func:`make_kernel` is the one place a model name becomes a :class:`~fedqr.models.kernel.Kernel`
 (the CLI, the public API, the planner and Flower ask it). A torch model is checked before any
@@ -29,7 +35,8 @@ from fedqr.models.losses import LossFn, per_sample_cross_entropy
 from fedqr.models.per_sample import Method, clipped_grad_sums
 from fedqr.models.torch_kernel import ModelFactory, TorchKernel, TorchOptions
 
-__all__ = ["UserFactory", "check_model", "load_factory", "make_kernel", "mlp_factory"]
+__all__ = ["UserFactory", "check_model", "linear_factory", "load_factory", "make_kernel",
+           "mlp_factory"]
 
 UserFactory = Callable[[tuple[int, ...], int], nn.Module]
 """A user's model: ``(input_shape, num_classes) -> nn.Module`` (input without the batch axis)."""
@@ -67,6 +74,17 @@ def mlp_factory(hidden: Sequence[int]) -> UserFactory:
     return build
 
 
+def linear_factory() -> UserFactory:
+    """Softmax regression with an intercept: flatten, then one Linear layer, from zero (like
+    ``logreg``: the untrained model predicts every class alike)."""
+    def build(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+        layer = nn.Linear(math.prod(input_shape), num_classes)
+        nn.init.zeros_(layer.weight)
+        nn.init.zeros_(layer.bias)
+        return nn.Sequential(nn.Flatten(), layer)
+    return build
+
+
 def load_factory(spec: str) -> UserFactory:
     """``FILE.py:FUNCTION`` as a callable (the file is imported as a module).
 
@@ -78,7 +96,8 @@ def load_factory(spec: str) -> UserFactory:
     path_s, sep, func = spec.rpartition(":")
     path = Path(path_s)
     if not sep or not path_s.endswith(".py") or not func:
-        raise ValueError(f"model must be logreg, mlp, cnn or FILE.py:FUNCTION, got model={spec!r}")
+        raise ValueError(f"model must be logreg, linear, mlp, cnn or FILE.py:FUNCTION, "
+                         f"got model={spec!r}")
     if not path.is_file():
         raise ValueError(f"model file {str(path)!r} does not exist (model={spec!r})")
     module_spec = importlib.util.spec_from_file_location(f"fedqr_user_model_{path.stem}", path)
@@ -158,7 +177,8 @@ def make_kernel(model: str | UserFactory | Kernel, *, input_shape: tuple[int, ..
     Parameters
     ----------
     model:
-        ``"logreg"`` (softmax regression, the fused fast path), ``"mlp"`` (see ``hidden``),
+        ``"logreg"`` (softmax regression without intercept, the fused fast path), ``"linear"``
+        (softmax regression with an intercept, a torch model), ``"mlp"`` (see ``hidden``),
         ``"cnn"`` (the paper's CNN, square images), ``"FILE.py:FUNCTION"`` or a callable
         ``(input_shape, num_classes) -> nn.Module``; a ready :class:`Kernel` is returned as is.
     input_shape, num_classes:
@@ -177,9 +197,9 @@ def make_kernel(model: str | UserFactory | Kernel, *, input_shape: tuple[int, ..
                          "builds its own, seeded)")
     if not isinstance(model, str) and not callable(model):
         if not all(hasattr(model, a) for a in ("attach", "init", "num_params")):
-            raise ValueError("model must be 'logreg', 'mlp', 'cnn', 'FILE.py:FUNCTION', a "
-                             "factory (input_shape, num_classes) -> nn.Module or a Kernel, "
-                             f"got model={model!r}")
+            raise ValueError("model must be 'logreg', 'linear', 'mlp', 'cnn', "
+                             "'FILE.py:FUNCTION', a factory (input_shape, num_classes) -> "
+                             f"nn.Module or a Kernel, got model={model!r}")
         return model
     if isinstance(hidden, str) or not all(
             isinstance(h, Integral) and not isinstance(h, bool) and h >= 1
@@ -216,6 +236,8 @@ def _factory(model: str | UserFactory, *, input_shape: tuple[int, ...], num_clas
         return cnn, "cnn"
     if model == "mlp":
         return seeded(mlp_factory(hidden), input_shape, num_classes), "mlp"
+    if model == "linear":
+        return seeded(linear_factory(), input_shape, num_classes), "linear"
     if isinstance(model, str):
         return seeded(load_factory(model), input_shape, num_classes), model.rpartition(":")[2]
     name: Any = getattr(model, "__name__", type(model).__name__)

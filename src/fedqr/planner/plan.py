@@ -251,7 +251,8 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
                        at_limit=searcher.at_limit, followed=_followed(searcher, twin),
                        hint=_sampling_hint(scenario, twin))
     if useful:
-        message += below_prior(best.mean, prior, public=choice.use is DataUse.PUBLIC_PROXY)
+        message += below_prior(best.mean, prior, public=choice.use is DataUse.PUBLIC_PROXY,
+                               model=scenario.model_name)
     return Plan(recommended=best, predictions=predictions, untrained_loss=base, useful=useful,
                 message=message, data_used=twin.data_used,
                 privacy_cost=_privacy_cost(choice.use),

@@ -82,12 +82,16 @@ def proxy_prior_loss(proxy: Proxy | KernelProxy) -> float:
                             y_test=data.y_test, num_classes=proxy.kernel.num_classes)
 
 
-def below_prior(predicted: float, prior: float, *, public: bool) -> str:
+def below_prior(predicted: float, prior: float, *, public: bool, model: str = "") -> str:
     """The plan message's note where the predicted loss does not beat the label frequencies
-    (empty where it does, or where there is no prior)."""
+    (empty where it does, or where there is no prior); for ``model`` ``logreg``, which has no
+    intercept and so cannot learn those frequencies, it names ``linear``, which has one."""
     if not math.isfinite(prior) or predicted < prior:
         return ""
     source = "the public proxy's labels" if public else "the proxy's labels"
+    other = ("another model may: logreg has no intercept, so it cannot learn the label "
+             "frequencies; --model linear (model='linear') is softmax regression with one"
+             if model == "logreg" else "another model may")
     return (f"; but predicting the label frequencies (estimated from {source}) has a test "
             f"loss of {prior:.4f}, no higher: this model, trained under this budget, does "
-            f"not beat that constant (a larger budget, a smaller clip or another model may)")
+            f"not beat that constant (a larger budget, a smaller clip or {other})")
