@@ -211,6 +211,16 @@ HELD_OUT = [
           hidden=(64,), public="femnist-digits", max_t_points=8),
     MCase("ho1127n2-mnist-logreg-gauss-eps2-two-f0.1", "mnist_two-f0.1", "logreg", GAU, (2.0,),
           5.0, q=0.02, public="femnist-digits"),
+    # chosen (2026-11-27, late) when the model linear (softmax regression with an intercept)
+    # was added, before they were planned or run, the planner unchanged since version 10: the
+    # first Adult row is ho1127-adult-logreg-gauss-eps2-N20's deployment with the intercept
+    MCase("ho1127l-adult-linear-gauss-eps2-N20", "adult", "linear", GAU, (2.0,), 1.0, q=0.05,
+          lr=0.2),
+    MCase("ho1127l-adult-linear-lap-eps8-N20", "adult", "linear", LAP, (8.0,), 5.0),
+    MCase("ho1127l-heart4-linear-lap-eps4", "heart4", "linear", LAP, (4.0,), 5.0,
+          t_grid=T_HEART),
+    MCase("ho1127l-heart3-linear-gauss-eps3", "heart3", "linear", GAU, (3.0,), 1.0, q=0.2,
+          lr=0.2, public="cleveland", t_grid=T_HEART),
 ]
 """Held-out scenarios (``--held-out``), scored like ``CASES``."""
 
