@@ -35,7 +35,7 @@ ClientColumnOpt = Annotated[str, typer.Option(help="With --data (csv/parquet): c
 LabelColumnOpt = Annotated[str, typer.Option(help="With --data (csv/parquet): label column.")]
 ModelOpt = Annotated[str | None, typer.Option(
     help="logreg (softmax regression without intercept: the paper's model, the fast path), "
-         "linear (softmax regression with an intercept, learns the label frequencies), mlp "
+         "linear (the same with an intercept: learns the label frequencies), mlp "
          "(see --hidden), cnn (the paper's CNN, square images) or FILE.py:FUNCTION "
          "(a factory (input_shape, num_classes) -> torch.nn.Module). Default: the data set's "
          "paper model (cnn for femnist), else logreg.")]

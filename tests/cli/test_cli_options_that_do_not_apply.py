@@ -93,4 +93,4 @@ def test_linear_runs_softmax_regression_with_an_intercept(tmp_path: Path) -> Non
     res = runner.invoke(app, _args("run", out, "--model", "linear"))
     assert res.exit_code == 0, res.output
     model = json.loads((out / "result.json").read_text())["provenance"]["model"]
-    assert model == {"name": "linear", "num_params": 64 * 10 + 10, "per_sample": "ghost"}
+    assert model == {"name": "linear", "num_params": 64 * 10 + 10}

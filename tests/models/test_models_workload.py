@@ -34,11 +34,12 @@ def test_a_model_that_cannot_take_the_data_is_refused_by_name() -> None:
 def test_linear_is_softmax_regression_with_an_intercept_from_zero() -> None:
     spec = DataSpec(dataset=DatasetName.DIGITS, num_clients=4, seed=0)
     work = Workload.of(spec, "linear")
-    assert isinstance(work.kernel, TorchKernel) and work.kernel.name == "linear"
+    assert isinstance(work.kernel, LogRegKernel) and work.kernel.intercept  # the fused path
+    assert work.kernel.name == "linear" and work.kernel.param_shape == (10, 65)
     assert work.kernel.num_params == 64 * 10 + 10  # a weight per feature and class, a bias each
     theta = work.kernel.init(repeats=2, generator=torch.Generator().manual_seed(5))
     assert theta.shape == (2, 650) and not theta.any()  # from zero, like logreg
-    assert work.identity()["model"]["per_sample"] == "ghost"  # rank-one per-sample norms
+    assert work.identity()["model"] == {"name": "linear", "num_params": 650}
 
 
 def test_linear_learns_the_label_frequencies_that_logreg_cannot() -> None:
@@ -60,3 +61,36 @@ def test_linear_learns_the_label_frequencies_that_logreg_cannot() -> None:
     prior = 0.15 * -np.log(0.15) + 0.85 * -np.log(0.85)
     assert logreg > np.log(2) - 0.03  # noise features: nothing better than 50/50 to learn
     assert linear < prior + 0.03  # the intercept is the prior's log-odds
+
+
+def test_linear_trains_exactly_as_a_torch_linear_layer_with_clipping() -> None:
+    """The fused ``linear`` (rows ``[x, 1]``) against ``nn.Linear`` with a bias through the
+    torch kernel: the same clipped per-sample gradients (weight and bias together), so with
+    no noise and full batches the runs agree to float32 rounding, round by round."""
+    from torch import nn
+
+    import fedqr
+
+    def torch_linear(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
+        layer = nn.Linear(input_shape[0], num_classes)
+        nn.init.zeros_(layer.weight)
+        nn.init.zeros_(layer.bias)
+        return nn.Sequential(nn.Flatten(), layer)
+
+    rng = np.random.default_rng(4)
+    n = 600
+    x = rng.normal(size=(n, 5)).astype(np.float32)
+    y = (x[:, 0] + rng.normal(size=n) > 1.0).astype(np.int64) + (x[:, 1] > 0.8)  # 3 classes
+    data = fedqr.FederatedData.from_arrays(x=x, y=y, client=rng.integers(0, 4, n),
+                                           test_share=0.25, seed=0)
+    kw = dict(data=data, mechanism="none", clip=0.5, rounds=12, clients_per_round=3, lr=0.5,
+              eval_every=1)
+    fused = fedqr.simulate(model="linear", **kw)  # type: ignore[arg-type]
+    torch_path = fedqr.simulate(model=torch_linear, **kw)  # type: ignore[arg-type]
+    assert fused.document["provenance"]["model"]["name"] == "linear"
+    got = [r["test_loss"] for r in fused.document["runs"][0]["rounds"]]
+    want = [r["test_loss"] for r in torch_path.document["runs"][0]["rounds"]]
+    np.testing.assert_allclose(got, want, rtol=2e-5)
+    assert got[-1] < got[0] - 0.1  # it trained
+    clipped = fused.document["clients"][0]["clipped_fraction"]
+    assert clipped > 0.5  # the clip binds: the norms of [x, 1] are compared, not of x

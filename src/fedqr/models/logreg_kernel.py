@@ -1,13 +1,21 @@
-"""Softmax regression without bias as a :class:`~fedqr.models.kernel.Kernel`: the fused pass.
+"""Softmax regression as a :class:`~fedqr.models.kernel.Kernel`: the fused pass.
 
 ``theta`` of a repeat is the flattened ``(k, p)`` weight matrix; the clipped sums come from
 :mod:`fedqr.models.logreg_pass` (rank-one per-sample norms, constant-column blocks, repeats in
 the GEMM's columns), so all repeats share one pass over the data.
+
+Without an intercept (``logreg``, the paper's model) or with one (``linear``: a bias per
+class). The intercept is a constant feature 1 appended to every row (:func:`design_rows`),
+so ``theta`` is ``(k, p + 1)`` with the biases in its last column, and a sample's gradient
+``[x; 1] (p - y)^T`` is clipped with the norm of ``[x; 1]``: exactly a Linear layer's
+per-sample gradient, weight and bias together. The column is constant within every client,
+so the fused pass takes it out of both products (a rank-one term,
+:class:`~fedqr.models.logreg_pass.ClientBlock`); on sparse rows it is background.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 import torch
@@ -25,30 +33,44 @@ from fedqr.models.logreg_pass import (
 )
 from fedqr.models.sparse_rows import SparseCache
 
-__all__ = ["LogRegKernel"]
+__all__ = ["LogRegKernel", "design_rows"]
+
+
+def design_rows(x: Tensor, *, intercept: bool) -> Tensor:
+    """The rows softmax regression multiplies: ``x``, or ``[x, 1]`` with an intercept."""
+    if not intercept:
+        return x
+    return torch.cat([x, torch.ones(x.shape[0], 1, dtype=x.dtype, device=x.device)], dim=1)
 
 
 @dataclass(frozen=True)
 class LogRegKernel:
-    """Softmax regression of ``num_features`` inputs and ``num_classes`` classes, from zero."""
+    """Softmax regression of ``num_features`` inputs and ``num_classes`` classes, from zero;
+    with ``intercept``, a bias per class too (the model ``linear``)."""
 
     num_features: int
     num_classes: int
+    intercept: bool = False
 
     @property
     def name(self) -> str:
-        """``logreg``."""
-        return "logreg"
+        """``logreg``, or ``linear`` with an intercept."""
+        return "linear" if self.intercept else "logreg"
+
+    @property
+    def columns(self) -> int:
+        """Columns of the weight matrix: ``p``, or ``p + 1`` with the intercept."""
+        return self.num_features + int(self.intercept)
 
     @property
     def num_params(self) -> int:
-        """``k p``."""
-        return self.num_classes * self.num_features
+        """``k p`` (``k (p + 1)`` with the intercept)."""
+        return self.num_classes * self.columns
 
     @property
     def param_shape(self) -> tuple[int, ...]:
-        """The weight matrix, ``(k, p)``."""
-        return (self.num_classes, self.num_features)
+        """The weight matrix, ``(k, p)`` (``(k, p + 1)``: the biases last)."""
+        return (self.num_classes, self.columns)
 
     @property
     def batched(self) -> bool:
@@ -57,15 +79,20 @@ class LogRegKernel:
 
     @property
     def uses_coding(self) -> bool:
-        """The fused pass takes the mixed arithmetic's integer coding."""
-        return True
+        """The fused pass takes the mixed arithmetic's integer coding (of rows without the
+        intercept's column)."""
+        return not self.intercept
 
     def init(self, *, repeats: int, generator: torch.Generator) -> Tensor:
         """Zeros (the paper's start), ``(R, k p)``; ``generator`` is not drawn from."""
         return torch.zeros(repeats, self.num_params, dtype=torch.float32)
 
     def attach(self, data: KernelData) -> _Attached:
-        """Client layout with row norms in the mechanism's norm."""
+        """Client layout with row norms in the mechanism's norm (of the rows with the
+        intercept's 1 where there is one)."""
+        if self.intercept:
+            data = replace(data, x=design_rows(data.x, intercept=True),
+                           x_test=design_rows(data.x_test, intercept=True), coding=None)
         layout = client_layout(data.x, data.y, offsets=data.offsets,
                                num_classes=self.num_classes, norm=data.norm,
                                coding=data.coding, chunk_rows=data.chunk_rows)
@@ -85,7 +112,7 @@ class _Attached:
     test_sparse: SparseCache  # the test rows as CSR where that pays
 
     def _matrix(self, theta: Tensor) -> Tensor:
-        return theta.view(theta.shape[0], self.kernel.num_classes, self.kernel.num_features)
+        return theta.view(theta.shape[0], self.kernel.num_classes, self.kernel.columns)
 
     def full_sums(self, theta: Tensor, sel: np.ndarray, *, clip: float,
                   with_train_loss: bool) -> GradSums:

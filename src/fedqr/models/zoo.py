@@ -1,11 +1,11 @@
 """From a model choice to a kernel: ``logreg``, ``linear``, ``mlp``, ``cnn``,
 ``FILE.py:FUNCTION`` or a user's factory ``(input_shape, num_classes) -> nn.Module``.
 
-``logreg`` is the paper's softmax regression, **without** an intercept (the fused fast path);
-``linear`` is softmax regression **with** one (a bias per class), run as a torch model: it can
-learn the label frequencies, which ``logreg`` cannot on standardised features (UCI Adult,
-75% of one class: test loss 0.456 for ``logreg`` against 0.330 with the intercept, both
-trained to convergence without privacy).
+``logreg`` is the paper's softmax regression, **without** an intercept; ``linear`` is softmax
+regression **with** one (a bias per class). Both run the fused fast path
+(:class:`~fedqr.models.logreg_kernel.LogRegKernel`). Only ``linear`` can learn the label
+frequencies on standardised features (UCI Adult, 75% of one class: test loss 0.456 for
+``logreg`` against 0.330 with the intercept, both trained to convergence without privacy).
 
 :func:`make_kernel` is the one place a model name becomes a :class:`~fedqr.models.kernel.Kernel`
 (the CLI, the public API, the planner and Flower ask it). A torch model is checked before any
@@ -35,8 +35,7 @@ from fedqr.models.losses import LossFn, per_sample_cross_entropy
 from fedqr.models.per_sample import Method, clipped_grad_sums
 from fedqr.models.torch_kernel import ModelFactory, TorchKernel, TorchOptions
 
-__all__ = ["UserFactory", "check_model", "linear_factory", "load_factory", "make_kernel",
-           "mlp_factory"]
+__all__ = ["UserFactory", "check_model", "load_factory", "make_kernel", "mlp_factory"]
 
 UserFactory = Callable[[tuple[int, ...], int], nn.Module]
 """A user's model: ``(input_shape, num_classes) -> nn.Module`` (input without the batch axis)."""
@@ -71,17 +70,6 @@ def mlp_factory(hidden: Sequence[int]) -> UserFactory:
             width = h
         layers.append(nn.Linear(width, num_classes))
         return nn.Sequential(*layers)
-    return build
-
-
-def linear_factory() -> UserFactory:
-    """Softmax regression with an intercept: flatten, then one Linear layer, from zero (like
-    ``logreg``: the untrained model predicts every class alike)."""
-    def build(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
-        layer = nn.Linear(math.prod(input_shape), num_classes)
-        nn.init.zeros_(layer.weight)
-        nn.init.zeros_(layer.bias)
-        return nn.Sequential(nn.Flatten(), layer)
     return build
 
 
@@ -178,7 +166,7 @@ def make_kernel(model: str | UserFactory | Kernel, *, input_shape: tuple[int, ..
     ----------
     model:
         ``"logreg"`` (softmax regression without intercept, the fused fast path), ``"linear"``
-        (softmax regression with an intercept, a torch model), ``"mlp"`` (see ``hidden``),
+        (the same with an intercept), ``"mlp"`` (see ``hidden``),
         ``"cnn"`` (the paper's CNN, square images), ``"FILE.py:FUNCTION"`` or a callable
         ``(input_shape, num_classes) -> nn.Module``; a ready :class:`Kernel` is returned as is.
     input_shape, num_classes:
@@ -206,10 +194,11 @@ def make_kernel(model: str | UserFactory | Kernel, *, input_shape: tuple[int, ..
             for h in (hidden if isinstance(hidden, Sequence) else [None])):
         raise ValueError(f"hidden must be a sequence of layer widths >= 1, e.g. (64,), "
                          f"got hidden={hidden!r}")
-    if model == "logreg":
+    if model in ("logreg", "linear"):
         if loss_fn is not None:
-            raise ValueError("loss_fn applies to torch models; logreg trains cross-entropy")
-        return LogRegKernel(num_features=math.prod(input_shape), num_classes=num_classes)
+            raise ValueError(f"loss_fn applies to torch models; {model} trains cross-entropy")
+        return LogRegKernel(num_features=math.prod(input_shape), num_classes=num_classes,
+                            intercept=model == "linear")
     build, label = _factory(model, input_shape=input_shape, num_classes=num_classes,
                             hidden=tuple(int(h) for h in hidden))
     loss = loss_fn if loss_fn is not None else per_sample_cross_entropy
@@ -236,8 +225,6 @@ def _factory(model: str | UserFactory, *, input_shape: tuple[int, ...], num_clas
         return cnn, "cnn"
     if model == "mlp":
         return seeded(mlp_factory(hidden), input_shape, num_classes), "mlp"
-    if model == "linear":
-        return seeded(linear_factory(), input_shape, num_classes), "linear"
     if isinstance(model, str):
         return seeded(load_factory(model), input_shape, num_classes), model.rpartition(":")[2]
     name: Any = getattr(model, "__name__", type(model).__name__)

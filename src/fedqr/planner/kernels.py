@@ -22,7 +22,7 @@ from fedqr.models.logreg_kernel import LogRegKernel
 from fedqr.models.torch_kernel import TorchKernel
 from fedqr.planner.scenario import Scenario
 
-__all__ = ["forward_flops", "kernel_identity", "twin_kernel"]
+__all__ = ["forward_flops", "has_intercept", "kernel_identity", "twin_kernel"]
 
 
 def _input_shape(dataset: Dataset) -> tuple[int, ...]:
@@ -53,13 +53,19 @@ def twin_kernel(scenario: Scenario, dataset: Dataset) -> Kernel | None:
     if isinstance(kernel, LogRegKernel):
         if (kernel.num_features, kernel.num_classes) != (dataset.num_features,
                                                          dataset.num_classes):
-            raise ValueError(f"model logreg has {kernel.num_features} features and "
+            raise ValueError(f"model {kernel.name} has {kernel.num_features} features and "
                              f"{kernel.num_classes} classes, the data {dataset.num_features} "
                              f"and {dataset.num_classes}")
         return None
     if isinstance(kernel, TorchKernel):
         _check_torch(kernel, dataset)
     return kernel
+
+
+def has_intercept(scenario: Scenario) -> bool:
+    """Whether the scenario's softmax regression has an intercept (the model ``linear``): the
+    logistic twin's rows then end in a column of ones."""
+    return isinstance(scenario.kernel, LogRegKernel) and scenario.kernel.intercept
 
 
 def _check_torch(kernel: TorchKernel, dataset: Dataset) -> None:

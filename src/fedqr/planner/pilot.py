@@ -93,8 +93,8 @@ def plan_with_pilot(scenario: Scenario, *, proxy: ProxyChoice, settings: SearchS
                                  sample_rate=r.sample_rate, repeats=1,
                                  seed=scenario.data.seed + PILOT_SEED_OFFSET,
                                  eval_every=max(1, t_pilot))
-    kernel = twin.kernel or LogRegKernel(num_features=real.dataset.num_features,
-                                         num_classes=real.dataset.num_classes)
+    kernel = twin.kernel or scenario.kernel or LogRegKernel(
+        num_features=real.dataset.num_features, num_classes=real.dataset.num_classes)
     result = run_rounds(real.dataset, real.partition, config, kernel, device=device)
     achieved = float(result.runs[0]["rounds"][-1]["test_loss"])
     spent = [c["epsilon_spent"] for c in result.clients]

@@ -20,7 +20,7 @@ from fedqr.planner.budget import (
     raised_budget_s,
     size_twin,
 )
-from fedqr.planner.kernels import forward_flops, twin_kernel
+from fedqr.planner.kernels import forward_flops, has_intercept, twin_kernel
 from fedqr.planner.public import check_fits, split_like_deployment
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import SearchSettings, auto_repeats, first_arms, first_grid
@@ -122,7 +122,8 @@ def build_twin(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,
     if kernel is None:
         rows = proxy_rows(train.partition, share=share, rng=np.random.default_rng(row_seed))
         proxy: Proxy | KernelProxy = make_proxy(train, rows=rows, test=train.dataset,
-                                                real_sizes=sizes, norm=norm, device=device)
+                                                real_sizes=sizes, norm=norm, device=device,
+                                                intercept=has_intercept(scenario))
         used: dict[str, Any] = {"share": share, "rows": int(proxy.proxy_sizes.sum())}
         if choice.use is DataUse.PUBLIC_PROXY:
             del used["share"]

@@ -15,6 +15,7 @@ from torch import Tensor
 from fedqr._precision import Products, products_of, twin_products
 from fedqr.data import ClientData, Dataset, Partition
 from fedqr.models.logreg import Norm
+from fedqr.models.logreg_kernel import design_rows
 from fedqr.models.logreg_pass import ClientLayout, client_layout
 from fedqr.models.sparse_rows import SparseCache
 
@@ -44,7 +45,7 @@ class Proxy:
 
     @property
     def num_params(self) -> int:
-        """k p of the logistic regression."""
+        """k p of the logistic regression (p counts the intercept's column, if any)."""
         return int(self.layout.num_classes * self.layout.x.shape[1])
 
 
@@ -60,18 +61,22 @@ def proxy_rows(partition: Partition, *, share: float,
 
 def make_proxy(train: ClientData, *, rows: tuple[NDArray[np.int64], ...], test: Dataset,
                real_sizes: NDArray[np.int64], norm: Norm, device: torch.device,
-               products: Products | str | None = None) -> Proxy:
+               products: Products | str | None = None, intercept: bool = False) -> Proxy:
     """The twin's data: client i trains on ``train`` rows ``rows[i]``; evaluation on ``test``;
     ``products``: the products' format (default: :func:`fedqr._precision.twin_products`; a
-    GPU always multiplies in float32)."""
+    GPU always multiplies in float32); ``intercept``: the rows of softmax regression with
+    an intercept (the model ``linear``: a column of ones appended, see
+    :func:`~fedqr.models.logreg_kernel.design_rows`)."""
     ds = train.dataset
     order = np.concatenate(rows)
     sizes = np.array([len(r) for r in rows], dtype=np.int64)
-    x = torch.as_tensor(ds.x_train[order], dtype=torch.float32, device=device)
+    x = design_rows(torch.as_tensor(ds.x_train[order], dtype=torch.float32, device=device),
+                    intercept=intercept)
     y = torch.as_tensor(ds.y_train[order], dtype=torch.int64, device=device)
     layout = client_layout(x, y, offsets=np.concatenate([[0], np.cumsum(sizes)]),
                            num_classes=ds.num_classes, norm=norm)
-    x_test = torch.as_tensor(test.x_test, dtype=torch.float32, device=device)
+    x_test = design_rows(torch.as_tensor(test.x_test, dtype=torch.float32, device=device),
+                         intercept=intercept)
     chosen = (products_of(products, name="products") if products is not None else None) \
         or twin_products()
     bf16 = device.type == "cpu" and chosen is Products.BFLOAT16

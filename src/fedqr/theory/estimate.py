@@ -84,7 +84,7 @@ def objective_for(kernel: Kernel, *, weight_decay: float,
     """The estimator's view of ``kernel``'s model (softmax regression or a torch model)."""
     if isinstance(kernel, LogRegKernel):
         return LogRegObjective(num_features=kernel.num_features, num_classes=kernel.num_classes,
-                               weight_decay=weight_decay)
+                               weight_decay=weight_decay, intercept=kernel.intercept)
     if isinstance(kernel, TorchKernel):
         return TorchObjective(kernel, weight_decay=weight_decay, seed=settings.seed,
                               local_steps=settings.local_steps, local_lr=settings.local_lr)

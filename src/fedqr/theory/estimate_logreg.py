@@ -33,6 +33,7 @@ from threadpoolctl import ThreadpoolController
 from torch import Tensor
 
 from fedqr.models.logreg import Norm
+from fedqr.models.logreg_kernel import design_rows
 from fedqr.theory.estimate_curvature import Hvp
 from fedqr.theory.estimate_parts import SampleStats
 
@@ -139,21 +140,28 @@ def _sample_stats(
 
 @dataclass(frozen=True)
 class LogRegObjective:
-    """:class:`~fedqr.theory.estimate_parts.Objective` of softmax regression without bias."""
+    """:class:`~fedqr.theory.estimate_parts.Objective` of softmax regression, without bias or
+    (``intercept``) with one: the rows then end in a column of ones, as the kernel's do."""
 
     num_features: int
     num_classes: int
     weight_decay: float
+    intercept: bool = False
+
+    @property
+    def columns(self) -> int:
+        """Rows' width: the features, and the intercept's 1 where there is one."""
+        return self.num_features + int(self.intercept)
 
     @property
     def theta0(self) -> Tensor:
-        """Zero, ``(features, k)`` in float64."""
-        return torch.zeros(self.num_features, self.num_classes, dtype=torch.float64)
+        """Zero, ``(columns, k)`` in float64."""
+        return torch.zeros(self.columns, self.num_classes, dtype=torch.float64)
 
     @property
     def num_params(self) -> int:
-        """``features k``."""
-        return self.num_features * self.num_classes
+        """``columns k``."""
+        return self.columns * self.num_classes
 
     @property
     def default_steps(self) -> tuple[int, int]:
@@ -166,7 +174,8 @@ class LogRegObjective:
         if xt.dim() != 2 or xt.shape[1] != self.num_features:
             raise ValueError(f"client rows must have {self.num_features} features (the "
                              f"kernel's), got shape {tuple(xt.shape)}")
-        return xt.contiguous(), torch.as_tensor(np.asarray(y), dtype=torch.int64)
+        return (design_rows(xt, intercept=self.intercept).contiguous(),
+                torch.as_tensor(np.asarray(y), dtype=torch.int64))
 
     def loss(self, x: Tensor, y: Tensor) -> Callable[[Tensor], Tensor]:
         """Mean cross-entropy plus weight decay (a torch closure, for autograd)."""
