@@ -96,13 +96,14 @@ def test_the_cache_key_differs_between_models() -> None:
     proxy = {"use": "clear-proxy", "share": None, "public": None}
     data = SPEC.build().dataset
     keys = set()
-    for kernel in (None, LogRegKernel(num_features=64, num_classes=10), _mlp(), _mlp((16,)),
-                   _mlp((32,)), _mlp((16, 16))):
+    for kernel in (None, LogRegKernel(num_features=64, num_classes=10),
+                   LogRegKernel(num_features=64, num_classes=10, intercept=True), _mlp(),
+                   _mlp((16,)), _mlp((32,)), _mlp((16, 16))):
         sc = _scenario(kernel)
         keys.add(cache_key(sc, proxy, FAST, kernel=twin_kernel(sc, data)))
     # no kernel and the logistic kernel plan the same model, but name it differently (as
-    # before); two MLPs of the same shape are one model
-    assert len(keys) == 5
+    # before); two MLPs of the same shape are one model; linear is not logreg
+    assert len(keys) == 6
 
 
 def test_logreg_keeps_the_fused_twin() -> None:
@@ -111,6 +112,25 @@ def test_logreg_keeps_the_fused_twin() -> None:
     assert twin_kernel(_scenario(LogRegKernel(num_features=64, num_classes=10)), data) is None
     with pytest.raises(ValueError, match="model logreg has 32 features"):
         twin_kernel(_scenario(LogRegKernel(num_features=32, num_classes=10)), data)
+
+
+def test_linear_is_planned_by_the_fused_twin_on_rows_with_a_one() -> None:
+    import torch
+
+    from fedqr.planner.kernels import has_intercept
+    from fedqr.planner.proxy import ProxyChoice, build_twin
+
+    data = SPEC.build()
+    linear = LogRegKernel(num_features=64, num_classes=10, intercept=True)
+    sc = _scenario(linear)
+    assert twin_kernel(sc, data.dataset) is None and has_intercept(sc)
+    assert not has_intercept(_scenario(LogRegKernel(num_features=64, num_classes=10)))
+    twin = build_twin(sc, ProxyChoice(), data, data.partition.sizes, torch.device("cpu"), FAST)
+    x, x_test = twin.proxy.layout.x, twin.proxy.x_test  # type: ignore[union-attr]
+    assert x.shape[1] == x_test.shape[1] == 65 and bool((x[:, -1] == 1).all())
+    assert twin.proxy.num_params == linear.num_params == 650
+    plan = make_plan(sc, settings=FAST, use_cache=False)
+    assert plan.useful and plan.recommended.mean < plan.untrained_loss
 
 
 def test_a_private_pilot_runs_the_plans_model() -> None:

@@ -300,7 +300,8 @@ def poisson_sums(
     rows = (torch.as_tensor(layout.offsets[:-1], device=dev)[sel_t].unsqueeze(-1) + pos).reshape(-1)
     xg = layout.x.index_select(0, rows).view(r, b * m, p)
     # the plain product (not column_logits): a reply alone (Flower) and in a batch of replies
-    # (simulation) then agree bit for bit (tests/flower/test_flower_data.py)
+    # (simulation) then agree bit for bit at many widths and to float32 rounding at all (BLAS
+    # may order a sum by the batch's shape: tests/flower/test_flower_data.py)
     logits = torch.bmm(xg, theta.transpose(1, 2))  # (R, b m, k)
     out = clipped_residual(
         logits,
