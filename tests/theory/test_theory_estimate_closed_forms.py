@@ -152,3 +152,19 @@ def test_clip_settings_are_checked(digits: Dataset) -> None:
                           rng=np.random.default_rng(0))
     with pytest.raises(ValueError, match="clips must name at least one ClipSetting"):
         estimate_constants_many(dataset=digits, partition=part, clips=[])
+
+
+def test_the_intercept_is_a_column_of_ones_and_its_gradient_matches_autograd() -> None:
+    x, y = _problem()
+    obj = LogRegObjective(num_features=F, num_classes=K, weight_decay=WD, intercept=True)
+    xt, yt = obj.tensors(x, y)
+    assert xt.shape == (len(y), F + 1) and bool((xt[:, -1] == 1).all())
+    assert obj.num_params == (F + 1) * K and obj.theta0.shape == (F + 1, K)
+    theta = torch.as_tensor(np.random.default_rng(3).standard_normal((F + 1, K)))
+    loss = obj.loss(xt, yt)
+    np.testing.assert_allclose(obj.gradient(xt, yt, theta).numpy(),
+                               autograd_gradient(loss, theta).numpy(), rtol=1e-11, atol=1e-14)
+    # the bias's gradient is the mean residual: the label frequencies pull it, no feature does
+    p = torch.softmax(xt @ theta, dim=1) - torch.nn.functional.one_hot(yt, K)
+    np.testing.assert_allclose(obj.gradient(xt, yt, theta)[-1].numpy(),
+                               (p.mean(0) + WD * theta[-1]).numpy(), rtol=1e-11, atol=1e-14)
