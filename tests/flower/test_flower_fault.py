@@ -43,6 +43,8 @@ def test_killed_client_is_skipped_and_restarts_with_its_ledger(tmp_path: Path) -
         assert killed is not None and killed.ledger.replies >= 1
         runner.restart_node(1)  # same partition, same state folder: the same client
         outcome = runner.wait(timeout_s=150)
+        # the run's own log, which a timeout's message quotes (the ServerApp's lines)
+        assert "fedqr finished" in runner.run_log()
     doc = outcome.doc
     lost = [(m["round"], m["client"]) for m in doc["flower"]["missing_replies"]]
     assert (1, 1) in lost and all(c == 1 for _, c in lost)  # round 1 went on without it
@@ -82,3 +84,19 @@ def test_dead_node_is_noticed_within_the_node_timeout(tmp_path: Path) -> None:
     waits = [line["exchange_s"] for line in runner.progress() if line["round"] in lost_rounds]
     assert max(waits) < NODE_TIMEOUT_S + 6.0, waits  # the round's wait: the expiry, no more
     assert outcome.doc["clients"][1]["replies_received"] == 3 - len(missing)
+
+
+def test_a_timeout_quotes_the_superlinks_log_and_the_runs_own(tmp_path: Path) -> None:
+    from fedqr.flower.runner import FlowerRunFailed
+
+    cfg = FlowerRunConfig(num_clients=2, clients_per_round=2, rounds=3,
+                          dataset=DatasetName.DIGITS, mechanism=Mechanism.LAPLACE, eps=(6.0,),
+                          clip=20.0, sample_rate=1.0)
+    with FlowerRunner(cfg, mode=Mode.SIMULATION, work=tmp_path) as runner:
+        runner.start()
+        with pytest.raises(FlowerRunFailed) as caught:
+            runner.wait(timeout_s=0.1)  # long before the first round
+    text = str(caught.value)
+    assert "no result within timeout=0.1 s (0 of 3 rounds done)" in text
+    assert "the SuperLink's log:" in text and "the run's own log (flwr log):" in text
+    assert "Using SuperLink: fedqr" in text  # flwr log answered, while the run was starting

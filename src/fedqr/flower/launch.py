@@ -192,6 +192,22 @@ class LocalFederation:
                               f"{done.stderr.decode(errors='replace').strip()}")
         return str(run_id)
 
+    def run_log(self, run_id: str, *, lines: int = 40, timeout_s: float = 30.0) -> str:
+        """The last ``lines`` of the run's own log as the SuperLink keeps it (``flwr log
+        --show``: the ServerApp's output and, in simulation, the runtime's, Ray's start
+        included), which no process log here holds; a line saying why where it cannot be had."""
+        if not run_id or self.superlink is None or self.superlink.poll() is not None:
+            return "(no run log: the SuperLink is not running)"
+        args = [str(self.bindir / "flwr"), "log", run_id, "fedqr", "--show"]
+        try:
+            done = subprocess.run(args, capture_output=True, timeout=timeout_s, cwd=self.work,
+                                  env={**self.env, "FLWR_HOME": str(self._cli_home())},
+                                  check=False)
+        except subprocess.TimeoutExpired:
+            return f"(flwr log gave nothing within {timeout_s:g} s)"
+        text = (done.stdout + done.stderr).decode(errors="replace")
+        return "\n".join(text.splitlines()[-lines:])
+
     def close(self) -> None:
         """Stop every process this federation started (nodes first), with descendants."""
         for proc in reversed(self._procs):

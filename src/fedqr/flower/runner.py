@@ -108,6 +108,11 @@ class FlowerRunner:
         """SIGKILL the SuperNode of client ``partition`` (and its app processes)."""
         self.fed.kill_supernode(partition)
 
+    def run_log(self, lines: int = 40) -> str:
+        """The last lines of this run's own log (the ServerApp's and the simulation
+        runtime's output: :meth:`LocalFederation.run_log`)."""
+        return self.fed.run_log(self.run_id, lines=lines)
+
     def progress(self) -> list[dict[str, Any]]:
         """Rounds finished so far, as the ServerApp logged them."""
         return read_progress(self.exchange)
@@ -139,7 +144,8 @@ class FlowerRunner:
             self._app_gone_at = self._app_gone_at or time.monotonic()
             if time.monotonic() - self._app_gone_at > APP_GONE_GRACE_S:
                 raise FlowerRunFailed("the ServerApp process ended without a result; the "
-                                      "SuperLink's log:\n" + self.fed.log_tail("superlink"))
+                                      "SuperLink's log:\n" + self.fed.log_tail("superlink")
+                                      + "\nthe run's own log (flwr log):\n" + self.run_log())
         return None
 
     def wait(self, *, timeout_s: float, on_progress: ProgressCallback | None = None,
@@ -160,7 +166,8 @@ class FlowerRunner:
                 raise FlowerRunFailed(f"no result within timeout={timeout_s} s "
                                       f"({len(self.progress())} of {self.cfg.rounds} rounds "
                                       "done); the SuperLink's log:\n"
-                                      + self.fed.log_tail("superlink", lines=40))
+                                      + self.fed.log_tail("superlink", lines=40)
+                                      + "\nthe run's own log (flwr log):\n" + self.run_log())
             time.sleep(poll_s)
 
     def close(self) -> None:
