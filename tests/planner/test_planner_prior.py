@@ -10,7 +10,7 @@ import pytest
 import torch
 
 import fedqr
-from fedqr.planner.prior import SMOOTHING, below_prior, label_prior_loss
+from fedqr.planner.prior import SMOOTHING, label_prior_loss, prior_note
 
 
 def _loss(y: list[int], offsets: list[int], real: list[int], y_test: list[int], k: int) -> float:
@@ -41,12 +41,16 @@ def test_a_class_no_proxy_row_holds_has_a_finite_loss() -> None:
 
 
 def test_only_logreg_is_told_of_the_intercept_it_lacks() -> None:
+    log2 = math.log(2)
     for model in ("logreg", "linear", "mlp"):
-        note = below_prior(0.6, 0.55, public=True, model=model)
+        note = prior_note(0.6, 0.55, public=True, model=model, uniform=log2)
         assert "public proxy's labels" in note and "0.5500" in note
         assert ("--model linear" in note) == (model == "logreg")
-    assert below_prior(0.5, 0.55, public=False, model="logreg") == ""  # beats the prior
-    assert below_prior(0.6, float("nan"), public=False, model="logreg") == ""
+        # beating imbalanced frequencies: logreg is told that linear may do better still
+        beats = prior_note(0.5, 0.55, public=False, model=model, uniform=log2)
+        assert ("imbalanced" in beats and "--model linear" in beats) == (model == "logreg")
+    assert prior_note(0.5, 0.68, public=False, model="logreg", uniform=log2) == ""  # balanced
+    assert prior_note(0.6, float("nan"), public=False, model="logreg", uniform=log2) == ""
 
 
 def test_inconsistent_clients_are_refused() -> None:

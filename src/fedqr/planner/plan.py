@@ -19,7 +19,7 @@ from fedqr.planner.cache import (
     load_memo,
     save_memo,
 )
-from fedqr.planner.prior import below_prior, proxy_prior_loss
+from fedqr.planner.prior import prior_note, proxy_prior_loss
 from fedqr.planner.proxy import AUTO_PROXY_ROWS, ProxyChoice, Twin, build_twin, cost_model
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import Prediction, Searcher, SearchSettings
@@ -251,8 +251,8 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
                        at_limit=searcher.at_limit, followed=_followed(searcher, twin),
                        hint=_sampling_hint(scenario, twin))
     if useful:
-        message += below_prior(best.mean, prior, public=choice.use is DataUse.PUBLIC_PROXY,
-                               model=scenario.model_name)
+        message += prior_note(best.mean, prior, public=choice.use is DataUse.PUBLIC_PROXY,
+                              model=scenario.model_name, uniform=base)
     return Plan(recommended=best, predictions=predictions, untrained_loss=base, useful=useful,
                 message=message, data_used=twin.data_used,
                 privacy_cost=_privacy_cost(choice.use),

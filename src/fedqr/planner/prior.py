@@ -28,11 +28,16 @@ from torch import Tensor
 from fedqr.planner.twin_data import Proxy
 from fedqr.planner.twin_kernel import KernelProxy
 
-__all__ = ["below_prior", "label_prior_loss", "proxy_prior_loss"]
+__all__ = ["IMBALANCED", "label_prior_loss", "prior_note", "proxy_prior_loss"]
 
 SMOOTHING = 0.5
 """Rows added to every class count (Krichevsky-Trofimov): a class no proxy row holds keeps a
 finite loss."""
+
+IMBALANCED = 0.9
+"""Labels count as imbalanced where predicting their frequencies has at most this share of
+the test loss of predicting every class alike (UCI Adult, 75% of one class: 0.80; the two
+digits per client of MNIST: 1.00)."""
 
 
 def label_prior_loss(*, y: Tensor, offsets: NDArray[np.int64], real_sizes: NDArray[np.int64],
@@ -82,12 +87,22 @@ def proxy_prior_loss(proxy: Proxy | KernelProxy) -> float:
                             y_test=data.y_test, num_classes=proxy.kernel.num_classes)
 
 
-def below_prior(predicted: float, prior: float, *, public: bool, model: str = "") -> str:
-    """The plan message's note where the predicted loss does not beat the label frequencies
-    (empty where it does, or where there is no prior); for ``model`` ``logreg``, which has no
-    intercept and so cannot learn those frequencies, it names ``linear``, which has one."""
-    if not math.isfinite(prior) or predicted < prior:
+def prior_note(predicted: float, prior: float, *, public: bool, model: str = "",
+               uniform: float = math.nan) -> str:
+    """The plan message's note on the label frequencies: where the predicted loss does not
+    beat them, that it does not; for ``model`` ``logreg``, which has no intercept and so
+    cannot learn them, also where they are imbalanced (:data:`IMBALANCED` of ``uniform``, the
+    loss of predicting every class alike), that ``linear`` has one. Empty otherwise, or
+    where there is no prior."""
+    if not math.isfinite(prior):
         return ""
+    if predicted < prior:
+        if model != "logreg" or not prior < IMBALANCED * uniform:
+            return ""
+        return (f"; the labels are imbalanced (predicting their frequencies has a test loss "
+                f"of {prior:.4f}, every class alike {uniform:.4f}) and logreg has no "
+                f"intercept to learn them: --model linear (model='linear'), softmax "
+                f"regression with one, may do better")
     source = "the public proxy's labels" if public else "the proxy's labels"
     other = ("another model may: logreg has no intercept, so it cannot learn the label "
              "frequencies; --model linear (model='linear') is softmax regression with one"
