@@ -4,8 +4,8 @@
 ``logreg`` is the paper's softmax regression, **without** an intercept; ``linear`` is softmax
 regression **with** one (a bias per class). Both run the fused fast path
 (:class:`~fedqr.models.logreg_kernel.LogRegKernel`). Only ``linear`` can learn the label
-frequencies on standardised features (UCI Adult, 75% of one class: test loss 0.456 for
-``logreg`` against 0.330 with the intercept, both trained to convergence without privacy).
+frequencies on standardised features (UCI Adult, 75% of one class, 20 clients, no privacy,
+300 full rounds at lr 0.5: test loss 0.469 for ``logreg`` against 0.331 with the intercept).
 
 :func:`make_kernel` is the one place a model name becomes a :class:`~fedqr.models.kernel.Kernel`
 (the CLI, the public API, the planner and Flower ask it). A torch model is checked before any
