@@ -63,9 +63,11 @@ def twin_kernel(scenario: Scenario, dataset: Dataset) -> Kernel | None:
 
 
 def has_intercept(scenario: Scenario) -> bool:
-    """Whether the scenario's softmax regression has an intercept (the model ``linear``): the
-    logistic twin's rows then end in a column of ones."""
-    return isinstance(scenario.kernel, LogRegKernel) and scenario.kernel.intercept
+    """Whether the scenario's softmax regression has an intercept (the model ``linear``, as a
+    kernel or by name): the logistic twin's rows then end in a column of ones."""
+    if scenario.kernel is not None:
+        return isinstance(scenario.kernel, LogRegKernel) and scenario.kernel.intercept
+    return scenario.model_name == "linear"
 
 
 def _check_torch(kernel: TorchKernel, dataset: Dataset) -> None:
