@@ -76,10 +76,17 @@ def test_arithmetic_mixed_says_when_it_runs_float32(tmp_path: Path) -> None:
              client=np.arange(240) % 4, x_test=x[:40], y_test=(x[:40, 0] > 0).astype(np.int64))
     res = runner.invoke(app, ["run", "--data", str(tmp_path / "d.npz"), "--rounds", "3",
                               "--clients-per-round", "2", "--mechanism", "laplace",
-                              "--arithmetic", "mixed", "--out", str(tmp_path / "o")])
+                              "--model", "logreg", "--arithmetic", "mixed",
+                              "--out", str(tmp_path / "o")])
     assert res.exit_code == 0, res.output
     said = " ".join(res.output.split())  # rich wraps lines
     assert "--arithmetic mixed runs in float32 here" in said and "not integer-coded" in said
+    res = runner.invoke(app, ["run", "--data", str(tmp_path / "d.npz"), "--rounds", "3",
+                              "--clients-per-round", "2", "--mechanism", "laplace",
+                              "--arithmetic", "mixed", "--out", str(tmp_path / "p")])
+    assert res.exit_code == 0, res.output  # the file's default, linear: not the coded pass
+    said = " ".join(res.output.split())
+    assert "it is for softmax regression (logreg), not linear" in said
 
 
 def test_gaussian_per_client_budgets(tmp_path: Path) -> None:

@@ -58,8 +58,8 @@ def _estimate(args: list[str], out: Path) -> dict[str, Any]:
 
 def test_data_file_gives_the_built_in_estimate(digits_file: Path, tmp_path: Path) -> None:
     common = ["--mechanism", "laplace", "--clip", "30", "--eps", "2", "--proxy-fraction", "0.5"]
-    own = _estimate(["--data", str(digits_file), "--no-standardize", *common],
-                    tmp_path / "own.json")
+    own = _estimate(["--data", str(digits_file), "--no-standardize", "--model", "logreg",
+                     *common], tmp_path / "own.json")
     built = _estimate(["--dataset", "digits", "--partition", "iid", "--num-clients", "3",
                        *common], tmp_path / "built.json")
     assert {k: own[k] for k in CONSTANTS} == {k: built[k] for k in CONSTANTS}
@@ -71,10 +71,15 @@ def test_data_file_gives_the_built_in_estimate(digits_file: Path, tmp_path: Path
     assert est["spec"]["dataset"] is None and est["model"]["name"] == "logreg"
     cached = sorted((tmp_path / "cache" / "constants").glob("*.json"))
     assert len(cached) == 2  # one per workload
-    again = _estimate(["--data", str(digits_file), "--no-standardize", *common],
-                      tmp_path / "again.json")
+    again = _estimate(["--data", str(digits_file), "--no-standardize", "--model", "logreg",
+                       *common], tmp_path / "again.json")
     assert again == own
     assert sorted((tmp_path / "cache" / "constants").glob("*.json")) == cached
+    # the file's default model is linear (an intercept): its own estimate, cached apart
+    default = _estimate(["--data", str(digits_file), "--no-standardize", *common],
+                        tmp_path / "default.json")
+    assert default["estimate"]["model"] == {"name": "linear", "num_params": 650}
+    assert len(sorted((tmp_path / "cache" / "constants").glob("*.json"))) == 3
 
 
 def test_data_file_with_an_mlp(digits_file: Path, tmp_path: Path) -> None:

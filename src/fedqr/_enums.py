@@ -81,6 +81,8 @@ class ModelName(StrEnum):
 
     LOGREG = "logreg"
     """Softmax regression without bias, ``theta`` of shape ``(k, p)``."""
+    LINEAR = "linear"
+    """Softmax regression with a bias per class, ``theta`` of shape ``(k, p + 1)``."""
     CNN = "cnn"
     """The paper's CNN (conv-pool-conv-pool-linear) on square images."""
 

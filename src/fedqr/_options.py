@@ -38,5 +38,5 @@ ModelOpt = Annotated[str | None, typer.Option(
          "linear (the same with an intercept: learns the label frequencies), mlp "
          "(see --hidden), cnn (the paper's CNN, square images) or FILE.py:FUNCTION "
          "(a factory (input_shape, num_classes) -> torch.nn.Module). Default: the data set's "
-         "paper model (cnn for femnist), else logreg.")]
+         "paper model (logreg for mnist and digits, cnn for femnist); linear for --data.")]
 HiddenOpt = Annotated[str, typer.Option(help="mlp: hidden widths, comma-separated.")]

@@ -73,7 +73,7 @@ def simulate(
     data:
         The clients' data (:class:`FederatedData`, or a built-in :class:`DataSpec`).
     model:
-        See :data:`Model` (default: the data set's paper model; ``logreg`` for own data).
+        See :data:`Model` (default: the data set's paper model; ``linear`` for own data).
     mechanism, eps, delta, clip, sample_rate, accountant:
         Client-side privacy: one budget for all clients or one per client; ``clip`` and
         ``sample_rate`` default to the paper's. ``accountant``: ``"rdp"`` (``None``, the

@@ -50,7 +50,8 @@ def _builtin_npz(tmp_path: Path, dataset: str, fraction: float) -> Path:
 def test_data_file_gives_the_builtin_numbers(tmp_path: Path, dataset: str, fraction: float,
                                              mechanism: str) -> None:
     """The built-in data and partition written to a file (with the partition's client ids)
-    run to the same numbers through --data as through --dataset (logistic regression)."""
+    run to the same numbers through --data as through --dataset (logistic regression: the
+    built-in sets' model, named for the file, whose own default is linear)."""
     common = ["--mechanism", mechanism, "--eps", "3", "--clip", "5", "--rounds", "4",
               "--clients-per-round", "3", "--repeats", "2", "--seed", "3", "--eval-train", "every",
               *(["--sample-rate", "0.2"] if mechanism == "gaussian" else [])]
@@ -58,7 +59,8 @@ def test_data_file_gives_the_builtin_numbers(tmp_path: Path, dataset: str, fract
     a = runner.invoke(app, ["run", "--dataset", dataset, "--fraction", str(fraction),
                             "--num-clients", "6", "--out", str(tmp_path / "a"), *common])
     b = runner.invoke(app, ["run", "--data", str(_builtin_npz(tmp_path, dataset, fraction)),
-                            "--no-standardize", "--out", str(tmp_path / "b"), *common])
+                            "--no-standardize", "--model", "logreg", "--out",
+                            str(tmp_path / "b"), *common])
     assert a.exit_code == 0 and b.exit_code == 0, (a.output, b.output)
     ra = json.loads((tmp_path / "a" / "result.json").read_text())
     rb = json.loads((tmp_path / "b" / "result.json").read_text())
@@ -75,8 +77,11 @@ def test_api_simulate_equals_the_engine_on_builtin_data() -> None:
     kw = dict(mechanism="laplace", eps=2.0, clip=5.0, rounds=3, clients_per_round=2,
               repeats=2, seed=1)
     a = fedqr.simulate(data=spec, **kw)  # type: ignore[arg-type]
-    b = fedqr.simulate(data=own, **kw)  # type: ignore[arg-type]
+    b = fedqr.simulate(data=own, model="logreg", **kw)  # type: ignore[arg-type]
     assert a.document["runs"] == b.document["runs"]
+    # own data's default is softmax regression with an intercept: another model
+    c = fedqr.simulate(data=own, **kw)  # type: ignore[arg-type]
+    assert c.document["provenance"]["model"] == {"name": "linear", "num_params": 650}
 
 
 @pytest.mark.parametrize(("args", "needle"), [

@@ -29,7 +29,7 @@ from fedqr.theory.estimate import EstimatedConstants, EstimateSettings, estimate
 
 # bump when the estimators change: invalidates cached estimates (2: the proxy draw has its
 # own stream, default_rng([seed, 2]), since the data recipe became fedqr.data.DataSpec)
-ESTIMATE_VERSION = 2
+ESTIMATE_VERSION = 3  # 3: a user's data defaults to linear (was logreg)
 
 _OPTIONAL = ("model", "hidden", "data")
 """Fields left out of the key while ``None``: the keys of the built-in data sets' paper models
@@ -42,7 +42,7 @@ class EstimateSpec:
 
     A built-in workload names ``dataset``, ``partition`` and ``alpha``; a user's data leaves
     them ``None`` and gives ``data``, the sha256 of its arrays. ``model`` is ``None`` for the
-    data's default model (the paper's, or ``logreg`` for a user's data), else its name
+    data's default model (the paper's, or ``linear`` for a user's data), else its name
     (``hidden``: an ``mlp``'s widths). ``gd_steps`` is the length of softmax regression's GD
     run (a torch model's is its own default).
     """

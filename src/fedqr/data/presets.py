@@ -4,7 +4,9 @@ clip bound per mechanism and evaluation cadence.
 Every command (``fedqr run``/``plan``/``estimate``, ``fedqr flower ...``, ``fedqr reproduce``)
 and the library read them here: :func:`default_partition`, :func:`default_model_name`,
 :func:`default_clip` and :func:`default_eval_every`. A user's own data (``--data FILE``) has
-no row: it trains ``logreg`` unless told otherwise, with the mechanism's default clip.
+no row: it trains ``linear`` (softmax regression with an intercept; the paper's ``logreg``
+has none, so it cannot learn imbalanced label frequencies) unless told otherwise, with the
+mechanism's default clip.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ from fedqr.data.datasets import DatasetName
 from fedqr.data.partition import PartitionKind
 from fedqr.privacy import Mechanism, mechanism_for
 
-__all__ = ["PRESETS", "Preset", "default_clip", "default_eval_every", "default_model_name",
+__all__ = ["OWN_DATA_MODEL", "PRESETS", "Preset", "default_clip", "default_eval_every",
+           "default_model_name",
            "default_partition", "is_table_one_setting"]
 
 
@@ -75,10 +78,17 @@ def default_partition(dataset: DatasetName) -> PartitionKind:
     return preset.partition if preset is not None else PartitionKind.IID
 
 
+OWN_DATA_MODEL = "linear"
+"""The model of a user's own data: softmax regression with an intercept, on the fused path
+of the paper's ``logreg`` (UCI Adult at Gaussian eps 2: 0.387 against 0.566 without the
+intercept; balanced MNIST: the same loss)."""
+
+
 def default_model_name(dataset: DatasetName | str | None) -> str:
-    """The paper's model of ``dataset`` (``logreg`` for a user's own data)."""
+    """The paper's model of ``dataset`` (:data:`OWN_DATA_MODEL`, ``linear``, for a user's own
+    data)."""
     preset = _preset(dataset)
-    return preset.model if preset is not None else "logreg"
+    return preset.model if preset is not None else OWN_DATA_MODEL
 
 
 def default_clip(dataset: DatasetName | str | None, mechanism: Mechanism) -> float:

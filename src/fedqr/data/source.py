@@ -29,7 +29,7 @@ class OwnData:
     seed: int = 0
 
     dataset: None = None
-    """No built-in data set: the presets of a user's data apply (``logreg``, default clips)."""
+    """No built-in data set: the presets of a user's data apply (``linear``, default clips)."""
     partition_kind: PartitionKind | None = None
     """The clients are given, not drawn."""
 

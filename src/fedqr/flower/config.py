@@ -181,7 +181,7 @@ class FlowerRunConfig:
 
     @property
     def model_name(self) -> str:
-        """The model trained: ``model``, or the paper's for the data set (a file: ``logreg``)."""
+        """The model trained: ``model``, or the paper's for the data set (a file: ``linear``)."""
         return self.model or default_model_name(None if self.own_data else self.dataset)
 
     @property

@@ -6,12 +6,15 @@ name     model                                           parameters
 logreg   softmax regression without bias (the paper's    ``k * p`` (MNIST: 7,840;
          MNIST model), trained by the fused batched      digits: 640)
          engine :func:`fedqr.sim.engine.simulate`
+linear   the same with a bias per class (a user's own    ``k * (p + 1)``
+         data's default), on the same fused engine
 cnn      the paper's FEMNIST CNN (:class:`PaperCNN`),    FEMNIST: 110,526
          trained by :func:`fedqr.sim.network.simulate_network`
 =======  ==============================================  ===========================
 
 :func:`model_for` is the one place that says which model a data set trains (FEMNIST: the
-CNN, everything else: logistic regression); every engine, Flower and the CLI ask it. A new
+CNN, MNIST and digits: logistic regression, a user's data: ``linear``); every engine, Flower
+and the CLI ask it. A new
 model is a :class:`ModelName` member, a branch in :func:`build_model` and
 :func:`num_params`, and a row in :data:`_DEFAULT`.
 """
@@ -45,7 +48,7 @@ class ModelSpec:
     @property
     def is_network(self) -> bool:
         """Whether it is a torch module trained by the network engine (not the fused pass)."""
-        return self.name is not ModelName.LOGREG
+        return self.name not in (ModelName.LOGREG, ModelName.LINEAR)
 
     def to_json(self) -> dict[str, object]:
         """``{"name": ..., "num_params": ...}`` for ``result.json``."""
@@ -90,8 +93,8 @@ def build_network(name: ModelName | str, *, image_shape: tuple[int, ...] | None,
                              f"image_shape={shape} for dataset {dataset_name!r}")
         return PaperCNN(in_channels=shape[0], image_size=shape[1], num_classes=num_classes,
                         generator=generator)
-    raise ValueError("model must be a torch model ('cnn'); 'logreg' is trained by the fused "
-                     f"engine, got model={model.value!r}")
+    raise ValueError("model must be a torch model ('cnn'); 'logreg' and 'linear' are trained "
+                     f"by the fused engine, got model={model.value!r}")
 
 
 def num_params(name: ModelName | str, *, dataset: Dataset) -> int:
@@ -99,6 +102,8 @@ def num_params(name: ModelName | str, *, dataset: Dataset) -> int:
     model = _parse(name)
     if model is ModelName.LOGREG:
         return dataset.num_classes * dataset.num_features
+    if model is ModelName.LINEAR:
+        return dataset.num_classes * (dataset.num_features + 1)
     with torch.device("meta"):  # shapes only, nothing allocated or drawn
         return _count(build_model(model, dataset=dataset, generator=None))
 

@@ -41,7 +41,7 @@ def kernel_for(model: Model | None, dataset: Dataset, *, preset: DatasetName | s
     ----------
     model:
         See :data:`Model`; ``None``: the default model of the data set named ``preset`` (a
-        :class:`~fedqr.data.DatasetName`; ``logreg`` for a user's own data).
+        :class:`~fedqr.data.DatasetName`; ``linear`` for a user's own data).
     hidden, loss_fn:
         Hidden widths of ``mlp``; per-sample loss of a torch model (default cross-entropy).
 
