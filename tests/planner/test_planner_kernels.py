@@ -125,6 +125,10 @@ def test_linear_is_planned_by_the_fused_twin_on_rows_with_a_one() -> None:
     sc = _scenario(linear)
     assert twin_kernel(sc, data.dataset) is None and has_intercept(sc)
     assert not has_intercept(_scenario(LogRegKernel(num_features=64, num_classes=10)))
+    from fedqr.models.factory import ModelName
+
+    assert has_intercept(_scenario(None, model=ModelName.LINEAR))  # by name, no kernel
+    assert not has_intercept(_scenario(None))  # digits: the paper's logreg
     twin = build_twin(sc, ProxyChoice(), data, data.partition.sizes, torch.device("cpu"), FAST)
     x, x_test = twin.proxy.layout.x, twin.proxy.x_test  # type: ignore[union-attr]
     assert x.shape[1] == x_test.shape[1] == 65 and bool((x[:, -1] == 1).all())
