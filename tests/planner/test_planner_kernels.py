@@ -117,18 +117,18 @@ def test_logreg_keeps_the_fused_twin() -> None:
 def test_linear_is_planned_by_the_fused_twin_on_rows_with_a_one() -> None:
     import torch
 
-    from fedqr.planner.kernels import has_intercept
+    from fedqr.models.factory import ModelName
+    from fedqr.planner.kernels import scenario_kernel
     from fedqr.planner.proxy import ProxyChoice, build_twin
 
     data = SPEC.build()
     linear = LogRegKernel(num_features=64, num_classes=10, intercept=True)
     sc = _scenario(linear)
-    assert twin_kernel(sc, data.dataset) is None and has_intercept(sc)
-    assert not has_intercept(_scenario(LogRegKernel(num_features=64, num_classes=10)))
-    from fedqr.models.factory import ModelName
-
-    assert has_intercept(_scenario(None, model=ModelName.LINEAR))  # by name, no kernel
-    assert not has_intercept(_scenario(None))  # digits: the paper's logreg
+    assert twin_kernel(sc, data.dataset) is None and scenario_kernel(sc, data.dataset) == linear
+    # by name, no kernel: the zoo's linear; digits' own model is the paper's logreg
+    assert scenario_kernel(_scenario(None, model=ModelName.LINEAR), data.dataset) == linear
+    assert scenario_kernel(_scenario(None), data.dataset) == LogRegKernel(num_features=64,
+                                                                          num_classes=10)
     twin = build_twin(sc, ProxyChoice(), data, data.partition.sizes, torch.device("cpu"), FAST)
     x, x_test = twin.proxy.layout.x, twin.proxy.x_test  # type: ignore[union-attr]
     assert x.shape[1] == x_test.shape[1] == 65 and bool((x[:, -1] == 1).all())

@@ -22,7 +22,7 @@ from fedqr.models.logreg_kernel import LogRegKernel
 from fedqr.models.torch_kernel import TorchKernel
 from fedqr.planner.scenario import Scenario
 
-__all__ = ["forward_flops", "has_intercept", "kernel_identity", "twin_kernel"]
+__all__ = ["forward_flops", "kernel_identity", "scenario_kernel", "twin_kernel"]
 
 
 def _input_shape(dataset: Dataset) -> tuple[int, ...]:
@@ -31,7 +31,20 @@ def _input_shape(dataset: Dataset) -> tuple[int, ...]:
 
 def twin_kernel(scenario: Scenario, dataset: Dataset) -> Kernel | None:
     """The kernel the twin simulates for ``scenario`` on ``dataset`` (``None``: the fused
-    logistic twin).
+    logistic twin, see :func:`scenario_kernel`).
+
+    Raises
+    ------
+    ValueError
+        As :func:`scenario_kernel`.
+    """
+    kernel = scenario_kernel(scenario, dataset)
+    return None if isinstance(kernel, LogRegKernel) else kernel
+
+
+def scenario_kernel(scenario: Scenario, dataset: Dataset) -> Kernel:
+    """The scenario's model as a kernel sized for ``dataset`` (its kernel, or its model name
+    through :func:`fedqr.models.zoo.make_kernel`), checked against the data.
 
     Raises
     ------
@@ -56,18 +69,9 @@ def twin_kernel(scenario: Scenario, dataset: Dataset) -> Kernel | None:
             raise ValueError(f"model {kernel.name} has {kernel.num_features} features and "
                              f"{kernel.num_classes} classes, the data {dataset.num_features} "
                              f"and {dataset.num_classes}")
-        return None
     if isinstance(kernel, TorchKernel):
         _check_torch(kernel, dataset)
     return kernel
-
-
-def has_intercept(scenario: Scenario) -> bool:
-    """Whether the scenario's softmax regression has an intercept (the model ``linear``, as a
-    kernel or by name): the logistic twin's rows then end in a column of ones."""
-    if scenario.kernel is not None:
-        return isinstance(scenario.kernel, LogRegKernel) and scenario.kernel.intercept
-    return scenario.model_name == "linear"
 
 
 def _check_torch(kernel: TorchKernel, dataset: Dataset) -> None:

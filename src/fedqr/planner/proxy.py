@@ -12,6 +12,7 @@ import torch
 from fedqr.data import ClientData
 from fedqr.data.source import DataSource
 from fedqr.models.kernel import Kernel
+from fedqr.models.logreg_kernel import LogRegKernel
 from fedqr.planner.budget import (
     DEFAULT_BUDGET_MAX_S,
     CostModel,
@@ -20,7 +21,7 @@ from fedqr.planner.budget import (
     raised_budget_s,
     size_twin,
 )
-from fedqr.planner.kernels import forward_flops, has_intercept, twin_kernel
+from fedqr.planner.kernels import forward_flops, scenario_kernel
 from fedqr.planner.public import check_fits, split_like_deployment
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import SearchSettings, auto_repeats, first_arms, first_grid
@@ -114,7 +115,8 @@ def build_twin(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,
     """
     seed = scenario.data.seed
     train, info = _train_data(choice, real, sizes, seed, draw, label_alpha)
-    kernel = twin_kernel(scenario, train.dataset)
+    model = scenario_kernel(scenario, train.dataset)
+    kernel = None if isinstance(model, LogRegKernel) else model  # None: the logistic twin
     share = _auto_share(train.partition.sizes) if choice.share is None else choice.share
     norm = scenario.spec.norm
     row_seed = [seed, 3] if draw == 0 else [seed, 3, draw]
@@ -123,7 +125,8 @@ def build_twin(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,
         rows = proxy_rows(train.partition, share=share, rng=np.random.default_rng(row_seed))
         proxy: Proxy | KernelProxy = make_proxy(train, rows=rows, test=train.dataset,
                                                 real_sizes=sizes, norm=norm, device=device,
-                                                intercept=has_intercept(scenario))
+                                                intercept=isinstance(model, LogRegKernel)
+                                                and model.intercept)
         used: dict[str, Any] = {"share": share, "rows": int(proxy.proxy_sizes.sum())}
         if choice.use is DataUse.PUBLIC_PROXY:
             del used["share"]
