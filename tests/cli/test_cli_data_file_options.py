@@ -81,3 +81,17 @@ def test_a_sample_rate_for_laplace_is_refused_by_plan_as_by_run(
     assert result.exit_code == 2, result.output
     assert message in " ".join(result.output.split())
     assert not out.exists()
+
+
+@pytest.mark.parametrize("command", ["plan", "run"])
+def test_a_data_file_without_a_test_set_names_each_option_once(
+        data_file: Path, tmp_path: Path, command: str) -> None:
+    out = tmp_path / "out"
+    args = [command, "--data", str(data_file), "--mechanism", "laplace", "--eps", "2"]
+    args += ["--rounds", "2", "--out", str(out)] if command == "run" else []
+    result = runner.invoke(app, args)
+    assert result.exit_code == 2, result.output
+    text = " ".join(result.output.split())
+    assert "or --test-share: the share" in text and "as a test file: --test-data);" in text
+    assert text.count("--test-data") == 1 and "test_path" not in text
+    assert not out.exists()

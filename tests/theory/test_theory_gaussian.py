@@ -23,6 +23,19 @@ def test_table_within_one_percent_of_calibration(eps: float, replies: tuple[int,
     assert table.noise_multiplier(0) == 0.0
 
 
+@pytest.mark.parametrize(("q", "eps", "replies", "rel"), [
+    (0.1, 0.3, (1, 3, 13), 3e-3), (0.5, 16.0, (2, 300), 1e-2)])
+def test_table_halves_brackets_where_the_curves_bend(
+        q: float, eps: float, replies: tuple[int, ...], rel: float) -> None:
+    # q = 0.1, eps = 0.3: interpolating across the coarse grid's brackets was 5.4% off at
+    # R = 1 and 1.2% at R = 3 before brackets were halved where the curves bend
+    table = RdpNoiseTable(sample_rate=q, eps=eps, delta=1e-5)
+    for r in replies:
+        exact = calibrate_noise_multiplier(replies=r, sample_rate=q, eps=eps, delta=1e-5)
+        assert table.noise_multiplier(r) == pytest.approx(exact, rel=rel)
+        assert table.upper(r) >= exact * (1 - 1e-6)
+
+
 @pytest.mark.parametrize(("n", "b", "t"), [(10, 3, 7), (10, 10, 5), (7, 4, 13), (5, 1, 0)])
 def test_round_robin_replies_match_schedule(n: int, b: int, t: int) -> None:
     sched = make_schedule(num_clients=n, clients_per_round=b, rounds=t,
