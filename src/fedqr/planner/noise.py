@@ -4,7 +4,7 @@ Client i replies ``R_i(T, b)`` times under round robin; its per-coordinate noise
 from its budget and ``R_i`` alone: Laplace ``sqrt(2) 2 R_i xi / (d_i eps_i)`` (Theorem 1),
 Gaussian ``z(R_i, q, eps_i, delta_i) xi / (q d_i)`` with ``z`` from the RDP accountant
 (:class:`fedqr.theory.calibration.RdpNoiseTable`: dp-accounting's RDP of one step, composed
-additively, within ~0.1% of :func:`fedqr.privacy.calibrate_noise_multiplier`). Any other
+additively, within 0.3% of :func:`fedqr.privacy.calibrate_noise_multiplier`). Any other
 mechanism is calibrated exactly per distinct ``R`` by its own ``calibrate``.
 """
 
