@@ -27,8 +27,8 @@ def test_table_within_one_percent_of_calibration(eps: float, replies: tuple[int,
     (0.1, 0.3, (1, 3, 13), 3e-3), (0.5, 16.0, (2, 300), 1e-2)])
 def test_table_halves_brackets_where_the_curves_bend(
         q: float, eps: float, replies: tuple[int, ...], rel: float) -> None:
-    # q = 0.1, eps = 0.3: interpolating across the coarse grid's brackets was 5.4% off at
-    # R = 1 and 1.2% at R = 3 before brackets were halved where the curves bend
+    # q = 0.1, eps = 0.3: the same ratio-1.2 grid without the halving (brackets halved only
+    # at cliffs) is 5.4% off at R = 1 and 1.2% at R = 3
     table = RdpNoiseTable(sample_rate=q, eps=eps, delta=1e-5)
     for r in replies:
         exact = calibrate_noise_multiplier(replies=r, sample_rate=q, eps=eps, delta=1e-5)

@@ -183,7 +183,7 @@ class RdpNoiseTable:
         width = math.log(z_hi / z_lo)
         slope = np.abs(log_hi - log_lo)[self._optimal(replies, r_lo) | self._optimal(replies, r_hi)]
         cliff = float(np.max(slope, initial=0.0)) > _CLIFF * width
-        f = self._solve(replies, r_lo, r_hi, good, e_lo, e_hi, log=True)
+        f = math.nan if cliff else self._solve(replies, r_lo, r_hi, good, e_lo, e_hi, log=True)
         if depth < _MAX_DEPTH and (cliff or abs(f - self._solve(
                 replies, r_lo, r_hi, good, e_lo, e_hi, log=False)) * width > _SPLIT_TOL):
             z_mid = math.sqrt(z_lo * z_hi)
@@ -191,6 +191,8 @@ class RdpNoiseTable:
             if e_mid <= self.eps:
                 return self._refine(replies, z_lo, z_mid, e_lo, e_mid, depth=depth + 1)
             return self._refine(replies, z_mid, z_hi, e_mid, e_hi, depth=depth + 1)
+        if cliff:  # at the deepest level: the log-log interpolation all the same
+            f = self._solve(replies, r_lo, r_hi, good, e_lo, e_hi, log=True)
         return math.exp(math.log(z_lo) + f * width)
 
     def _solve(self, replies: int, r_lo: NDArray[np.float64], r_hi: NDArray[np.float64],
