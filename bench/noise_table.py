@@ -8,8 +8,8 @@ relative error against ``fedqr.privacy.calibrate_noise_multiplier`` at R = 1, 3,
 1,000 and 3,072. Each configuration starts with dp-accounting's curve cache empty.
 
 Configurations: ``now`` (the table's defaults: a ratio-1.2 grid whose brackets are halved
-where the curves bend) and ``fixed`` (a ratio-1.04 grid halved only at cliffs, the table
-before 2026-11-27 night; ``--fixed-ratio`` changes its ratio).
+where the curves bend, and twice below z = 1) and ``fixed`` (a ratio-1.04 grid halved only at
+cliffs, the table before 2026-11-27 night; ``--fixed-ratio`` changes its ratio).
 
     PYTHONPATH=src python bench/noise_table.py [--qs 0.03,0.12,0.3,0.5,0.7] [--eps 0.5,1,4,16]
 """
@@ -34,13 +34,16 @@ DELTA = 1e-5
 
 
 @contextmanager
-def _settings(*, split_tol: float, max_depth: int) -> Iterator[None]:
-    old = calibration._SPLIT_TOL, calibration._MAX_DEPTH
-    calibration._SPLIT_TOL, calibration._MAX_DEPTH = split_tol, max_depth
+def _settings(*, split_tol: float, max_depth: int, small_z: float) -> Iterator[None]:
+    names = ("_SPLIT_TOL", "_MAX_DEPTH", "_SMALL_Z")
+    old = [getattr(calibration, n) for n in names]
+    for name, value in zip(names, (split_tol, max_depth, small_z), strict=True):
+        setattr(calibration, name, value)
     try:
         yield
     finally:
-        calibration._SPLIT_TOL, calibration._MAX_DEPTH = old
+        for name, value in zip(names, old, strict=True):
+            setattr(calibration, name, value)
 
 
 def _run(q: float, eps: float, ratio: float | None, order: list[int]
@@ -63,8 +66,9 @@ def main() -> None:
     qs = [float(v) for v in args.qs.split(",")]
     epss = [float(v) for v in args.eps.split(",")]
     order = [int(r) for r in np.random.default_rng(args.seed).permutation(REPLIES)]
-    configs = {"now": (None, calibration._SPLIT_TOL, calibration._MAX_DEPTH),
-               "fixed": (args.fixed_ratio, math.inf, 2)}
+    configs = {"now": (None, calibration._SPLIT_TOL, calibration._MAX_DEPTH,
+                       calibration._SMALL_Z),
+               "fixed": (args.fixed_ratio, math.inf, 2, 0.0)}
     totals = {name: [0, 0.0, 0.0] for name in configs}
     print("| q | eps | " + " | ".join(f"{n}: curves, s, worst error" for n in configs) + " |")
     print("| --- | --- | " + " | ".join("---" for _ in configs) + " |")
@@ -73,8 +77,8 @@ def main() -> None:
             exact = {r: calibrate_noise_multiplier(replies=r, sample_rate=q, eps=eps,
                                                    delta=DELTA) for r in CHECKED}
             cells = []
-            for name, (ratio, tol, depth) in configs.items():
-                with _settings(split_tol=tol, max_depth=depth):
+            for name, (ratio, tol, depth, small_z) in configs.items():
+                with _settings(split_tol=tol, max_depth=depth, small_z=small_z):
                     curves, secs, z = _run(q, eps, ratio, order)
                 err = max(abs(z[r] / exact[r] - 1) for r in CHECKED)
                 tot = totals[name]

@@ -35,6 +35,8 @@ __all__ = ["RdpNoiseTable", "round_robin_replies"]
 _K_MIN, _K_MAX = -400, 400  # grid index range: z in [ratio^-400, ratio^400]
 _CLIFF = 25.0  # log-log RDP slope (smooth curves: -2 to -5) above which a bracket is halved
 _MAX_DEPTH = 4  # a grid bracket is halved at most this often (ratio 1.2: to ratio 1.0115)
+_SMALL_Z = 1.0  # below it a bracket is always halved twice: there dp-accounting's RDP is not
+# smooth in z (q = 0.3, eps 100: eps rises with z inside one ratio-1.2 bracket; 1.8% off)
 _SPLIT_TOL = 3e-4  # a bracket whose two interpolations disagree by more (in log z) is halved
 
 
@@ -169,8 +171,9 @@ class RdpNoiseTable:
         ``compute_epsilon``; regula falsi (Illinois) on ``log eps``. The bracket is halved
         with an exact RDP evaluation at its geometric midpoint (at most ``_MAX_DEPTH`` times)
         where some order's RDP that is optimal at either end falls off a cliff inside it
-        (log-log slope steeper than ``_CLIFF``), or where interpolating ``rdp`` itself
-        instead of ``log rdp`` moves the answer by more than ``_SPLIT_TOL`` in ``log z``:
+        (log-log slope steeper than ``_CLIFF``), where interpolating ``rdp`` itself
+        instead of ``log rdp`` moves the answer by more than ``_SPLIT_TOL`` in ``log z``,
+        and twice in any case below ``z = _SMALL_Z``:
         the grid is coarse where the curves are straight in log-log and fine where not (the
         midpoints are shared by every ``R`` whose bracket they halve).
         """
@@ -183,15 +186,16 @@ class RdpNoiseTable:
         width = math.log(z_hi / z_lo)
         slope = np.abs(log_hi - log_lo)[self._optimal(replies, r_lo) | self._optimal(replies, r_hi)]
         cliff = float(np.max(slope, initial=0.0)) > _CLIFF * width
-        f = math.nan if cliff else self._solve(replies, r_lo, r_hi, good, e_lo, e_hi, log=True)
-        if depth < _MAX_DEPTH and (cliff or abs(f - self._solve(
+        forced = cliff or (z_lo < _SMALL_Z and depth < 2)
+        f = math.nan if forced else self._solve(replies, r_lo, r_hi, good, e_lo, e_hi, log=True)
+        if depth < _MAX_DEPTH and (forced or abs(f - self._solve(
                 replies, r_lo, r_hi, good, e_lo, e_hi, log=False)) * width > _SPLIT_TOL):
             z_mid = math.sqrt(z_lo * z_hi)
             e_mid = self._eps_order(replies, self._rdp_z(z_mid))[0]
             if e_mid <= self.eps:
                 return self._refine(replies, z_lo, z_mid, e_lo, e_mid, depth=depth + 1)
             return self._refine(replies, z_mid, z_hi, e_mid, e_hi, depth=depth + 1)
-        if cliff:  # at the deepest level: the log-log interpolation all the same
+        if math.isnan(f):  # a cliff at the deepest level: the log-log interpolation all the same
             f = self._solve(replies, r_lo, r_hi, good, e_lo, e_hi, log=True)
         return math.exp(math.log(z_lo) + f * width)
 
