@@ -22,6 +22,7 @@ The interpolated value is an *estimate*, within 0.3 % of the calibrated one on 3
 
 from __future__ import annotations
 
+import functools
 import math
 
 import numpy as np
@@ -187,25 +188,27 @@ class RdpNoiseTable:
         slope = np.abs(log_hi - log_lo)[self._optimal(replies, r_lo) | self._optimal(replies, r_hi)]
         cliff = float(np.max(slope, initial=0.0)) > _CLIFF * width
         forced = cliff or (z_lo < _SMALL_Z and depth < 2)
-        f = math.nan if forced else self._solve(replies, r_lo, r_hi, good, e_lo, e_hi, log=True)
-        if depth < _MAX_DEPTH and (forced or abs(f - self._solve(
-                replies, r_lo, r_hi, good, e_lo, e_hi, log=False)) * width > _SPLIT_TOL):
+        solve = functools.partial(self._solve, replies, (r_lo, r_hi), (log_lo, log_hi), good,
+                                  e_lo, e_hi)
+        f = math.nan if forced else solve(log=True)
+        if depth < _MAX_DEPTH and (forced or abs(f - solve(log=False)) * width > _SPLIT_TOL):
             z_mid = math.sqrt(z_lo * z_hi)
             e_mid = self._eps_order(replies, self._rdp_z(z_mid))[0]
             if e_mid <= self.eps:
                 return self._refine(replies, z_lo, z_mid, e_lo, e_mid, depth=depth + 1)
             return self._refine(replies, z_mid, z_hi, e_mid, e_hi, depth=depth + 1)
         if math.isnan(f):  # a cliff at the deepest level: the log-log interpolation all the same
-            f = self._solve(replies, r_lo, r_hi, good, e_lo, e_hi, log=True)
+            f = solve(log=True)
         return math.exp(math.log(z_lo) + f * width)
 
-    def _solve(self, replies: int, r_lo: NDArray[np.float64], r_hi: NDArray[np.float64],
+    def _solve(self, replies: int, rdp_ends: tuple[NDArray[np.float64], NDArray[np.float64]],
+               log_ends: tuple[NDArray[np.float64], NDArray[np.float64]],
                good: NDArray[np.bool_], e_lo: float, e_hi: float, *, log: bool) -> float:
         """Where in ``[0, 1]`` (the bracket's share in ``log z``) the interpolated RDP meets
-        the target: each order's RDP interpolated linearly in ``(log z, log rdp)`` (``log``)
-        or in ``(log z, rdp)``; regula falsi (Illinois) on ``log eps``."""
-        log_lo = np.log(np.where(good, r_lo, 1.0))
-        log_hi = np.log(np.where(good, r_hi, 1.0))
+        the target: each order's RDP (``rdp_ends``, their logs ``log_ends`` where ``good``)
+        interpolated linearly in ``(log z, log rdp)`` (``log``) or in ``(log z, rdp)``;
+        regula falsi (Illinois) on ``log eps``."""
+        (r_lo, r_hi), (log_lo, log_hi) = rdp_ends, log_ends
 
         def g(f: float) -> float:
             with np.errstate(invalid="ignore"):  # inf - inf in the branch `good` discards
