@@ -13,14 +13,15 @@ from pathlib import Path
 
 __all__ = ["PLANNER_VERSION", "cache_home"]
 
-PLANNER_VERSION = 12  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit;
+PLANNER_VERSION = 13  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit;
 # 5: a second look at plateaus (models other than logreg); 6: a default budget follows the leader;
 # 7: the logistic twin's products in bfloat16 where the CPU has it (fedqr._precision);
 # 8: the twins draw their Poisson batches a block of rounds at once (planner.gradients);
 # 9: a plan reports the loss of predicting the label frequencies (planner.prior);
 # 10: the shift draws from a seed of its own and its re-simulation is the headline prediction;
 # 11: a logreg plan on imbalanced labels names linear (the twin and the search unchanged);
-# 12: the noise table's coarser grid, halved where the RDP curves bend (theory.calibration)
+# 12: the noise table's coarser grid, halved where the RDP curves bend (theory.calibration);
+# 13: the shift leaves out candidates far behind the first choice (planner.shift.far_behind)
 """Bumped when the twin, the search or a plan's answer change: cached simulations and answers
 are then not reused."""
 

@@ -5,13 +5,22 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from fedqr.data import DatasetName, DataSpec, FederatedData, PartitionKind
 from fedqr.data.source import OwnData
 from fedqr.planner import DataUse, ProxyChoice, Scenario, SearchSettings, make_plan
 from fedqr.planner.search import Prediction
-from fedqr.planner.shift import alternatives, candidates, confirm, shift_seed
+from fedqr.planner.shift import (
+    PRUNE_SE,
+    PRUNE_SHARE,
+    alternatives,
+    candidates,
+    confirm,
+    far_behind,
+    shift_seed,
+)
 from fedqr.privacy import Mechanism
 from fedqr.sim.config import LearningRate
 
@@ -124,6 +133,59 @@ def _runs(*rows: tuple[float, float, float]) -> list[dict[tuple[int, float, int]
 
 CANDS = [Prediction(10, 2, 1.0, 0.40, 0.02), Prediction(8, 4, 1.0, 0.41, 0.02),
          Prediction(5, 1, 1.0, 0.45, 0.02)]
+
+
+def test_far_behind_is_beyond_the_share_the_standard_errors_and_the_spread() -> None:
+    first = Prediction(10, 2, 1.0, 0.40, 0.003)
+    share = PRUNE_SHARE * 0.40
+    se = PRUNE_SE * float(np.hypot(0.003, 0.001))  # here the standard errors decide
+    assert se > share
+    assert not far_behind(first, Prediction(8, 4, 1.0, 0.40 + se * 0.99, 0.001), spread=0.0)
+    assert far_behind(first, Prediction(8, 4, 1.0, 0.40 + se * 1.01, 0.001), spread=0.0)
+    # the spread of the first over the shift's runs widens the margin
+    assert not far_behind(first, Prediction(8, 4, 1.0, 0.40 + se * 1.01, 0.001), spread=0.01)
+    # precise predictions: the share decides
+    sharp = Prediction(10, 2, 1.0, 0.40, 1e-5)
+    assert not far_behind(sharp, Prediction(8, 4, 1.0, 0.40 + share * 0.99, 1e-5), spread=0.0)
+    assert far_behind(sharp, Prediction(8, 4, 1.0, 0.40 + share * 1.01, 1e-5), spread=0.0)
+    # an unknown standard error or spread keeps the candidate
+    assert not far_behind(first, Prediction(8, 4, 1.0, 9.0, float("nan")), spread=0.0)
+    assert not far_behind(first, Prediction(8, 4, 1.0, 9.0, 0.001), spread=float("inf"))
+
+
+@pytest.mark.parametrize("behind", [True, False])
+def test_candidates_far_behind_are_listed_not_simulated_again(
+        behind: bool, monkeypatch: pytest.MonkeyPatch) -> None:
+    import fedqr.planner.search as search_mod
+    import fedqr.planner.shift as shift_mod
+
+    monkeypatch.setattr(shift_mod, "far_behind", lambda first, p, *, spread: behind)
+    arms: list[tuple[int, float]] = []
+    real = search_mod.Searcher.evaluate
+
+    def spy(self: Any, b: int, q: float, rounds: list[int], **kwargs: Any) -> bool:
+        arms.append((b, q))
+        return real(self, b, q, rounds, **kwargs)
+
+    search = make_plan(SCENARIO, proxy=ProxyChoice(share=0.5), settings=FAST, use_cache=False)
+    every = candidates(search.predictions)
+    assert len(every) == 3
+    monkeypatch.setattr(search_mod.Searcher, "evaluate", spy)
+    monkeypatch.setattr(shift_mod, "Searcher", search_mod.Searcher)
+    plan = make_plan(SCENARIO, proxy=ProxyChoice(share=0.5), settings=FAST, use_cache=False)
+    shift, first = plan.proxy_shift, every[0]
+    shifted = set(arms[-len(every) if not behind else -1:])  # the shift comes last
+    listed = [(c["rounds"], c["clients_per_round"]) for c in shift["far_behind"]]
+    if behind:
+        assert shifted == {(first.clients_per_round, first.sample_rate)}
+        assert listed == [(p.rounds, p.clients_per_round) for p in every[1:]]
+        assert shift["recommended_still_best"] is None and len(shift["candidates"]) == 1
+        assert "not simulated again" in shift["note"] and "not simulated again" in plan.message
+        assert "time budget" not in shift["note"]
+    else:
+        assert shifted == {(p.clients_per_round, p.sample_rate) for p in every}
+        assert listed == [] and len(shift["candidates"]) == 3
+        assert shift["recommended_still_best"] == "2 of 2"
 
 
 def test_confirm_overrules_the_search_only_on_unanimous_clear_evidence() -> None:

@@ -173,7 +173,8 @@ def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
         message += (f"; proxy shift: +- {shift['proxy_std']:.4f} over "
                     f"{len(shift['alternatives'])} other draws of the proxy" + (
                         "" if still is None else
-                        f", the schedule stays the best of the candidates on {still}"))
+                        f", the schedule stays the best of the candidates on {still}")
+                    + _far_behind(shift))
     message += followed
     for b, q, t in cut_short:
         if (b, q) == (best.clients_per_round, best.sample_rate):
@@ -184,6 +185,17 @@ def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
             message += (f"; the loss of b={b} still fell at T={t}, the largest T the search "
                         f"simulates (t_limit): more rounds may help further")
     return message
+
+
+def _far_behind(shift: dict[str, Any]) -> str:
+    """The message's note on the candidates the shift did not simulate again."""
+    behind = shift.get("far_behind") or []
+    if not behind:
+        return ""
+    gaps = ", ".join(f"T={p['rounds']}, b={p['clients_per_round']}" + (
+        "" if p["above_recommended"] is None else f" (+{p['above_recommended']:.1%})")
+        for p in behind)
+    return (f"; not simulated again, their search losses far above the schedule's: {gaps}")
 
 
 def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,

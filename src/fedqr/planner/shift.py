@@ -35,15 +35,22 @@ from fedqr.planner.search import Prediction, Searcher, SearchSettings
 from fedqr.planner.twin import Proxy, stackable
 from fedqr.planner.twin_kernel import KernelProxy
 
-__all__ = ["CONFIRM_MARGIN", "SHIFT_BUDGET_SHARE", "SHIFT_SEED_STREAM", "Alternative",
-           "alternatives", "candidates", "confirm", "headline", "headline_re_simulated",
-           "proxy_shift", "shift_seed"]
+__all__ = ["CONFIRM_MARGIN", "PRUNE_SE", "PRUNE_SHARE", "SHIFT_BUDGET_SHARE",
+           "SHIFT_SEED_STREAM", "Alternative", "alternatives", "candidates", "confirm",
+           "far_behind", "headline", "headline_re_simulated", "proxy_shift", "shift_seed"]
 
 SHIFT_BUDGET_SHARE = 1.0
 """A kernel twin's alternatives (and their reference) may take this share of the plan's time
 budget (estimated), on top of the search: the candidates on as many alternatives as fit, else
 the recommended schedule alone; what does not fit is left out and the plan says so."""
 
+
+PRUNE_SHARE = 0.02
+PRUNE_SE = 4.0
+"""A candidate whose search loss is above the search's first choice by more than the larger of
+``PRUNE_SHARE`` of it and ``PRUNE_SE`` combined standard errors, plus the spread of the first
+choice over the shift's runs, is not simulated again (:func:`far_behind`): the plan lists it
+under ``far_behind``."""
 
 CONFIRM_MARGIN = 0.01
 """The search's first choice gives way to another candidate only when that candidate's loss is
@@ -142,21 +149,43 @@ def confirm(chosen: list[Prediction], losses: list[dict[Key, float]]) -> int:
     return pick
 
 
-def _simulate(searchers: list[Searcher], chosen: list[Prediction]) -> list[dict[Key, float]]:
-    """The candidates' mean losses on every searcher's proxy. Logistic proxies of the same
-    shapes with nothing cached run as one batch, with the draws each would take alone
-    (:func:`fedqr.planner.twin.simulate_stacked`): the same losses, fewer rounds."""
+def _stacks(searchers: list[Searcher]) -> bool:
+    """Whether the searchers' proxies run as one batch: logistic proxies of the same shapes
+    with nothing cached (:func:`fedqr.planner.twin.simulate_stacked`, the draws each would
+    take alone: the same losses, fewer rounds)."""
+    proxies = [s.proxy for s in searchers]
+    return (len(searchers) > 1 and not any(s.memo for s in searchers)
+            and all(isinstance(p, Proxy) for p in proxies)
+            and stackable([p for p in proxies if isinstance(p, Proxy)]))
+
+
+def _simulate(searchers: list[Searcher], chosen: list[Prediction], *, together: bool) -> None:
+    """Simulate the candidates on every searcher's proxy (``together``: :func:`_stacks`)."""
     arms: dict[tuple[int, float], list[int]] = {}
     for p in chosen:
         arms.setdefault((p.clients_per_round, p.sample_rate), []).append(p.rounds)
-    proxies = [s.proxy for s in searchers]
-    together = (len(searchers) > 1 and not any(s.memo for s in searchers)
-                and all(isinstance(p, Proxy) for p in proxies)
-                and stackable([p for p in proxies if isinstance(p, Proxy)]))
     for searcher in searchers[:1] if together else searchers:
         for (b, q), ts in arms.items():
             searcher.evaluate(b, q, ts, together=tuple(searchers[1:]) if together else ())
+
+
+def _losses(searchers: list[Searcher], chosen: list[Prediction]) -> list[dict[Key, float]]:
+    """The candidates' mean losses on every searcher's proxy."""
     return [{_key(p): float(np.mean(s.memo[_key(p)])) for p in chosen} for s in searchers]
+
+
+def far_behind(first: Prediction, p: Prediction, *, spread: float) -> bool:
+    """Whether candidate ``p`` is too far behind the search's ``first`` choice to be simulated
+    again: its search loss is above the first's by more than the larger of
+    :data:`PRUNE_SHARE` of it and :data:`PRUNE_SE` combined standard errors, plus ``spread``
+    (the range of the first's loss over the shift's runs: how far the proxy and fresh draws
+    moved it). Confirming such a candidate (:func:`confirm`) would take the first's loss to
+    rise, or the candidate's to fall, by several standard errors beyond that range."""
+    gap, se = p.mean - first.mean, math.hypot(first.stderr, p.stderr)
+    if not (math.isfinite(se) and math.isfinite(spread)):
+        return False  # nothing to measure the gap against: simulate it again
+    return gap > max(PRUNE_SHARE * abs(first.mean),
+                     PRUNE_SE * se) + spread
 
 
 def _price(twin: Twin, chosen: list[Prediction], repeats: int) -> float:
@@ -214,7 +243,14 @@ def proxy_shift(scenario: Scenario, choice: ProxyChoice, real: ClientData | None
         searchers.append(Searcher(scenario=scenario, proxy=alt_twin.proxy, memo=memo,
                                   settings=shift_settings, device=device))
         paths.append(path)
-    losses = _simulate(searchers, chosen)
+    together = _stacks(searchers)
+    _simulate(searchers, chosen[:1], together=together)  # the recommended schedule first
+    again = [run[_key(chosen[0])] for run in _losses(searchers, chosen[:1])]
+    spread = max(again) - min(again) if all(map(math.isfinite, again)) else math.inf
+    behind = [p for p in chosen[1:] if far_behind(chosen[0], p, spread=spread)]
+    chosen = [p for p in chosen if p not in behind]
+    _simulate(searchers, chosen[1:], together=together)
+    losses = _losses(searchers, chosen)
     for searcher, path in zip(searchers, paths, strict=True):
         if use_cache and searcher.simulated_rounds:
             save_memo(path, searcher.memo)
@@ -223,7 +259,7 @@ def proxy_shift(scenario: Scenario, choice: ProxyChoice, real: ClientData | None
         first = chosen[0]
         chosen = [chosen[pick], *(p for i, p in enumerate(chosen) if i != pick)]
     out["re_simulated"] = _re_simulated(searchers[0], chosen[0])
-    summary = _summary(out, runs, losses, chosen, len(alts))
+    summary = _summary(out, runs, losses, chosen, len(alts), behind=behind)
     if pick:
         new = chosen[0]
         summary["confirmed"] = {  # its re-simulation on the plan's proxy
@@ -261,7 +297,7 @@ def headline_re_simulated(shift: dict[str, Any]) -> bool:
 
 def _summary(out: dict[str, Any], runs: list[Alternative],
              losses: list[dict[tuple[int, float, int], float]], chosen: list[Prediction],
-             wanted: int) -> dict[str, Any]:
+             wanted: int, *, behind: list[Prediction]) -> dict[str, Any]:
     best = (chosen[0].clients_per_round, chosen[0].sample_rate, chosen[0].rounds)
     ref = losses[0][best]
     devs, still = [], 0
@@ -281,11 +317,19 @@ def _summary(out: dict[str, Any], runs: list[Alternative],
         "recommended_still_best": f"{still} of {len(devs)}" if len(chosen) > 1 and devs
         else None,
         "candidates": [{"rounds": p.rounds, "clients_per_round": p.clients_per_round,
-                        "sample_rate": p.sample_rate} for p in chosen]})
+                        "sample_rate": p.sample_rate} for p in chosen],
+        "far_behind": [{"rounds": p.rounds, "clients_per_round": p.clients_per_round,
+                        "sample_rate": p.sample_rate, "search_loss": p.mean,
+                        "above_recommended": p.mean / chosen[0].mean - 1 if chosen[0].mean > 0
+                        else None} for p in behind]})
     notes = [out["note"]] if "note" in out else []  # why there is no alternative
+    if behind:
+        gaps = ", ".join(f"(T={p.rounds}, b={p.clients_per_round})" for p in behind)
+        notes.append(f"not simulated again, their search losses far above the recommended "
+                     f"schedule's (far_behind): {gaps}")
     if len(devs) < wanted:
         notes.append(f"{wanted - len(devs)} of {wanted} alternatives left out for the budget")
-    if len(chosen) == 1:
+    if len(chosen) == 1 and not behind:
         notes.append("only the recommended schedule was simulated again (the time budget)")
     if notes:
         out["note"] = "; ".join(notes)
