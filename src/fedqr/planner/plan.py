@@ -195,7 +195,8 @@ def _far_behind(shift: dict[str, Any]) -> str:
     gaps = ", ".join(f"T={p['rounds']}, b={p['clients_per_round']}" + (
         "" if p["above_recommended"] is None else f" (+{p['above_recommended']:.1%})")
         for p in behind)
-    return (f"; not simulated again, their search losses far above the schedule's: {gaps}")
+    return (f"; candidates whose search losses were far above it were not simulated again: "
+            f"{gaps}")
 
 
 def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,

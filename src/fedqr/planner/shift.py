@@ -325,8 +325,8 @@ def _summary(out: dict[str, Any], runs: list[Alternative],
     notes = [out["note"]] if "note" in out else []  # why there is no alternative
     if behind:
         gaps = ", ".join(f"(T={p.rounds}, b={p.clients_per_round})" for p in behind)
-        notes.append(f"not simulated again, their search losses far above the recommended "
-                     f"schedule's (far_behind): {gaps}")
+        notes.append(f"candidates whose search losses were far above the recommended "
+                     f"schedule's were not simulated again (far_behind): {gaps}")
     if len(devs) < wanted:
         notes.append(f"{wanted - len(devs)} of {wanted} alternatives left out for the budget")
     if len(chosen) == 1 and not behind:
