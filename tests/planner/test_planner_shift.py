@@ -5,22 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 
 from fedqr.data import DatasetName, DataSpec, FederatedData, PartitionKind
 from fedqr.data.source import OwnData
 from fedqr.planner import DataUse, ProxyChoice, Scenario, SearchSettings, make_plan
-from fedqr.planner.search import Prediction
-from fedqr.planner.shift import (
-    PRUNE_SE,
-    PRUNE_SHARE,
-    alternatives,
-    candidates,
-    confirm,
-    far_behind,
-    shift_seed,
-)
+from fedqr.planner.shift import alternatives, candidates, shift_seed
 from fedqr.privacy import Mechanism
 from fedqr.sim.config import LearningRate
 
@@ -92,67 +82,6 @@ def test_no_shift_asked_for_keeps_the_search_figure() -> None:
     doc = plan.recommended_dict(mechanism=SCENARIO.mechanism)["predicted_test_loss"]
     assert not doc["re_simulated"] and doc["search_mean"] == doc["mean"]
 
-def test_candidates_are_the_best_schedule_of_the_best_arms() -> None:
-    preds = [Prediction(10, 2, 1.0, 0.5, 0.01), Prediction(12, 2, 1.0, 0.51, 0.01),
-             Prediction(0, 0, 1.0, 0.52, 0.0), Prediction(8, 4, 1.0, 0.6, 0.01),
-             Prediction(5, 1, 1.0, 0.7, 0.01), Prediction(4, 3, 1.0, 0.8, 0.01)]
-    assert [(p.rounds, p.clients_per_round) for p in candidates(preds)] == [(10, 2), (8, 4),
-                                                                            (5, 1)]
-
-
-def test_public_proxy_plan_reports_its_shift_and_replans_from_the_cache() -> None:
-    choice = ProxyChoice(use=DataUse.PUBLIC_PROXY, public=_own(), public_label="digits-own")
-    plan = make_plan(SCENARIO, proxy=choice, settings=FAST)
-    shift = plan.proxy_shift
-    assert len(shift["alternatives"]) == 4
-    values = [a["loss"] for a in shift["alternatives"]] + [shift["reference_loss"]]
-    assert shift["range"] == [min(values), max(values)]
-    assert shift["proxy_std"] > 0  # other splits of the rows do move the prediction
-    rec = plan.recommended_dict(mechanism=SCENARIO.mechanism)
-    assert rec["predicted_test_loss"]["proxy_std"] == shift["proxy_std"]
-    assert "proxy shift" in plan.message
-    again = make_plan(SCENARIO, proxy=choice, settings=FAST)
-    assert again.from_cache and again.proxy_shift == shift
-
-
-def test_no_alternatives_when_asked_for_none_or_all_rows_are_read() -> None:
-    plan = make_plan(SCENARIO, settings=FAST, proxy=ProxyChoice(share=1.0))
-    assert plan.proxy_shift["alternatives"] == [] and "every row" in plan.proxy_shift["note"]
-    none = SearchSettings(repeats=2, t_first=16, t_limit=64, proxy_alternatives=0)
-    plan = make_plan(SCENARIO, settings=none, proxy=ProxyChoice(share=0.5))
-    assert plan.proxy_shift["alternatives"] == []
-    with pytest.raises(ValueError, match="proxy_alternatives must be >= 0"):
-        SearchSettings(proxy_alternatives=-1)
-
-
-def _runs(*rows: tuple[float, float, float]) -> list[dict[tuple[int, float, int], float]]:
-    """Shift runs: the mean losses of three candidates (keys of CANDS) in each run."""
-    return [dict(zip([(2, 1.0, 10), (4, 1.0, 8), (1, 1.0, 5)], row, strict=True))
-            for row in rows]
-
-
-CANDS = [Prediction(10, 2, 1.0, 0.40, 0.02), Prediction(8, 4, 1.0, 0.41, 0.02),
-         Prediction(5, 1, 1.0, 0.45, 0.02)]
-
-
-def test_far_behind_is_beyond_the_share_the_standard_errors_and_the_spread() -> None:
-    first = Prediction(10, 2, 1.0, 0.40, 0.003)
-    share = PRUNE_SHARE * 0.40
-    se = PRUNE_SE * float(np.hypot(0.003, 0.001))  # here the standard errors decide
-    assert se > share
-    assert not far_behind(first, Prediction(8, 4, 1.0, 0.40 + se * 0.99, 0.001), spread=0.0)
-    assert far_behind(first, Prediction(8, 4, 1.0, 0.40 + se * 1.01, 0.001), spread=0.0)
-    # the spread of the first over the shift's runs widens the margin
-    assert not far_behind(first, Prediction(8, 4, 1.0, 0.40 + se * 1.01, 0.001), spread=0.01)
-    # precise predictions: the share decides
-    sharp = Prediction(10, 2, 1.0, 0.40, 1e-5)
-    assert not far_behind(sharp, Prediction(8, 4, 1.0, 0.40 + share * 0.99, 1e-5), spread=0.0)
-    assert far_behind(sharp, Prediction(8, 4, 1.0, 0.40 + share * 1.01, 1e-5), spread=0.0)
-    # an unknown standard error or spread keeps the candidate
-    assert not far_behind(first, Prediction(8, 4, 1.0, 9.0, float("nan")), spread=0.0)
-    assert not far_behind(first, Prediction(8, 4, 1.0, 9.0, 0.001), spread=float("inf"))
-
-
 @pytest.mark.parametrize("behind", [True, False])
 def test_candidates_far_behind_are_listed_not_simulated_again(
         behind: bool, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -188,20 +117,29 @@ def test_candidates_far_behind_are_listed_not_simulated_again(
         assert shift["recommended_still_best"] == "2 of 2"
 
 
-def test_confirm_overrules_the_search_only_on_unanimous_clear_evidence() -> None:
-    # every run ranks candidate 1 below the first, by ~10%: it replaces the first choice
-    assert confirm(CANDS, _runs((0.50, 0.45, 0.60), (0.49, 0.44, 0.61), (0.51, 0.46, 0.6))) == 1
-    # the lowest of two qualifying candidates
-    assert confirm(CANDS, _runs((0.50, 0.45, 0.40), (0.49, 0.44, 0.41), (0.51, 0.46, 0.4))) == 2
-    # one run disagrees, or the advantage is within the margin, or too few runs: keep it
-    assert confirm(CANDS, _runs((0.50, 0.45, 0.6), (0.43, 0.44, 0.6), (0.51, 0.46, 0.6))) == 0
-    assert confirm(CANDS, _runs((0.500, 0.499, 0.6), (0.49, 0.489, 0.6), (0.5, 0.499, 0.6))) == 0
-    assert confirm(CANDS, _runs((0.50, 0.45, 0.6), (0.49, 0.44, 0.61))) == 0
-    assert confirm(CANDS[:1], _runs((0.5, 0.4, 0.4), (0.5, 0.4, 0.4), (0.5, 0.4, 0.4))) == 0
-    # the first choice diverging when re-simulated gives way; a diverging candidate never wins
-    inf = float("inf")
-    assert confirm(CANDS, _runs((inf, 0.45, 0.6), (0.49, 0.44, 0.61), (0.51, 0.46, 0.6))) == 1
-    assert confirm(CANDS, _runs((0.5, inf, 0.6), (0.49, 0.44, 0.61), (0.51, 0.46, 0.6))) == 0
+def test_public_proxy_plan_reports_its_shift_and_replans_from_the_cache() -> None:
+    choice = ProxyChoice(use=DataUse.PUBLIC_PROXY, public=_own(), public_label="digits-own")
+    plan = make_plan(SCENARIO, proxy=choice, settings=FAST)
+    shift = plan.proxy_shift
+    assert len(shift["alternatives"]) == 4
+    values = [a["loss"] for a in shift["alternatives"]] + [shift["reference_loss"]]
+    assert shift["range"] == [min(values), max(values)]
+    assert shift["proxy_std"] > 0  # other splits of the rows do move the prediction
+    rec = plan.recommended_dict(mechanism=SCENARIO.mechanism)
+    assert rec["predicted_test_loss"]["proxy_std"] == shift["proxy_std"]
+    assert "proxy shift" in plan.message
+    again = make_plan(SCENARIO, proxy=choice, settings=FAST)
+    assert again.from_cache and again.proxy_shift == shift
+
+
+def test_no_alternatives_when_asked_for_none_or_all_rows_are_read() -> None:
+    plan = make_plan(SCENARIO, settings=FAST, proxy=ProxyChoice(share=1.0))
+    assert plan.proxy_shift["alternatives"] == [] and "every row" in plan.proxy_shift["note"]
+    none = SearchSettings(repeats=2, t_first=16, t_limit=64, proxy_alternatives=0)
+    plan = make_plan(SCENARIO, settings=none, proxy=ProxyChoice(share=0.5))
+    assert plan.proxy_shift["alternatives"] == []
+    with pytest.raises(ValueError, match="proxy_alternatives must be >= 0"):
+        SearchSettings(proxy_alternatives=-1)
 
 
 def test_a_plan_whose_first_choice_the_shift_overrules_recommends_the_confirmed_one(

@@ -28,6 +28,16 @@ import torch
 
 from fedqr.data import ClientData
 from fedqr.planner.cache import cache_dir, load_memo, save_memo
+from fedqr.planner.candidates import (
+    CONFIRM_MARGIN,
+    PRUNE_SE,
+    PRUNE_SHARE,
+    Key,
+    candidates,
+    confirm,
+    far_behind,
+    schedule_key,
+)
 from fedqr.planner.proxy import ProxyChoice, Twin, build_twin, cost_model
 from fedqr.planner.public import SKEW_ALPHA, split_by_recipe
 from fedqr.planner.scenario import DataUse, Scenario
@@ -43,21 +53,6 @@ SHIFT_BUDGET_SHARE = 1.0
 """A kernel twin's alternatives (and their reference) may take this share of the plan's time
 budget (estimated), on top of the search: the candidates on as many alternatives as fit, else
 the recommended schedule alone; what does not fit is left out and the plan says so."""
-
-
-PRUNE_SHARE = 0.02
-PRUNE_SE = 4.0
-"""A candidate whose search loss is above the search's first choice by more than the larger of
-``PRUNE_SHARE`` of it and ``PRUNE_SE`` combined standard errors, plus the spread of the first
-choice over the shift's runs, is not simulated again (:func:`far_behind`): the plan lists it
-under ``far_behind``."""
-
-CONFIRM_MARGIN = 0.01
-"""The search's first choice gives way to another candidate only when that candidate's loss is
-lower on every run of the shift (the plan's proxy with fresh draws and each alternative, at
-least three runs) and lower on average by more than this share. The search recommends the
-lowest of many noisy predictions (the winner's curse); these runs are independent of that
-choice, so they can overrule it."""
 
 
 @dataclass(frozen=True)
@@ -90,22 +85,6 @@ def alternatives(choice: ProxyChoice, *, n_clients: int, share: float | None,
             for j in range(n)]
 
 
-def candidates(predictions: list[Prediction], k: int = 3) -> list[Prediction]:
-    """The recommended schedule and the best schedule of each of the next ``k - 1`` arms."""
-    out: list[Prediction] = []
-    for p in predictions:
-        if p.rounds == 0 or not math.isfinite(p.mean):
-            continue
-        if all((p.clients_per_round, p.sample_rate) != (c.clients_per_round, c.sample_rate)
-               for c in out):
-            out.append(p)
-        if len(out) == k:
-            break
-    return out
-
-
-Key = tuple[int, float, int]
-
 SHIFT_SEED_STREAM = 1
 """The shift's runs draw from ``SeedSequence([seed, SHIFT_SEED_STREAM])``, not from the
 search's seed: with the search's seed, the candidate of the arm the search ran first would
@@ -121,32 +100,11 @@ def shift_seed(seed: int) -> int:
 def _re_simulated(reference: Searcher, p: Prediction) -> dict[str, float]:
     """The recommended schedule's re-simulation on the plan's own proxy: mean and standard
     error over the twin's repeats, beside the search's own (biased low) prediction."""
-    values = np.asarray(reference.memo[_key(p)], dtype=np.float64)
+    values = np.asarray(reference.memo[schedule_key(p)], dtype=np.float64)
     finite = bool(np.isfinite(values).all())
     return {"mean": float(values.mean()) if finite else math.inf,
             "stderr": float(values.std(ddof=1) / math.sqrt(len(values))) if finite
             else math.inf, "search_mean": p.mean, "repeats": len(values)}
-
-
-def _key(p: Prediction) -> Key:
-    return (p.clients_per_round, p.sample_rate, p.rounds)
-
-
-def confirm(chosen: list[Prediction], losses: list[dict[Key, float]]) -> int:
-    """Which candidate to recommend: the index in ``chosen`` (0: the search's first choice)
-    of the candidate beating the first on every run of ``losses`` (the candidates' mean
-    losses per shift run) by more than :data:`CONFIRM_MARGIN` on average, the lowest such."""
-    if len(losses) < 3 or len(chosen) < 2:
-        return 0
-    first = np.array([got[_key(chosen[0])] for got in losses])
-    pick, lowest = 0, float(first.mean())
-    for i, p in enumerate(chosen[1:], start=1):
-        got = np.array([run[_key(p)] for run in losses])
-        mean = float(got.mean())
-        if (np.isfinite(got).all() and bool((got < first).all())
-                and mean < (1 - CONFIRM_MARGIN) * float(first.mean()) and mean < lowest):
-            pick, lowest = i, mean
-    return pick
 
 
 def _stacks(searchers: list[Searcher]) -> bool:
@@ -171,21 +129,8 @@ def _simulate(searchers: list[Searcher], chosen: list[Prediction], *, together: 
 
 def _losses(searchers: list[Searcher], chosen: list[Prediction]) -> list[dict[Key, float]]:
     """The candidates' mean losses on every searcher's proxy."""
-    return [{_key(p): float(np.mean(s.memo[_key(p)])) for p in chosen} for s in searchers]
-
-
-def far_behind(first: Prediction, p: Prediction, *, spread: float) -> bool:
-    """Whether candidate ``p`` is too far behind the search's ``first`` choice to be simulated
-    again: its search loss is above the first's by more than the larger of
-    :data:`PRUNE_SHARE` of it and :data:`PRUNE_SE` combined standard errors, plus ``spread``
-    (the range of the first's loss over the shift's runs: how far the proxy and fresh draws
-    moved it). Confirming such a candidate (:func:`confirm`) would take the first's loss to
-    rise, or the candidate's to fall, by several standard errors beyond that range."""
-    gap, se = p.mean - first.mean, math.hypot(first.stderr, p.stderr)
-    if not (math.isfinite(se) and math.isfinite(spread)):
-        return False  # nothing to measure the gap against: simulate it again
-    return gap > max(PRUNE_SHARE * abs(first.mean),
-                     PRUNE_SE * se) + spread
+    keys = [schedule_key(p) for p in chosen]
+    return [{k: float(np.mean(s.memo[k])) for k in keys} for s in searchers]
 
 
 def _price(twin: Twin, chosen: list[Prediction], repeats: int) -> float:
@@ -245,7 +190,7 @@ def proxy_shift(scenario: Scenario, choice: ProxyChoice, real: ClientData | None
         paths.append(path)
     together = _stacks(searchers)
     _simulate(searchers, chosen[:1], together=together)  # the recommended schedule first
-    again = [run[_key(chosen[0])] for run in _losses(searchers, chosen[:1])]
+    again = [run[schedule_key(chosen[0])] for run in _losses(searchers, chosen[:1])]
     spread = max(again) - min(again) if all(map(math.isfinite, again)) else math.inf
     behind = [p for p in chosen[1:] if far_behind(chosen[0], p, spread=spread)]
     chosen = [p for p in chosen if p not in behind]
@@ -267,7 +212,8 @@ def proxy_shift(scenario: Scenario, choice: ProxyChoice, real: ClientData | None
             "sample_rate": new.sample_rate, "runs": len(losses),
             "replaces": {"rounds": first.rounds, "clients_per_round": first.clients_per_round,
                          "sample_rate": first.sample_rate, "search_loss": first.mean,
-                         "shift_loss": float(np.mean([run[_key(first)] for run in losses]))}}
+                         "shift_loss": float(np.mean([run[schedule_key(first)]
+                                                      for run in losses]))}}
     return summary
 
 
