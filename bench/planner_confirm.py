@@ -1,4 +1,4 @@
-"""The proxy shift overruling the search (``fedqr.planner.shift.confirm``): where it acts, and
+"""The proxy shift overruling the search (``fedqr.planner.candidates.confirm``): where it acts, and
 that it leaves the validated plans alone.
 
 Default: a deployment of 50 very unequal clients (2, 48 of 5 to 199 and one of 1,500 rows;

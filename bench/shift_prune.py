@@ -1,4 +1,4 @@
-"""Which candidates may the proxy shift leave out? ``fedqr.planner.shift.far_behind`` on the suites.
+"""Which candidates may the proxy shift leave out? ``fedqr.planner.candidates.far_behind``.
 
 The proxy shift simulates the search's best schedule and the best schedule of the next two
 arms (the candidates) on the plan's proxy and its alternatives. A candidate whose search loss
@@ -9,12 +9,12 @@ longer simulated again. This bench plans every logistic plan of ``bench/twin_dra
 use) and, with ``--models``, the MLP plans of ``bench/planner_suite_models.py``, with every
 candidate simulated (the rule switched off), and prints for each candidate the rule would
 leave out its loss on the shift's runs against the first's: the lowest gap over the runs,
-whether :func:`fedqr.planner.shift.confirm` would have recommended it, and whether it was the
+whether :func:`fedqr.planner.candidates.confirm` would have recommended it, and whether it was the
 best candidate on any alternative (the plan's ``recommended_still_best``). The last lines
 count them and the share of the shift's column rounds (b x T x runs) they took.
 
-    FEDQR_DATA=... PYTHONPATH=src python bench/shift_prune.py [--fresh 6] [--models]
-        [--threads 2]
+    FEDQR_DATA=... PYTHONPATH=src python bench/shift_prune.py [--fresh 6]
+        [--models | --models-only] [--threads 2]
 """
 
 from __future__ import annotations
@@ -74,13 +74,15 @@ def main() -> None:
     ap.add_argument("--fresh", type=int, default=6, help="more held-out suite scenarios")
     ap.add_argument("--seed", type=int, default=20261127)
     ap.add_argument("--models", action="store_true", help="the MLP plans too")
+    ap.add_argument("--models-only", action="store_true", help="the MLP plans alone")
     ap.add_argument("--threads", type=int, default=2)
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
     far_behind = shift.far_behind
     seen = _captured()
-    jobs = {name: plan for name, (plan, _) in _jobs(args.fresh, args.seed).items()}
-    if args.models:
+    jobs = {} if args.models_only else {
+        name: plan for name, (plan, _) in _jobs(args.fresh, args.seed).items()}
+    if args.models or args.models_only:
         for case in [*CASES, *HELD_OUT]:
             if case.model == "logreg":
                 continue
