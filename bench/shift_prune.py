@@ -112,6 +112,7 @@ def main() -> None:
             f"{'OUT' if r['out'] else 'in '} search {r['search_gap']:+.1%} shift min "
             f"{r['lowest_shift_gap']:+.1%}" + (" CONFIRMED" if r["confirmed"] else "")
             + (f" best on {r['best_on']}" if r["best_on"] else "") for r in rows)
+        text = text or "only the recommended schedule ran (the time budget)"
         print(f"{name:55s} {text}", flush=True)
     print(f"{counts['out']} of {counts['candidates']} candidates left out; of these "
           f"{counts['missed']} would have been confirmed or best on an alternative")
