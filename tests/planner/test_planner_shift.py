@@ -108,6 +108,8 @@ def test_candidates_far_behind_are_listed_not_simulated_again(
     if behind:
         assert shifted == {(first.clients_per_round, first.sample_rate)}
         assert listed == [(p.rounds, p.clients_per_round) for p in every[1:]]
+        assert [c["above_first_choice"] for c in shift["far_behind"]] == pytest.approx(
+            [p.mean / first.mean - 1 for p in every[1:]])
         assert shift["recommended_still_best"] is None and len(shift["candidates"]) == 1
         assert "not simulated again" in shift["note"] and "not simulated again" in plan.message
         assert "time budget" not in shift["note"]

@@ -193,10 +193,10 @@ def _far_behind(shift: dict[str, Any]) -> str:
     if not behind:
         return ""
     gaps = ", ".join(f"T={p['rounds']}, b={p['clients_per_round']}" + (
-        "" if p["above_recommended"] is None else f" (+{p['above_recommended']:.1%})")
+        "" if p["above_first_choice"] is None else f" (+{p['above_first_choice']:.1%})")
         for p in behind)
-    return (f"; candidates whose search losses were far above it were not simulated again: "
-            f"{gaps}")
+    return (f"; candidates whose search losses were far above the search's first choice were "
+            f"not simulated again: {gaps}")
 
 
 def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,

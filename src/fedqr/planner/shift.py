@@ -204,7 +204,8 @@ def proxy_shift(scenario: Scenario, choice: ProxyChoice, real: ClientData | None
         first = chosen[0]
         chosen = [chosen[pick], *(p for i, p in enumerate(chosen) if i != pick)]
     out["re_simulated"] = _re_simulated(searchers[0], chosen[0])
-    summary = _summary(out, runs, losses, chosen, len(alts), behind=behind)
+    summary = _summary(out, runs, losses, chosen, len(alts),
+                       behind=[_behind(p, every[0]) for p in behind])
     if pick:
         new = chosen[0]
         summary["confirmed"] = {  # its re-simulation on the plan's proxy
@@ -241,9 +242,17 @@ def headline_re_simulated(shift: dict[str, Any]) -> bool:
     return again is not None and math.isfinite(again["mean"])
 
 
+def _behind(p: Prediction, first: Prediction) -> dict[str, Any]:
+    """A candidate left out of the shift, as the plan lists it: its schedule, its search loss
+    and how far above the search's first choice that is (relative)."""
+    return {"rounds": p.rounds, "clients_per_round": p.clients_per_round,
+            "sample_rate": p.sample_rate, "search_loss": p.mean,
+            "above_first_choice": p.mean / first.mean - 1 if first.mean > 0 else None}
+
+
 def _summary(out: dict[str, Any], runs: list[Alternative],
              losses: list[dict[tuple[int, float, int], float]], chosen: list[Prediction],
-             wanted: int, *, behind: list[Prediction]) -> dict[str, Any]:
+             wanted: int, *, behind: list[dict[str, Any]]) -> dict[str, Any]:
     best = (chosen[0].clients_per_round, chosen[0].sample_rate, chosen[0].rounds)
     ref = losses[0][best]
     devs, still = [], 0
@@ -264,15 +273,12 @@ def _summary(out: dict[str, Any], runs: list[Alternative],
         else None,
         "candidates": [{"rounds": p.rounds, "clients_per_round": p.clients_per_round,
                         "sample_rate": p.sample_rate} for p in chosen],
-        "far_behind": [{"rounds": p.rounds, "clients_per_round": p.clients_per_round,
-                        "sample_rate": p.sample_rate, "search_loss": p.mean,
-                        "above_recommended": p.mean / chosen[0].mean - 1 if chosen[0].mean > 0
-                        else None} for p in behind]})
+        "far_behind": behind})
     notes = [out["note"]] if "note" in out else []  # why there is no alternative
     if behind:
-        gaps = ", ".join(f"(T={p.rounds}, b={p.clients_per_round})" for p in behind)
-        notes.append(f"candidates whose search losses were far above the recommended "
-                     f"schedule's were not simulated again (far_behind): {gaps}")
+        gaps = ", ".join(f"(T={p['rounds']}, b={p['clients_per_round']})" for p in behind)
+        notes.append(f"candidates whose search losses were far above the search's first "
+                     f"choice were not simulated again (far_behind): {gaps}")
     if len(devs) < wanted:
         notes.append(f"{wanted - len(devs)} of {wanted} alternatives left out for the budget")
     if len(chosen) == 1 and not behind:
