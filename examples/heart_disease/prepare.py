@@ -21,7 +21,9 @@ training statistics. The files written here are NOT standardised: fedqr standard
 features by training statistics itself.
 
 Files written to ``--out``: ``heart_all.csv`` (training rows of all hospitals, ``client``
-0..3) and ``heart_all_test.csv``; per hospital ``hospital_<name>.csv`` and
+0..3) and ``heart_all_test.csv``; ``heart_three.csv`` and ``heart_three_test.csv``, the same
+without Cleveland (``client`` 1..3: the deployment a plan from Cleveland's public data is
+for); per hospital ``hospital_<name>.csv`` and
 ``hospital_<name>_test.csv`` (``client`` = the hospital's index), and ``hospital_<name>.npz``
 with ``x``, ``y``, ``client``, ``x_test``, ``y_test`` for one Flower SuperNode each.
 
@@ -258,6 +260,8 @@ def build_files(splits: dict[str, Split], names: list[str]) -> dict[str, bytes]:
             cs.append(c)
         files[f"heart_all{part}.csv"] = csv_text(
             np.concatenate(cs), np.concatenate(ys), np.vstack(xs), names).encode()
+        files[f"heart_three{part}.csv"] = csv_text(  # all but Cleveland, the public one
+            np.concatenate(cs[1:]), np.concatenate(ys[1:]), np.vstack(xs[1:]), names).encode()
     for h in HOSPITALS:
         files[f"hospital_{h.name}.npz"] = npz_bytes(splits[h.name], h.index)
     return files

@@ -114,6 +114,11 @@ def test_heart_per_hospital_csv_and_npz_match_the_pooled_files(heart_out: Path) 
             assert np.all(c == h.index)
             np.testing.assert_array_equal(x, x_all[c_all == h.index])
             np.testing.assert_array_equal(y, y_all[c_all == h.index])
+        _, c3, y3, x3 = _read_csv(heart_out / f"heart_three{part}.csv")
+        rest = c_all != 0  # Cleveland (client 0) left out, the rest in the same order
+        np.testing.assert_array_equal(c3, c_all[rest])
+        np.testing.assert_array_equal(x3, x_all[rest])
+        np.testing.assert_array_equal(y3, y_all[rest])
     for h in heart.HOSPITALS:
         with np.load(heart_out / f"hospital_{h.name}.npz") as z:
             assert sorted(z.files) == ["client", "x", "x_test", "y", "y_test"]
