@@ -41,3 +41,36 @@ def test_readme_shell_example_runs_as_written(data_dir: Path, tmp_path: Path) ->
     for c in doc["clients"]:
         assert c["epsilon_spent"] <= c["epsilon_budget"] + 1e-12
     assert doc["summary"]["final_test_accuracy_mean"] > 0.6  # majority class: 0.55
+
+
+def _three_hospitals_block() -> str:
+    text = (ROOT / "examples" / "heart_disease" / "README.md").read_text()
+    at = text.index("### Three hospitals planned from Cleveland's public data")
+    start = text.index("```bash", at) + len("```bash")
+    return text[start:text.index("```", start)]
+
+
+@pytest.mark.slow
+def test_three_hospitals_are_planned_from_clevelands_public_rows(data_dir: Path,
+                                                                  tmp_path: Path) -> None:
+    """The example README's public-proxy block as written (after the prepare step): the plans
+    read only Cleveland's rows, the runs train the three other hospitals within budget."""
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    bin_dir = Path(sys.executable).parent
+    env = {**os.environ, "FEDQR_DATA": str(data_dir), "FEDQR_CACHE": str(tmp_path / "cache"),
+           "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    script = ("set -e\npython examples/heart_disease/prepare.py --out runs/data/heart\n"
+              + _three_hospitals_block())
+    done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True,
+                          text=True, check=False)
+    assert done.returncode == 0, (done.stdout[-2000:], done.stderr[-2000:])
+    for out in ("heart3-lap", "heart3-mlp"):
+        doc = json.loads((tmp_path / "runs" / out / "result.json").read_text())
+        assert doc["plan"]["useful"]
+        used = doc["plan"]["data_used"]
+        assert used["kind"] == "public-proxy" and not used["reads_private_data"]
+        assert used["proxy"] == "hospital_cleveland"
+        assert sorted(c["name"] for c in doc["clients"]) == ["1", "2", "3"]
+        for c in doc["clients"]:
+            assert c["epsilon_spent"] <= c["epsilon_budget"] + 1e-12
+        assert doc["summary"]["final_test_accuracy_mean"] > 0.6  # majority class: 0.55
