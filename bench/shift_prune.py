@@ -28,6 +28,7 @@ from planner_suite_models import CASES, HELD_OUT, _plan, _uses
 from twin_draws_plans import _jobs  # bench/ is on sys.path when run as a script
 
 import fedqr.planner.shift as shift
+from fedqr.planner.candidates import schedule_key
 
 CONFIRM = shift.confirm
 """The shift's own choice among the candidates (kept before :func:`_captured` wraps it)."""
@@ -47,24 +48,20 @@ def _captured() -> list[tuple[list[Any], list[dict[Any, float]]]]:
     return seen
 
 
-def _key(p: Any) -> tuple[int, float, int]:
-    return (p.clients_per_round, p.sample_rate, p.rounds)
-
-
 def _rule(far_behind: Any, chosen: list[Any], losses: list[dict[Any, float]]
           ) -> list[dict[str, Any]]:
     """Each candidate after the first: whether the rule leaves it out, and what it missed."""
     first = chosen[0]
-    again = [run[_key(first)] for run in losses]
+    again = [run[schedule_key(first)] for run in losses]
     spread = max(again) - min(again) if all(map(math.isfinite, again)) else math.inf
     picked = CONFIRM(chosen, losses)
     rows = []
     for i, p in enumerate(chosen[1:], start=1):
-        gaps = [run[_key(p)] / run[_key(first)] - 1 for run in losses]
+        gaps = [run[schedule_key(p)] / run[schedule_key(first)] - 1 for run in losses]
         rows.append({
             "out": far_behind(first, p, spread=spread), "search_gap": p.mean / first.mean - 1,
             "lowest_shift_gap": min(gaps), "confirmed": picked == i,
-            "best_on": sum(min(run, key=lambda k: run[k]) == _key(p) for run in losses[1:]),
+            "best_on": sum(min(run, key=lambda k: run[k]) == schedule_key(p) for run in losses[1:]),
             "share": p.clients_per_round * p.rounds})
     return rows
 
