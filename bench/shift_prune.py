@@ -20,7 +20,6 @@ count them and the share of the shift's column rounds (b x T x runs) they took.
 from __future__ import annotations
 
 import argparse
-import math
 from typing import Any
 
 import torch
@@ -28,7 +27,7 @@ from planner_suite_models import CASES, HELD_OUT, _plan, _uses
 from twin_draws_plans import _jobs  # bench/ is on sys.path when run as a script
 
 import fedqr.planner.shift as shift
-from fedqr.planner.candidates import schedule_key
+from fedqr.planner.candidates import PRUNE_SE, PRUNE_SHARE, schedule_key, spread
 
 CONFIRM = shift.confirm
 """The shift's own choice among the candidates (kept before :func:`_captured` wraps it)."""
@@ -52,14 +51,13 @@ def _rule(far_behind: Any, chosen: list[Any], losses: list[dict[Any, float]]
           ) -> list[dict[str, Any]]:
     """Each candidate after the first: whether the rule leaves it out, and what it missed."""
     first = chosen[0]
-    again = [run[schedule_key(first)] for run in losses]
-    spread = max(again) - min(again) if all(map(math.isfinite, again)) else math.inf
+    moved = spread([run[schedule_key(first)] for run in losses])
     picked = CONFIRM(chosen, losses)
     rows = []
     for i, p in enumerate(chosen[1:], start=1):
         gaps = [run[schedule_key(p)] / run[schedule_key(first)] - 1 for run in losses]
         rows.append({
-            "out": far_behind(first, p, spread=spread), "search_gap": p.mean / first.mean - 1,
+            "out": far_behind(first, p, spread=moved), "search_gap": p.mean / first.mean - 1,
             "lowest_shift_gap": min(gaps), "confirmed": picked == i,
             "best_on": sum(min(run, key=lambda k: run[k]) == schedule_key(p) for run in losses[1:]),
             "share": p.clients_per_round * p.rounds})
@@ -115,7 +113,7 @@ def main() -> None:
           f"{counts['missed']} would have been confirmed or best on an alternative")
     if work:
         print(f"column rounds (b x T per run) of the shift left out: {saved / work:.0%}")
-    print(f"rule: PRUNE_SHARE {shift.PRUNE_SHARE:g}, PRUNE_SE {shift.PRUNE_SE:g}")
+    print(f"rule: PRUNE_SHARE {PRUNE_SHARE:g}, PRUNE_SE {PRUNE_SE:g}")
 
 
 if __name__ == "__main__":

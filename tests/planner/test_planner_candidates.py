@@ -3,8 +3,16 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
-from fedqr.planner.candidates import PRUNE_SE, PRUNE_SHARE, candidates, confirm, far_behind
+from fedqr.planner.candidates import (
+    PRUNE_SE,
+    PRUNE_SHARE,
+    candidates,
+    confirm,
+    far_behind,
+    spread,
+)
 from fedqr.planner.search import Prediction
 
 
@@ -58,3 +66,10 @@ def test_confirm_overrules_the_search_only_on_unanimous_clear_evidence() -> None
     inf = float("inf")
     assert confirm(CANDS, _runs((inf, 0.45, 0.6), (0.49, 0.44, 0.61), (0.51, 0.46, 0.6))) == 1
     assert confirm(CANDS, _runs((0.5, inf, 0.6), (0.49, 0.44, 0.61), (0.51, 0.46, 0.6))) == 0
+
+
+def test_spread_is_the_range_of_the_first_choice_or_inf_where_a_run_diverged() -> None:
+    assert spread([0.40, 0.43, 0.41]) == pytest.approx(0.03)
+    assert spread([0.4]) == 0.0
+    assert spread([0.4, float("inf")]) == float("inf")
+    assert spread([0.4, float("nan")]) == float("inf")

@@ -15,7 +15,7 @@ import numpy as np
 from fedqr.planner.search import Prediction
 
 __all__ = ["CONFIRM_MARGIN", "PRUNE_SE", "PRUNE_SHARE", "Key", "candidates", "confirm",
-           "far_behind", "schedule_key"]
+           "far_behind", "schedule_key", "spread"]
 
 PRUNE_SHARE = 0.02
 PRUNE_SE = 4.0
@@ -72,13 +72,19 @@ def confirm(chosen: list[Prediction], losses: list[dict[Key, float]]) -> int:
     return pick
 
 
+def spread(losses: list[float]) -> float:
+    """The range of the first choice's losses over the shift's runs (``inf`` where one
+    diverged): the ``spread`` of :func:`far_behind`."""
+    return max(losses) - min(losses) if all(map(math.isfinite, losses)) else math.inf
+
+
 def far_behind(first: Prediction, p: Prediction, *, spread: float) -> bool:
     """Whether candidate ``p`` is too far behind the search's ``first`` choice to be simulated
     again: its search loss is above the first's by more than the larger of
     :data:`PRUNE_SHARE` of it and :data:`PRUNE_SE` combined standard errors, plus ``spread``
-    (the range of the first's loss over the shift's runs: how far the proxy and fresh draws
-    moved it). Confirming such a candidate (:func:`confirm`) would take the first's loss to
-    rise, or the candidate's to fall, by several standard errors beyond that range."""
+    (the function :func:`spread`: how far the proxy and fresh draws moved the first's loss).
+    Confirming such a candidate (:func:`confirm`) would take the first's loss to rise, or the
+    candidate's to fall, by several standard errors beyond that range."""
     gap, se = p.mean - first.mean, math.hypot(first.stderr, p.stderr)
     if not (math.isfinite(se) and math.isfinite(spread)):
         return False  # nothing to measure the gap against: simulate it again

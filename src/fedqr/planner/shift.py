@@ -28,16 +28,7 @@ import torch
 
 from fedqr.data import ClientData
 from fedqr.planner.cache import cache_dir, load_memo, save_memo
-from fedqr.planner.candidates import (
-    CONFIRM_MARGIN,
-    PRUNE_SE,
-    PRUNE_SHARE,
-    Key,
-    candidates,
-    confirm,
-    far_behind,
-    schedule_key,
-)
+from fedqr.planner.candidates import Key, candidates, confirm, far_behind, schedule_key, spread
 from fedqr.planner.proxy import ProxyChoice, Twin, build_twin, cost_model
 from fedqr.planner.public import SKEW_ALPHA, split_by_recipe
 from fedqr.planner.scenario import DataUse, Scenario
@@ -45,9 +36,8 @@ from fedqr.planner.search import Prediction, Searcher, SearchSettings
 from fedqr.planner.twin import Proxy, stackable
 from fedqr.planner.twin_kernel import KernelProxy
 
-__all__ = ["CONFIRM_MARGIN", "PRUNE_SE", "PRUNE_SHARE", "SHIFT_BUDGET_SHARE",
-           "SHIFT_SEED_STREAM", "Alternative", "alternatives", "candidates", "confirm",
-           "far_behind", "headline", "headline_re_simulated", "proxy_shift", "shift_seed"]
+__all__ = ["SHIFT_BUDGET_SHARE", "SHIFT_SEED_STREAM", "Alternative", "alternatives",
+           "headline", "headline_re_simulated", "proxy_shift", "shift_seed"]
 
 SHIFT_BUDGET_SHARE = 1.0
 """A kernel twin's alternatives (and their reference) may take this share of the plan's time
@@ -190,9 +180,8 @@ def proxy_shift(scenario: Scenario, choice: ProxyChoice, real: ClientData | None
         paths.append(path)
     together = _stacks(searchers)
     _simulate(searchers, chosen[:1], together=together)  # the recommended schedule first
-    again = [run[schedule_key(chosen[0])] for run in _losses(searchers, chosen[:1])]
-    spread = max(again) - min(again) if all(map(math.isfinite, again)) else math.inf
-    behind = [p for p in chosen[1:] if far_behind(chosen[0], p, spread=spread)]
+    moved = spread([run[schedule_key(chosen[0])] for run in _losses(searchers, chosen[:1])])
+    behind = [p for p in chosen[1:] if far_behind(chosen[0], p, spread=moved)]
     chosen = [p for p in chosen if p not in behind]
     _simulate(searchers, chosen[1:], together=together)
     losses = _losses(searchers, chosen)
@@ -251,9 +240,9 @@ def _behind(p: Prediction, first: Prediction) -> dict[str, Any]:
 
 
 def _summary(out: dict[str, Any], runs: list[Alternative],
-             losses: list[dict[tuple[int, float, int], float]], chosen: list[Prediction],
+             losses: list[dict[Key, float]], chosen: list[Prediction],
              wanted: int, *, behind: list[dict[str, Any]]) -> dict[str, Any]:
-    best = (chosen[0].clients_per_round, chosen[0].sample_rate, chosen[0].rounds)
+    best = schedule_key(chosen[0])
     ref = losses[0][best]
     devs, still = [], 0
     for alt, got in zip(runs[1:], losses[1:], strict=True):
@@ -275,10 +264,6 @@ def _summary(out: dict[str, Any], runs: list[Alternative],
                         "sample_rate": p.sample_rate} for p in chosen],
         "far_behind": behind})
     notes = [out["note"]] if "note" in out else []  # why there is no alternative
-    if behind:
-        gaps = ", ".join(f"(T={p['rounds']}, b={p['clients_per_round']})" for p in behind)
-        notes.append(f"candidates whose search losses were far above the search's first "
-                     f"choice were not simulated again (far_behind): {gaps}")
     if len(devs) < wanted:
         notes.append(f"{wanted - len(devs)} of {wanted} alternatives left out for the budget")
     if len(chosen) == 1 and not behind:
