@@ -22,13 +22,19 @@ def _readme_commands() -> list[str]:
     return [line.split("#")[0].strip() for line in block.splitlines() if line.strip()]
 
 
+def _shell(data_dir: Path, tmp_path: Path) -> dict[str, str]:
+    """A fresh folder as a user's (``examples/`` linked in) and the environment its commands
+    run in: the real data, an empty cache, this interpreter's ``fedqr`` on the PATH."""
+    (tmp_path / "examples").symlink_to(ROOT / "examples")
+    bin_dir = Path(sys.executable).parent
+    return {**os.environ, "FEDQR_DATA": str(data_dir), "FEDQR_CACHE": str(tmp_path / "cache"),
+            "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+
+
 @pytest.mark.slow
 def test_readme_shell_example_runs_as_written(data_dir: Path, tmp_path: Path) -> None:
     """Each command of the README's CSV example, in a fresh folder, through the shell."""
-    (tmp_path / "examples").symlink_to(ROOT / "examples")
-    bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "FEDQR_DATA": str(data_dir), "FEDQR_CACHE": str(tmp_path / "cache"),
-           "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = _shell(data_dir, tmp_path)
     commands = _readme_commands()
     assert [shlex.split(c)[0] for c in commands] == ["python", "fedqr", "fedqr"]
     for command in commands:
@@ -55,10 +61,7 @@ def test_three_hospitals_are_planned_from_clevelands_public_rows(data_dir: Path,
                                                                   tmp_path: Path) -> None:
     """The example README's public-proxy block as written (after the prepare step): the plans
     read only Cleveland's rows, the runs train the three other hospitals within budget."""
-    (tmp_path / "examples").symlink_to(ROOT / "examples")
-    bin_dir = Path(sys.executable).parent
-    env = {**os.environ, "FEDQR_DATA": str(data_dir), "FEDQR_CACHE": str(tmp_path / "cache"),
-           "PATH": f"{bin_dir}{os.pathsep}{os.environ.get('PATH', '')}"}
+    env = _shell(data_dir, tmp_path)
     script = ("set -e\npython examples/heart_disease/prepare.py --out runs/data/heart\n"
               + _three_hospitals_block())
     done = subprocess.run(["bash", "-c", script], cwd=tmp_path, env=env, capture_output=True,
