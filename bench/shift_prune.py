@@ -57,7 +57,7 @@ def _rule(far_behind: Any, chosen: list[Any], losses: list[dict[Any, float]]
     for i, p in enumerate(chosen[1:], start=1):
         gaps = [run[schedule_key(p)] / run[schedule_key(first)] - 1 for run in losses]
         rows.append({
-            "out": far_behind(first, p, spread=moved), "search_gap": p.mean / first.mean - 1,
+            "out": far_behind(first, p, moved=moved), "search_gap": p.mean / first.mean - 1,
             "lowest_shift_gap": min(gaps), "confirmed": picked == i,
             "best_on": sum(min(run, key=lambda k: run[k]) == schedule_key(p) for run in losses[1:]),
             "share": p.clients_per_round * p.rounds})

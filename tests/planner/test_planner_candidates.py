@@ -29,17 +29,17 @@ def test_far_behind_is_beyond_the_share_the_standard_errors_and_the_spread() -> 
     share = PRUNE_SHARE * 0.40
     se = PRUNE_SE * float(np.hypot(0.003, 0.001))  # here the standard errors decide
     assert se > share
-    assert not far_behind(first, Prediction(8, 4, 1.0, 0.40 + se * 0.99, 0.001), spread=0.0)
-    assert far_behind(first, Prediction(8, 4, 1.0, 0.40 + se * 1.01, 0.001), spread=0.0)
+    assert not far_behind(first, Prediction(8, 4, 1.0, 0.40 + se * 0.99, 0.001), moved=0.0)
+    assert far_behind(first, Prediction(8, 4, 1.0, 0.40 + se * 1.01, 0.001), moved=0.0)
     # the spread of the first over the shift's runs widens the margin
-    assert not far_behind(first, Prediction(8, 4, 1.0, 0.40 + se * 1.01, 0.001), spread=0.01)
+    assert not far_behind(first, Prediction(8, 4, 1.0, 0.40 + se * 1.01, 0.001), moved=0.01)
     # precise predictions: the share decides
     sharp = Prediction(10, 2, 1.0, 0.40, 1e-5)
-    assert not far_behind(sharp, Prediction(8, 4, 1.0, 0.40 + share * 0.99, 1e-5), spread=0.0)
-    assert far_behind(sharp, Prediction(8, 4, 1.0, 0.40 + share * 1.01, 1e-5), spread=0.0)
+    assert not far_behind(sharp, Prediction(8, 4, 1.0, 0.40 + share * 0.99, 1e-5), moved=0.0)
+    assert far_behind(sharp, Prediction(8, 4, 1.0, 0.40 + share * 1.01, 1e-5), moved=0.0)
     # an unknown standard error or spread keeps the candidate
-    assert not far_behind(first, Prediction(8, 4, 1.0, 9.0, float("nan")), spread=0.0)
-    assert not far_behind(first, Prediction(8, 4, 1.0, 9.0, 0.001), spread=float("inf"))
+    assert not far_behind(first, Prediction(8, 4, 1.0, 9.0, float("nan")), moved=0.0)
+    assert not far_behind(first, Prediction(8, 4, 1.0, 9.0, 0.001), moved=float("inf"))
 
 
 def _runs(*rows: tuple[float, float, float]) -> list[dict[tuple[int, float, int], float]]:

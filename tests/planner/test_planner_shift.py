@@ -89,7 +89,7 @@ def test_candidates_far_behind_are_listed_not_simulated_again(
     import fedqr.planner.search as search_mod
     import fedqr.planner.shift as shift_mod
 
-    monkeypatch.setattr(shift_mod, "far_behind", lambda first, p, *, spread: behind)
+    monkeypatch.setattr(shift_mod, "far_behind", lambda first, p, *, moved: behind)
     arms: list[tuple[int, float]] = []
     real = search_mod.Searcher.evaluate
 

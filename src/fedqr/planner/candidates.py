@@ -74,18 +74,18 @@ def confirm(chosen: list[Prediction], losses: list[dict[Key, float]]) -> int:
 
 def spread(losses: list[float]) -> float:
     """The range of the first choice's losses over the shift's runs (``inf`` where one
-    diverged): the ``spread`` of :func:`far_behind`."""
+    diverged): the ``moved`` of :func:`far_behind`."""
     return max(losses) - min(losses) if all(map(math.isfinite, losses)) else math.inf
 
 
-def far_behind(first: Prediction, p: Prediction, *, spread: float) -> bool:
+def far_behind(first: Prediction, p: Prediction, *, moved: float) -> bool:
     """Whether candidate ``p`` is too far behind the search's ``first`` choice to be simulated
     again: its search loss is above the first's by more than the larger of
-    :data:`PRUNE_SHARE` of it and :data:`PRUNE_SE` combined standard errors, plus ``spread``
-    (the function :func:`spread`: how far the proxy and fresh draws moved the first's loss).
+    :data:`PRUNE_SHARE` of it and :data:`PRUNE_SE` combined standard errors, plus ``moved``
+    (the first's :func:`spread`: how far the proxy and fresh draws moved its loss).
     Confirming such a candidate (:func:`confirm`) would take the first's loss to rise, or the
     candidate's to fall, by several standard errors beyond that range."""
     gap, se = p.mean - first.mean, math.hypot(first.stderr, p.stderr)
-    if not (math.isfinite(se) and math.isfinite(spread)):
+    if not (math.isfinite(se) and math.isfinite(moved)):
         return False  # nothing to measure the gap against: simulate it again
-    return gap > max(PRUNE_SHARE * abs(first.mean), PRUNE_SE * se) + spread
+    return gap > max(PRUNE_SHARE * abs(first.mean), PRUNE_SE * se) + moved

@@ -22,7 +22,7 @@ from fedqr.models.logreg_kernel import LogRegKernel
 from fedqr.models.torch_kernel import TorchKernel
 from fedqr.planner.scenario import Scenario
 
-__all__ = ["forward_flops", "kernel_identity", "scenario_kernel", "twin_kernel"]
+__all__ = ["for_twin", "forward_flops", "kernel_identity", "scenario_kernel", "twin_kernel"]
 
 
 def _input_shape(dataset: Dataset) -> tuple[int, ...]:
@@ -38,7 +38,12 @@ def twin_kernel(scenario: Scenario, dataset: Dataset) -> Kernel | None:
     ValueError
         As :func:`scenario_kernel`.
     """
-    kernel = scenario_kernel(scenario, dataset)
+    return for_twin(scenario_kernel(scenario, dataset))
+
+
+def for_twin(kernel: Kernel) -> Kernel | None:
+    """The kernel the twin simulates for a scenario's ``kernel``: ``None`` for softmax
+    regression (the fused logistic twin), else ``kernel`` itself."""
     return None if isinstance(kernel, LogRegKernel) else kernel
 
 

@@ -21,7 +21,7 @@ from fedqr.planner.budget import (
     raised_budget_s,
     size_twin,
 )
-from fedqr.planner.kernels import forward_flops, scenario_kernel
+from fedqr.planner.kernels import for_twin, forward_flops, scenario_kernel
 from fedqr.planner.public import check_fits, split_like_deployment
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import SearchSettings, auto_repeats, first_arms, first_grid
@@ -116,7 +116,7 @@ def build_twin(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,
     seed = scenario.data.seed
     train, info = _train_data(choice, real, sizes, seed, draw, label_alpha)
     model = scenario_kernel(scenario, train.dataset)
-    kernel = None if isinstance(model, LogRegKernel) else model  # None: the logistic twin
+    kernel = for_twin(model)  # None: the logistic twin
     share = _auto_share(train.partition.sizes) if choice.share is None else choice.share
     norm = scenario.spec.norm
     row_seed = [seed, 3] if draw == 0 else [seed, 3, draw]

@@ -181,7 +181,7 @@ def proxy_shift(scenario: Scenario, choice: ProxyChoice, real: ClientData | None
     together = _stacks(searchers)
     _simulate(searchers, chosen[:1], together=together)  # the recommended schedule first
     moved = spread([run[schedule_key(chosen[0])] for run in _losses(searchers, chosen[:1])])
-    behind = [p for p in chosen[1:] if far_behind(chosen[0], p, spread=moved)]
+    behind = [p for p in chosen[1:] if far_behind(chosen[0], p, moved=moved)]
     chosen = [p for p in chosen if p not in behind]
     _simulate(searchers, chosen[1:], together=together)
     losses = _losses(searchers, chosen)
