@@ -86,6 +86,9 @@ def test_plan_gaussian_json(tmp_path: Path) -> None:
     (["--eps", "1", "--mechanism", "none"], "mechanism"),
     # no theorem of the paper covers discrete Laplace: the bound refuses it, naming the twin
     (["--eps", "1", "--mechanism", "discrete-laplace"], "--method twin"),
+    # options the constants fix are refused where they disagree, not ignored
+    (["--eps", "1", "--clip", "50"], "clip is fixed by --constants (xi=300"),
+    (["--eps", "1", "--sample-rate", "0.5"], "--sample-rate=0.5"),
 ])
 def test_plan_bad_input_exit_2(constants_file: Path, tmp_path: Path, args: list[str],
                                needle: str) -> None:
@@ -165,3 +168,21 @@ def test_estimate_bad_input(tmp_path: Path) -> None:
                               "--out", str(tmp_path / "c.json")])
     assert res.exit_code == 2 and "--proxy-fraction must be in (0, 1)" in res.output
     assert not (tmp_path / "c.json").exists()
+
+
+def test_plan_bound_takes_the_constants_clip_and_refuses_another_norm(
+        constants_file: Path, tmp_path: Path) -> None:
+    same = _json(["plan", "--mechanism", "laplace", "--constants", str(constants_file),
+                  "--eps", "1", "--clip", "300", "--json"])
+    assert same["constants"]["xi"] == 300.0  # type: ignore[index]
+    doc = json.loads(constants_file.read_text())
+    doc["estimate"] = {"spec": {"mechanism": "laplace", "clip": 300.0}}
+    estimated = tmp_path / "estimated.json"
+    estimated.write_text(json.dumps(doc))
+    res = runner.invoke(app, ["plan", "--mechanism", "gaussian", "--constants", str(estimated),
+                              "--eps", "1", "--json"])
+    assert res.exit_code == 2, res.output
+    text = " ".join(res.output.split())
+    assert "estimated with (laplace: l1)" in text and "--mechanism gaussian" in text
+    assert _json(["plan", "--mechanism", "laplace", "--constants", str(estimated),
+                  "--eps", "1", "--json"])["table"]

@@ -73,6 +73,8 @@ def plan_bound(
         else:
             assert constants is not None
             base, doc = read_constants(constants)
+            _check_constants_fit(doc, base, mechanism=mechanism, clip=clip,
+                                 sample_rate=sample_rate)
             source = {"constants_file": str(constants)}
         base = _for_mechanism(base, mechanism, delta)
         # the paper's two theorems give two tables (Theorem 3: closed forms; Theorem 4: an
@@ -104,6 +106,30 @@ def plan_bound(
         print_gaussian(base, rows, t_max=t_max, source=source)
     if plot is not None:
         out.print(f"wrote {plot}")
+
+
+def _check_constants_fit(doc: dict[str, Any], base: "ProblemConstants", *,
+                         mechanism: Mechanism, clip: float | None,
+                         sample_rate: float | None) -> None:
+    """Options the constants file already fixes are refused where they disagree with it, not
+    ignored: the clip (``xi``, which the constants were estimated with), the mechanism's norm
+    (l1 for Laplace, l2 for Gaussian: G and Lambda_2 are measured in it), and a sampling rate
+    for a mechanism that reads every row."""
+    spec = mechanism_for(mechanism)
+    if clip is not None and clip != base.xi:
+        raise ValueError(f"clip is fixed by --constants (xi={base.xi:g}, the clip they were "
+                         f"estimated with), got clip={clip:g}: leave --clip out, or estimate "
+                         f"again with --clip {clip:g}")
+    estimated = (doc.get("estimate") or {}).get("spec", {}).get("mechanism")
+    if isinstance(estimated, str) and estimated in {m.value for m in Mechanism}:
+        was = mechanism_for(Mechanism(estimated))
+        if was.norm is not spec.norm:
+            raise ValueError(
+                f"mechanism must clip in the norm the constants were estimated with "
+                f"({estimated}: {was.norm.value}), got mechanism={mechanism.value!r} "
+                f"({spec.norm.value}): estimate again with --mechanism {mechanism.value}")
+    if sample_rate is not None:
+        spec.check(clip=base.xi, sample_rate=sample_rate)
 
 
 def _for_mechanism(c: "ProblemConstants", mechanism: Mechanism,
