@@ -88,10 +88,18 @@ def test_images_and_int_features_are_flattened_in_row_order() -> None:
     x = np.arange(5 * 2 * 3, dtype=np.int16).reshape(5, 2, 3)
     fd = FederatedData.from_arrays(x=x, y=[0, 1, 0, 1, 0], client=[0, 0, 1, 1, 1],
                                    x_test=x[:2], y_test=[1, 0], standardize=False)
-    assert fd.input_shape == (2, 3) and fd.x.dtype == np.float32 and fd.x.flags.c_contiguous
+    # a 3-D x [n, H, W] holds 1-channel images, as the built-in MNIST's [n, 1, H, W]
+    assert fd.input_shape == (1, 2, 3) and fd.x.dtype == np.float32 and fd.x.flags.c_contiguous
     np.testing.assert_array_equal(fd.x, x.reshape(5, 6).astype(np.float32))
     assert fd.num_classes == 2 and fd.num_features == 6
-    assert fd.to_client_data().dataset.image_shape is None  # 2-D sample: no image
+    assert fd.to_client_data().dataset.image_shape == (1, 2, 3)
+    four = FederatedData.from_arrays(x=x[:, None], y=[0, 1, 0, 1, 0], client=[0, 0, 1, 1, 1],
+                                     x_test=x[:2, None], y_test=[1, 0], standardize=False)
+    assert four.input_shape == (1, 2, 3) and four.digest == fd.digest
+    flat = FederatedData.from_arrays(x=x, y=[0, 1, 0, 1, 0], client=[0, 0, 1, 1, 1],
+                                     x_test=x[:2], y_test=[1, 0], standardize=False,
+                                     input_shape=(6,))  # a given shape is kept
+    assert flat.input_shape == (6,) and flat.to_client_data().dataset.image_shape is None
 
 
 def test_standardisation_uses_training_statistics_and_only_centres_constants() -> None:

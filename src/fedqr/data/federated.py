@@ -21,8 +21,9 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedqr.data import _prepare as prep
+from fedqr.data._build import build
 from fedqr.data._checks import check_federated, check_mapping, coverage
-from fedqr.data._labels import as_labels, classes_of, warn_empty_classes
+from fedqr.data._labels import LabelNames
 from fedqr.data._prepare import Standardization
 from fedqr.data.datasets import Dataset
 from fedqr.data.partition import Partition
@@ -158,9 +159,11 @@ class FederatedData:
         num_classes : int or None
             Number of classes (labels must lie in ``0..num_classes-1``); ``max(label) + 1``
             when ``None``, and then a given test set must have no label above every training
-            label.
+            label. It may not exceed the number of training rows (a model output per class).
         input_shape : sequence of int or None
-            Shape of one sample (its product is the number of features); ``x.shape[1:]``.
+            Shape of one sample (its product is the number of features); ``x.shape[1:]``,
+            where a 3-D ``x`` ``[n, H, W]`` holds 1-channel images ``(1, H, W)`` (as the
+            built-in MNIST), the shape image models such as ``cnn`` need.
         name : str
             A label for reports.
         seed : int
@@ -178,28 +181,9 @@ class FederatedData:
         fedqr.data.EmptyClassWarning
             Once, if ``num_classes`` is ``None`` and a class of ``0..k-1`` has no training row.
         """
-        if not isinstance(standardize, bool):  # "no" would standardise
-            raise ValueError(f"standardize must be True or False, got standardize={standardize!r}")
-        if not isinstance(name, str):
-            raise ValueError(f"name must be a string, got name={name!r}")
-        xf, shape = prep.as_features("x", x)
-        yf = as_labels("y", y, length=xf.shape[0])
-        cf, names = prep.map_clients("client", client, length=xf.shape[0])
-        prep.check_finite("x", xf)
-        xf, yf, cf, xt, yt = prep.test_set(xf, yf, cf, x_test=x_test, y_test=y_test,
-                                           test_share=test_share, seed=seed)
-        k, empty = classes_of(num_classes, yf, yt, held_out=x_test is None and y_test is None)
-        if input_shape is not None:
-            shape = prep.check_input_shape(input_shape, xf.shape[1])
-        stats = None
-        if standardize:
-            stats = prep.feature_stats(xf)
-            xf, xt = prep.apply_stats(xf, stats), prep.apply_stats(xt, stats)
-        data = cls(x=xf, y=yf, client=cf, x_test=xt, y_test=yt, num_classes=k,
-                   input_shape=shape, name=name, client_names=names, standardization=stats,
-                   feature_names=None if feature_names is None else tuple(feature_names))
-        warn_empty_classes(empty, k)
-        return data
+        return build(cls, x=x, y=y, client=client, x_test=x_test, y_test=y_test,
+                     test_share=test_share, standardize=standardize, num_classes=num_classes,
+                     input_shape=input_shape, name=name, seed=seed, feature_names=feature_names)
 
     @classmethod
     def from_file(cls, path: str | os.PathLike[str], *, client_column: str = "client",
@@ -232,12 +216,14 @@ class FederatedData:
                              f"both (--test-data or --test-share); got test_share="
                              f"{test_share!r} and a test set in {t.source}")
         k = num_classes if num_classes is not None else t.num_classes
+        names = LabelNames(labels=t.labels, num_classes="num_classes" if num_classes is not None
+                           else "num_classes (the file's array num_classes)")
         try:
-            return cls.from_arrays(x=t.x, y=t.y, client=t.client, x_test=t.x_test,
-                                   y_test=t.y_test, test_share=test_share,
-                                   standardize=standardize, num_classes=k, seed=seed,
-                                   name=name if name is not None else t.stem,
-                                   feature_names=t.feature_names)
+            return build(cls, x=t.x, y=t.y, client=t.client, x_test=t.x_test,
+                         y_test=t.y_test, test_share=test_share, standardize=standardize,
+                         num_classes=k, input_shape=None, seed=seed,
+                         name=name if name is not None else t.stem,
+                         feature_names=t.feature_names, names=names)
         except ValueError as e:
             raise ValueError(f"{t.source}: {e}") from None
 

@@ -1,13 +1,18 @@
 """Data files of :meth:`fedqr.data.FederatedData.from_file`: ``.npz``, ``.csv``, ``.parquet``.
 
 ``.npz``
-    Arrays ``x`` ``[n, ...]`` (numbers), ``y`` ``[n]`` (integer labels), ``client`` ``[n]``
-    (integer or string client ids), optionally ``x_test`` and ``y_test`` (together), and
-    ``num_classes`` (a 0-d integer). No other array is allowed; object arrays are refused.
+    Arrays ``x`` ``[n, ...]`` (numbers; ``[n, H, W]`` are 1-channel images ``(1, H, W)``),
+    ``y`` ``[n]`` (integer labels), ``client`` ``[n]`` (integer or string client ids),
+    optionally ``x_test`` and ``y_test`` (together), and ``num_classes`` (a 0-d integer). No
+    other array is allowed; object arrays are refused.
 ``.csv`` (comma-separated, a header row, ``"`` quotes) and ``.parquet``
-    A column of client ids (``client``), one of integer labels (``label``), and the features:
-    every other column, numeric. A test file (``test_path``) has the same columns; its client
-    column is optional and ignored.
+    A column of client ids (``client``; no empty or missing id), one of integer labels
+    (``label``), and the features: every other column, numeric, finite, within the float32
+    range, and named (an unnamed column, such as the row index pandas writes, is refused). A
+    Parquet column may be dictionary-encoded (a pandas categorical). A test file
+    (``test_path``) has the same columns; its client column is optional and ignored. Errors
+    name the file line of a CSV file (the header is line 1) and the 0-based row of a Parquet
+    file.
 
 Every file is measured before it is read: one needing more than half of the available memory
 is refused (:class:`DataTooLargeError`). :func:`write_npz`, :func:`write_csv` and
@@ -58,6 +63,7 @@ class TableData:
     stem: str
     num_classes: int | None = None
     feature_names: tuple[str, ...] | None = None
+    labels: str = "y"  # how messages name the labels: the array y, or the label column
 
 
 def _check_path(name: str, flag: str, path: str | os.PathLike[str]) -> Path:
@@ -137,18 +143,20 @@ def _npz_table(p: Path, tp: Path | None, source: str) -> TableData:
 
 
 def _column_table(p: Path, tp: Path | None, source: str, *, client_column: str,
-                  label_column: str) -> TableData:
+                  label_column: str, need_client: bool) -> TableData:
     read = read_csv if p.suffix.lower() == ".csv" else read_parquet
     train: Columns = read(p, client_column=client_column, label_column=label_column,
-                          need_client=True)
+                          need_client=need_client)
     xt = yt = None
     if tp is not None:
         test = read(tp, client_column=client_column, label_column=label_column,
                     need_client=False)
         xt, yt = _align(test, train.feature_names, tp), test.y
-    client = train.client if train.client is not None else np.zeros(0)  # need_client: set
+    client = (train.client if train.client is not None  # no column: one client
+              else np.zeros(train.y.size, dtype=np.int64))
     return TableData(x=train.x, y=train.y, client=client, x_test=xt, y_test=yt,
-                     source=source, stem=p.stem, feature_names=train.feature_names)
+                     source=source, stem=p.stem, feature_names=train.feature_names,
+                     labels=f"column {label_column!r}")
 
 
 def _align(test: Columns, names: tuple[str, ...], tp: Path) -> NDArray[np.float32]:
@@ -167,11 +175,13 @@ def _align(test: Columns, names: tuple[str, ...], tp: Path) -> NDArray[np.float3
 def read_table(path: str | os.PathLike[str], *, client_column: str = "client",
                label_column: str = "label",
                test_path: str | os.PathLike[str] | None = None,
-               option: tuple[str, str] = ("path", "--data")) -> TableData:
+               option: tuple[str, str] = ("path", "--data"),
+               need_client: bool = True) -> TableData:
     """Read a data file (and a test file of the same format), after a memory check.
 
     ``option`` names ``path`` in messages: the parameter and the command-line option (the test
-    file is ``test_path``, ``--test-data``).
+    file is ``test_path``, ``--test-data``). With ``need_client=False`` a ``.csv`` or
+    ``.parquet`` file may lack ``client_column``: its rows are then one client's.
 
     Raises
     ------
@@ -195,7 +205,7 @@ def read_table(path: str | os.PathLike[str], *, client_column: str = "client",
                              f"files, not to {p} (its arrays are named client and y)")
         return _npz_table(p, tp, source)
     return _column_table(p, tp, source, client_column=client_column,
-                         label_column=label_column)
+                         label_column=label_column, need_client=need_client)
 
 
 def _original_clients(data: FederatedData) -> NDArray[Any]:

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import NDArray
 
+from fedqr.data._build import sample_shape
 from fedqr.data._prepare import apply_stats, feature_stats
 
 __all__ = ["NodeRows", "read_node_rows"]
@@ -131,5 +132,6 @@ def _checked(path: Path, x: NDArray[Any], y: NDArray[Any], client: NDArray[Any] 
                          "client's rows; give it a file of its own client only")
     if standardize:
         flat = apply_stats(flat, feature_stats(flat))
-    return NodeRows(x=flat, y=y.astype(np.int64), input_shape=tuple(int(d) for d in x.shape[1:]),
+    shape = sample_shape(tuple(int(d) for d in x.shape[1:]))  # [n, H, W]: (1, H, W)
+    return NodeRows(x=flat, y=y.astype(np.int64), input_shape=shape,
                     num_classes=k, name=path.stem)
