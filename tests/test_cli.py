@@ -120,7 +120,7 @@ def test_gaussian_per_client_budgets(tmp_path: Path) -> None:
         (["--num-clients", "0"], "--num-clients must be >= 1"),
         (["--device", "tpu"], "device must be"),
         (["--mechanism", "fancy"], "fancy"),
-        (["--lr-schedule", "theory"], "the theory learning rate needs mu and gamma"),
+        (["--lr-schedule", "theory"], "the theory schedule (--lr-schedule='theory') needs mu"),
         (["--lr-schedule", "theory", "--mu", "-1", "--gamma", "3"], "mu must be > 0"),
         (["--eval-train", "often"], "--eval-train must be 'every', 'end', 'none'"),
         (["--eval-train", "sample:1"], "--eval-train must be 'every', 'end', 'none'"),

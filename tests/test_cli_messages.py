@@ -10,7 +10,8 @@ from fedqr._cli_messages import name_options
 CTX = click.Context(click.Command("plan", params=[
     click.Option(["--eps"]), click.Option(["--data"]), click.Option(["--proxy-classes"]),
     click.Option(["--test-share"]), click.Option(["--test-data"]),
-    click.Option(["--num-clients"]), click.Option(["--seed"])]))
+    click.Option(["--num-clients"]), click.Option(["--seed"]), click.Option(["--lr-decay"]),
+    click.Option(["--out", "out_dir"])]))
 
 
 @pytest.mark.parametrize(("given", "expected"), [
@@ -25,6 +26,14 @@ CTX = click.Context(click.Command("plan", params=[
      "give x_test and y_test, or --test-share: the share"),
     # the library's name of the test file is the command's --test-data
     ("give a test set (in the file or test_path)", "give a test set (in the file or --test-data)"),
+    # a data file's path (FederatedData.from_file) and a learning rate's decay
+    ("path (--data) must end in .npz, got path='x.txt'",
+     "--data must end in .npz, got --data='x.txt'"),
+    ("must be a .csv file like path (--data) 'd.csv'", "must be a .csv file like --data 'd.csv'"),
+    ("decay must be >= 0 and finite, got decay=-1.0",
+     "--lr-decay must be >= 0 and finite, got --lr-decay=-1.0"),
+    ("out_dir must be a folder path, got out_dir='f'",
+     "--out must be a folder path, got --out='f'"),
 ])
 def test_parameter_names_become_options(given: str, expected: str) -> None:
     assert name_options(given, CTX) == expected
@@ -37,6 +46,7 @@ def test_parameter_names_become_options(given: str, expected: str) -> None:
     # paths, quoted values, longer identifiers and options already named
     "/runs/proxy_classes/eps.csv has no column 'test_share' (num_classes=2)",
     "x_test_share must be given with --test-share",
+    "weight_decay=0.5 and a decay schedule; the path of the file",
 ])
 def test_prose_paths_and_other_names_are_left_alone(prose: str) -> None:
     assert name_options(prose, CTX) == prose

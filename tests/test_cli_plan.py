@@ -89,6 +89,7 @@ def test_plan_gaussian_json(tmp_path: Path) -> None:
     # options the constants fix are refused where they disagree, not ignored
     (["--eps", "1", "--clip", "50"], "clip is fixed by --constants (xi=300"),
     (["--eps", "1", "--sample-rate", "0.5"], "--sample-rate=0.5"),
+    (["--eps", "1,2,3"], "got --eps='1,2,3'"),
 ])
 def test_plan_bad_input_exit_2(constants_file: Path, tmp_path: Path, args: list[str],
                                needle: str) -> None:

@@ -163,11 +163,19 @@ def test_gaussian_budget_below_the_accountant_is_refused(tmp_path: Path,
 
 
 # -- --mechanism laplace --delta 2 -------------------------------------------------------------
-@pytest.mark.parametrize("mechanism", ["laplace", "none"])
-def test_delta_is_a_probability_whatever_the_mechanism(tmp_path: Path, mechanism: str) -> None:
+@pytest.mark.parametrize(("mechanism", "needle"), [
+    ("laplace", "--delta must be in [0, 1), got --delta=2.0"),
+    # no mechanism spends no budget: a delta (or eps) given for it is refused, not recorded
+    ("none", "--delta must be left out for --mechanism none (no noise, no privacy budget), "
+             "got --delta='2'"),
+])
+def test_delta_is_a_probability_whatever_the_mechanism(tmp_path: Path, mechanism: str,
+                                                       needle: str) -> None:
     res = invoke([*SMALL, "--mechanism", mechanism, "--delta", "2", "--out",
                   str(tmp_path / "r")])
-    assert_bad_input(res, "--delta must be in [0, 1), got --delta=2.0")
+    assert_bad_input(res, needle)
+    res = invoke([*SMALL, "--mechanism", "none", "--eps", "1", "--out", str(tmp_path / "r")])
+    assert_bad_input(res, "--eps must be left out for --mechanism none")
 
 
 # -- result.json mode: the user's umask, like the figure beside it -----------------------------

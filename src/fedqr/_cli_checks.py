@@ -16,7 +16,8 @@ if TYPE_CHECKING:
     from fedqr._enums import Mechanism
     from fedqr.privacy import Accountant
 
-__all__ = ["check_accountant_applies", "check_hidden_applies", "given"]
+__all__ = ["check_accountant_applies", "check_budget_applies", "check_hidden_applies",
+           "check_theory_options_apply", "given"]
 
 
 def given(name: str) -> bool:
@@ -45,3 +46,29 @@ def check_hidden_applies(model_name: str, hidden: object) -> None:
     if given("hidden") and model_name != "mlp":
         raise ValueError(f"hidden must be left out for the model {model_name} (it sets the "
                          f"widths of --model mlp), got hidden={hidden!r}")
+
+
+def check_theory_options_apply(schedule: str, **values: float | None) -> None:
+    """``--mu`` or ``--gamma`` (``values``: the options by name) typed for a learning-rate
+    schedule other than ``theory`` (``schedule``: the ``--lr-schedule`` given), which does not
+    use them, is refused rather than ignored."""
+    if schedule == "theory":
+        return
+    for name, value in values.items():
+        if given(name):
+            raise ValueError(f"{name} must be left out for the schedule {schedule} (it sets the "
+                             f"theory schedule: --lr-schedule theory), got {name}={value!r}")
+
+
+def check_budget_applies(mechanism: Mechanism, **values: str) -> None:
+    """``--eps`` or ``--delta`` (``values``: the options by name, as typed) given with
+    ``--mechanism none``, which spends no budget, is refused rather than recorded as a budget
+    nothing holds."""
+    from fedqr._enums import Mechanism
+
+    if mechanism is not Mechanism.NONE:  # the enum, not the privacy package: a cached plan
+        return                           # is answered without importing it
+    for name, value in values.items():
+        if given(name):
+            raise ValueError(f"{name} must be left out for --mechanism none (no noise, no "
+                             f"privacy budget), got {name}={value!r}")

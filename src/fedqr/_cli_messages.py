@@ -18,8 +18,10 @@ import click
 
 __all__ = ["ALIASES", "name_options"]
 
-ALIASES = {"test_path": "test_data"}
-"""Library parameters whose command-line option carries another name."""
+ALIASES = {"test_path": "test_data", "path": "data", "decay": "lr_decay"}
+"""Library parameters whose command-line option carries another name: a data file's
+``path`` (:meth:`fedqr.data.FederatedData.from_file`) is ``--data``, a learning rate's
+``decay`` (:class:`fedqr.sim.config.LearningRate`) ``--lr-decay``."""
 
 
 def _options(ctx: click.Context | None) -> dict[str, str]:

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
@@ -33,6 +35,7 @@ __all__ = [
     "TestShareOpt",
     "TwinBudgetOpt",
     "TwinRepeatsOpt",
+    "data_warnings",
     "load_own",
     "parse_hidden",
 ]
@@ -47,9 +50,10 @@ StandardizeOpt = Annotated[bool, typer.Option(
     help="With --data: standardise every feature by the training rows' mean and std (the "
          "built-in sets are standardised too); --no-standardize uses them as given.")]
 ProxyDataOpt = Annotated[Path | None, typer.Option(
-    help="public-proxy/private-pilot: a public data file (the --data format), standardised by "
-         "its own statistics; its rows are dealt to the N clients by their sizes, its test "
-         "set (else 20% of its rows) evaluates the twin.")]
+    help="public-proxy/private-pilot: a public data file (the --data format; the client "
+         "column of a .csv or .parquet file is optional), standardised by its own statistics; "
+         "its rows are dealt to the N clients by their sizes, its test set (else 20% of its "
+         "rows) evaluates the twin.")]
 ProxyClassesOpt = Annotated[str | None, typer.Option(
     help="With a public proxy (--proxy-data or --proxy-dataset): the proxy classes kept, e.g. "
          "0-9 or 0,1,5 (relabelled 0..k-1 in that order), or MAP.json, a label map "
@@ -85,23 +89,36 @@ def load_own(path: Path, *, test_data: Path | None, test_share: float | None,
              client_column: str, label_column: str, standardize: bool, seed: int,
              classes: str | None = None) -> OwnData:
     """The :class:`~fedqr.data.source.OwnData` of a data file (and its class selection)."""
-    from rich.markup import escape
-
-    from fedqr.cli._common import err
-    from fedqr.data import EmptyClassWarning, FederatedData
+    from fedqr.data import FederatedData
     from fedqr.data.public import select_proxy_classes
     from fedqr.data.source import OwnData
 
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", EmptyClassWarning)
+    with data_warnings(path):
         data = FederatedData.from_file(path, client_column=client_column,
                                        label_column=label_column, test_path=test_data,
                                        test_share=test_share, standardize=standardize, seed=seed)
-    for w in caught:  # the data layer's warnings as one line each, others as they were
+        if classes is not None:
+            data = select_proxy_classes(data, classes)
+    return OwnData(data=data, seed=seed)
+
+
+@contextmanager
+def data_warnings(path: Path | str) -> Iterator[None]:
+    """Show the data layer's warnings about the file (or data set) ``path`` (a class without rows:
+    :class:`~fedqr.data.EmptyClassWarning`) raised inside as one ``warning:`` line each,
+    naming the command's options; other warnings as they were. Shown once the block is done
+    (nothing on an error, which is shown instead)."""
+    from rich.markup import escape
+
+    from fedqr._cli_messages import name_options
+    from fedqr.cli._common import err
+    from fedqr.data import EmptyClassWarning
+
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", EmptyClassWarning)
+        yield
+    for w in caught:
         if issubclass(w.category, EmptyClassWarning):
-            err.print(f"[yellow]warning:[/] {escape(f'{path}: {w.message}')}")
+            err.print(f"[yellow]warning:[/] {escape(f'{path}: {name_options(str(w.message))}')}")
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-    if classes is not None:
-        data = select_proxy_classes(data, classes)
-    return OwnData(data=data, seed=seed)

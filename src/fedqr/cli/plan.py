@@ -4,14 +4,13 @@
 # import torch, dp-accounting and flwr when they run), and no
 # "from __future__ import annotations" (typer reads the options from the annotations at
 # every start; strings would cost ~1,000 compiles and evals, a tenth of the budget).
-import json
 import time
 from pathlib import Path
 from typing import Annotated, Any
 
 import typer
 
-from fedqr._cli_checks import check_accountant_applies
+from fedqr._cli_checks import check_accountant_applies, check_budget_applies
 from fedqr._enums import (
     Accountant,
     Aggregation,
@@ -160,6 +159,7 @@ def plan(
     """Plan the numbers of rounds T and replies per round b (and q) for the clients' budgets."""
     try:  # (no new local names above _plan_twin(dict(locals())): they would key the cache)
         check_accountant_applies(mechanism, accountant)
+        check_budget_applies(mechanism, eps=eps, delta=delta)
     except ValueError as e:
         raise fail(str(e)) from None
     chosen = method or (Method.BOUND if constants is not None else Method.TWIN)
@@ -171,8 +171,12 @@ def plan(
                        "without privacy) and give --constants constants.json, or leave --method "
                        "out to plan with the twin")
         try:
-            eps_list = [_extra_eps(e) for e in eps.split(",")] + [_extra_eps(a)
-                                                                 for a in ctx.args]
+            if "," in eps:  # the twin's per-client list: not several budgets
+                raise ValueError(f"eps must be one budget for every client per value with "
+                                 f"--method {chosen.value} (several budgets: --eps 1 5 10; "
+                                 f"per-client budgets, a comma list, are planned by the twin), "
+                                 f"got eps={eps!r}")
+            eps_list = [_extra_eps(eps)] + [_extra_eps(a) for a in ctx.args]
             delta_f = float(delta)
         except ValueError as e:
             raise fail(str(e)) from None
@@ -222,8 +226,7 @@ def _plan_twin(o: dict[str, Any]) -> None:
         from fedqr.experiments.plots import plot_predicted_loss
 
         write_file_atomic(plot, lambda p: plot_predicted_loss(result.predictions, p))
-    # through JSON: a fresh plan is shown from exactly what a cached one is shown from
-    doc = json.loads(json.dumps(plan_document(result, scenario)))
+    doc = plan_document(result, scenario)  # through JSON, as a cached one
     view = plan_view(doc)
     if key is not None:
         plan_cache.store(key, doc)

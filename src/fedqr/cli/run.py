@@ -136,7 +136,11 @@ def run(
     twin_budget: TwinBudgetOpt = None,
 ) -> None:
     """Simulate FedSGD-DPC and write result.json and a loss/accuracy plot."""
-    from fedqr._cli_checks import check_accountant_applies
+    from fedqr._cli_checks import (
+        check_accountant_applies,
+        check_budget_applies,
+        check_theory_options_apply,
+    )
     from fedqr._precision import arithmetic_of
     from fedqr.cli.scenario import check_full_batch_rate, workload
     from fedqr.data import DataNotFoundError
@@ -145,7 +149,7 @@ def run(
 
     plan_doc: dict[str, object] | None = None
     try:
-        check_out_dir("out", out_dir)
+        check_out_dir("out_dir", out_dir)
         parse_train_eval(eval_train)  # checked before any work
         arith = arithmetic_of(arithmetic)
         work = workload(
@@ -156,6 +160,8 @@ def run(
         source, kernel = work.data, work.kernel
         check_full_batch_rate(mechanism, sample_rate)
         check_accountant_applies(mechanism, accountant)
+        check_budget_applies(mechanism, eps=eps, delta=delta)
+        check_theory_options_apply(lr_schedule, mu=mu, gamma=gamma)
         settings: dict[str, Any] = dict(
             mechanism=mechanism, eps=floats("eps", eps), delta=floats("delta", delta),
             clip=clip, accountant=accountant, rounds=int_or_auto("rounds", rounds, low=0),
@@ -203,7 +209,8 @@ def _planned(source: "DataSource", kernel: "Kernel", settings: dict[str, Any], *
              client_column: str, label_column: str) -> dict[str, object]:
     """Fill T, b and q of ``settings`` from the twin planner (and the budgets a private pilot
     left for the run); the plan's document."""
-    from fedqr.cli.scenario import proxy_choice, run_planner, scenario_from_options
+    from fedqr.cli.plan_view import plan_view
+    from fedqr.cli.scenario import plan_document, proxy_choice, run_planner, scenario_from_options
     from fedqr.planner import PlanNotUseful
 
     s, mechanism = settings, settings["mechanism"]
@@ -219,6 +226,8 @@ def _planned(source: "DataSource", kernel: "Kernel", settings: dict[str, Any], *
                           label_column=label_column)
     the_plan = run_planner(scenario, choice, twin_repeats=twin_repeats, device=s["device"],
                            use_cache=True, pilot_share=pilot_share, twin_budget=twin_budget)
+    for warning in plan_view(plan_document(the_plan, scenario)).warnings:
+        err.print(warning)  # as fedqr plan shows them: reading the clients' data WITHOUT DP
     try:
         the_plan.check_useful()
     except PlanNotUseful as e:
@@ -302,8 +311,8 @@ def _summary(doc: dict[str, object], elapsed: float, out_dir: Path) -> None:
     table = Table(title="clients", show_lines=False)
     for col in ("id", "d_i", "replies", "eps spent", "noise std", "clipped", "SNR"):
         table.add_column(col, justify="right")
-    for c in clients[:12]:
-        table.add_row(str(c["id"]), str(c["num_samples"]), str(c["replies"]),
+    for c in clients[:12]:  # a data file's own client ids (name), which --eps lists follow
+        table.add_row(str(c.get("name", c["id"])), str(c["num_samples"]), str(c["replies"]),
                       _fmt(c["epsilon_spent"]), _fmt(c["noise_std"]),
                       f"{c['clipped_fraction']:.1%}", _fmt(c["snr"]))
     out.print(table)

@@ -10,7 +10,7 @@ import torch
 
 from fedqr._cli_checks import check_hidden_applies
 from fedqr.cli._common import floats, progress
-from fedqr.cli.data_options import load_own, parse_hidden
+from fedqr.cli.data_options import data_warnings, load_own, parse_hidden
 from fedqr.data import DatasetName, DataSpec, PartitionKind
 from fedqr.data.presets import PRESETS, default_partition
 from fedqr.data.source import DataSource, OwnData
@@ -68,7 +68,10 @@ def proxy_choice(*, data_use: DataUse, proxy_share: float | None,
         raise ValueError("pilot_share needs --data-use private-pilot, got "
                          f"data_use={data_use.value}")
     if data_use is DataUse.PRIVATE_PILOT:
-        if pilot_share is None or not 0 < pilot_share < 1:
+        if pilot_share is None:
+            raise ValueError("pilot_share is required with --data-use private-pilot: the share "
+                             "of every client's budget the pilot spends, in (0, 1), got none")
+        if not 0 < pilot_share < 1:
             raise ValueError(f"pilot_share must be in (0, 1) for private-pilot, "
                              f"got pilot_share={pilot_share}")
     if proxy_data is not None and proxy_dataset is not None:
@@ -101,13 +104,15 @@ def _public_source(*, proxy_data: Path | DataSource | None, proxy_dataset: Datas
     suffix = "" if proxy_classes is None else f", classes {proxy_classes}"
     seed = scenario.data.seed + 1
     if isinstance(proxy_data, Path):
-        src = load_proxy(proxy_data, classes=proxy_classes, client_column=client_column,
-                         label_column=label_column, seed=seed)
+        with data_warnings(proxy_data):
+            src = load_proxy(proxy_data, classes=proxy_classes, client_column=client_column,
+                             label_column=label_column, seed=seed)
         return src, f"{src.data.name}{suffix}", "proxy_data"
     if proxy_data is not None:
         if proxy_classes is not None and isinstance(proxy_data, OwnData):
-            proxy_data = OwnData(data=select_proxy_classes(proxy_data.data, proxy_classes),
-                                 seed=proxy_data.seed)
+            with data_warnings(proxy_data.data.name):
+                proxy_data = OwnData(data=select_proxy_classes(proxy_data.data, proxy_classes),
+                                     seed=proxy_data.seed)
         name = proxy_data.data.name if isinstance(proxy_data, OwnData) else "file"
         return proxy_data, f"{name}{suffix}", "proxy_data"
     assert proxy_dataset is not None  # checked by proxy_choice
@@ -123,7 +128,8 @@ def _public_source(*, proxy_data: Path | DataSource | None, proxy_dataset: Datas
         dataset=proxy_dataset, partition=PartitionKind.IID, num_clients=1, seed=seed,
         data_dir=d.data_dir if isinstance(d, DataSpec) else None).build())
     if proxy_classes is not None:
-        pool = select_proxy_classes(pool, proxy_classes)
+        with data_warnings(proxy_dataset.value):
+            pool = select_proxy_classes(pool, proxy_classes)
     return OwnData(data=pool, seed=seed), f"{proxy_dataset.value}{suffix}", "proxy_dataset"
 
 
@@ -183,10 +189,14 @@ def run_planner(scenario: Scenario, choice: ProxyChoice, *, twin_repeats: int | 
 
 
 def plan_document(plan: Plan, scenario: Scenario) -> dict[str, Any]:
-    """``fedqr plan --json``: the recommended schedule and every prediction."""
+    """``fedqr plan --json``: the recommended schedule and every prediction, through JSON (a
+    fresh plan is shown, by ``plan`` and ``run``, from exactly what a cached one is)."""
+    import json
+
     from fedqr.api import plan_document as document
 
-    return document(plan, scenario)
+    doc: dict[str, Any] = json.loads(json.dumps(document(plan, scenario)))
+    return doc
 
 
 def workload(*, dataset: DatasetName | None, partition: PartitionKind | None, alpha: float,

@@ -9,8 +9,12 @@ classes selected or relabelled to the deployment's. Errors name the option
 from __future__ import annotations
 
 import json
+import warnings
 from pathlib import Path
 
+import numpy as np
+
+from fedqr.data._labels import EmptyClassWarning
 from fedqr.data.federated import FederatedData
 from fedqr.data.source import OwnData
 from fedqr.data.tabular import read_table
@@ -73,18 +77,33 @@ def _read_label_map(path: Path) -> dict[int, int]:
 def load_proxy(path: Path, *, classes: str | None, client_column: str, label_column: str,
                seed: int) -> OwnData:
     """``--proxy-data FILE [--proxy-classes ...]``: a public data file, standardised by its own
-    statistics; its test set, else 20% of its rows, is the twin's evaluation set."""
+    statistics; its test set, else 20% of its rows, is the twin's evaluation set.
+
+    A ``.csv`` or ``.parquet`` proxy needs no client column: the planner pools its rows and
+    deals them to the deployment's clients by their sizes (:mod:`fedqr.planner.public`);
+    where it has one, the 20% are held out of every client's rows, else of all rows.
+
+    Warns
+    -----
+    fedqr.data.EmptyClassWarning
+        For a class without rows: of the file's labels, or with ``classes`` of those kept
+        (:func:`select_proxy_classes`).
+    """
     if not path.is_file():
         what = "a folder, not a file" if path.is_dir() else "no such file"
         raise ValueError(f"proxy_data must be an existing .npz, .csv or .parquet file, got "
                          f"proxy_data={str(path)!r} ({what})")
     try:
         t = read_table(path, client_column=client_column, label_column=label_column,
-                       option=("proxy_data", "--proxy-data"))
-        data = FederatedData.from_arrays(
-            x=t.x, y=t.y, client=t.client, x_test=t.x_test, y_test=t.y_test,
-            test_share=None if t.x_test is not None else 0.2, standardize=True,
-            num_classes=t.num_classes, seed=seed, name=t.stem, feature_names=t.feature_names)
+                       option=("proxy_data", "--proxy-data"), need_client=False)
+        with warnings.catch_warnings():
+            if classes is not None:  # the file's labels may have gaps: checked once selected
+                warnings.simplefilter("ignore", EmptyClassWarning)
+            data = FederatedData.from_arrays(
+                x=t.x, y=t.y, client=t.client, x_test=t.x_test, y_test=t.y_test,
+                test_share=None if t.x_test is not None else 0.2, standardize=True,
+                num_classes=t.num_classes, seed=seed, name=t.stem,
+                feature_names=t.feature_names)
     except ValueError as e:
         raise ValueError(f"proxy_data {str(path)!r}: {e}") from None
     return OwnData(data=data if classes is None else select_proxy_classes(data, classes),
@@ -93,10 +112,24 @@ def load_proxy(path: Path, *, classes: str | None, client_column: str, label_col
 
 def select_proxy_classes(data: FederatedData, classes: str) -> FederatedData:
     """The rows of the classes ``--proxy-classes`` keeps, relabelled by it (errors name the
-    option)."""
+    option).
+
+    Warns
+    -----
+    fedqr.data.EmptyClassWarning
+        When a class kept has no training row: the model's output for it never trains.
+    """
     mapping = parse_classes(classes)
     try:
-        return data.relabel(mapping)
+        kept = data.relabel(mapping)
     except ValueError as e:
         raise ValueError(f"proxy_classes: {e} (the proxy {data.name!r} has classes "
                          f"0..{data.num_classes - 1}; got proxy_classes={classes!r})") from None
+    empty = sorted(set(range(kept.num_classes)) - {int(c) for c in np.unique(kept.y)})
+    if empty:
+        proxy = sorted(c for c, v in mapping.items() if v in empty)
+        warnings.warn(f"proxy_classes={classes!r} keeps class(es) {proxy} of the proxy "
+                      f"{data.name!r}, which have no training row: the model's output(s) "
+                      f"{empty} of 0..{kept.num_classes - 1} never train on the proxy",
+                      EmptyClassWarning, stacklevel=2)
+    return kept

@@ -97,10 +97,11 @@ class LearningRate:
         object.__setattr__(self, "schedule", parse_enum(LrSchedule, "lr_schedule", self.schedule))
         _positive("lr", self.eta0)
         if not (self.decay >= 0) or math.isinf(self.decay):
-            raise ValueError(f"lr decay must be >= 0 and finite, got decay={self.decay}")
+            raise ValueError(f"decay must be >= 0 and finite, got decay={self.decay}")
         if self.schedule is LrSchedule.THEORY:
             if self.mu is None or self.gamma is None:
-                raise ValueError("the theory learning rate needs mu and gamma, got None")
+                raise ValueError(f"the theory schedule (lr_schedule='theory') needs mu > 0 and "
+                                 f"gamma > 0, got mu={self.mu}, gamma={self.gamma}")
             _positive("mu", self.mu)
             _positive("gamma", self.gamma)
 

@@ -1,0 +1,120 @@
+"""Errors name the command-line option, its allowed range and the value given, where the
+library names its own parameter (``decay``, ``path``, ``mu``; the API keeps those names), and
+``--mu`` or ``--gamma`` without ``--lr-schedule theory`` is refused rather than ignored (as
+``--hidden`` is for a model without hidden layers). Each exits 2 and writes nothing."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from fedqr.cli import app
+from fedqr.sim.config import LearningRate
+
+runner = CliRunner()
+RUN = ["run", "--dataset", "digits", "--mechanism", "laplace", "--eps", "1", "--rounds", "2",
+       "--clients-per-round", "2"]
+
+
+def _refused(tmp_path: Path, args: list[str], message: str) -> None:
+    res = runner.invoke(app, args)
+    assert res.exit_code == 2, res.output
+    # rich wraps a long path anywhere: compared without white space
+    assert "".join(f"error: {message}".split()) in "".join(res.stderr.split()), res.stderr
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(_inputs(tmp_path))
+
+
+def _inputs(tmp_path: Path) -> list[str]:
+    return [p.name for p in tmp_path.iterdir() if p.suffix in (".csv", ".parquet", ".txt")
+            or p.name == "afile"]
+
+
+@pytest.fixture
+def data(tmp_path: Path) -> Path:
+    rng = np.random.default_rng(0)
+    rows = [f"{i % 3},{a:.3f},{b:.3f},{int(a > 0)}" for i, (a, b) in
+            enumerate(rng.normal(size=(60, 2)))]
+    path = tmp_path / "d.csv"
+    path.write_text("client,f0,f1,label\n" + "\n".join(rows) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("command", ["run", "plan"])
+def test_lr_decay(tmp_path: Path, command: str) -> None:
+    args = [*RUN, "--out", str(tmp_path / "o")] if command == "run" else [
+        "plan", "--dataset", "digits", "--mechanism", "laplace", "--eps", "1", "--no-cache"]
+    _refused(tmp_path, [*args, "--lr-decay", "-1"],
+             "--lr-decay must be >= 0 and finite, got --lr-decay=-1.0")
+    with pytest.raises(ValueError, match=r"^decay must be >= 0 and finite, got decay=-1.0$"):
+        LearningRate(decay=-1.0)  # the API's own name
+
+
+@pytest.mark.parametrize(("given", "got"), [([], "--mu=None, --gamma=None"),
+                                            (["--mu", "1"], "--mu=1.0, --gamma=None")])
+def test_the_theory_schedule_without_mu_and_gamma(tmp_path: Path, given: list[str],
+                                                 got: str) -> None:
+    _refused(tmp_path, [*RUN, "--out", str(tmp_path / "o"), "--lr-schedule", "theory", *given],
+             f"the theory schedule (--lr-schedule='theory') needs mu > 0 and gamma > 0, "
+             f"got {got}")
+    with pytest.raises(ValueError, match=r"needs mu > 0 and gamma > 0, got mu=None, "
+                                         r"gamma=None$"):
+        LearningRate(schedule="theory")
+
+
+def test_an_out_folder_that_is_a_file(tmp_path: Path) -> None:
+    (tmp_path / "afile").write_text("x")
+    _refused(tmp_path, [*RUN, "--out", str(tmp_path / "afile")],
+             f"--out must be a folder path, got --out='{tmp_path / 'afile'}' (is a file)")
+    assert (tmp_path / "afile").read_text() == "x"
+
+
+@pytest.mark.parametrize("command", ["run", "plan", "estimate"])
+def test_a_data_file_of_an_unknown_format(tmp_path: Path, command: str) -> None:
+    bad = tmp_path / "x.txt"
+    bad.write_text("client,f0,label\n0,1,0\n")
+    args = [command, "--data", str(bad), "--test-share", "0.2", "--mechanism", "laplace",
+            "--clip", "5", *(["--out", str(tmp_path / "o")] if command != "plan" else [])]
+    _refused(tmp_path, args, f"--data must end in .npz, .csv, .parquet, got --data='{bad}'")
+
+
+def test_a_test_file_of_another_format(tmp_path: Path, data: Path) -> None:
+    other = tmp_path / "t.parquet"
+    other.write_bytes(b"PAR1")
+    _refused(tmp_path, ["run", "--data", str(data), "--test-data", str(other), "--mechanism",
+                        "laplace", "--clip", "5", "--out", str(tmp_path / "o")],
+             f"--test-data must be a .csv file like --data '{data}', got --test-data='{other}'")
+
+
+@pytest.mark.parametrize("command", ["run", "plan"])
+def test_a_private_pilot_without_its_share(tmp_path: Path, data: Path, command: str) -> None:
+    args = [command, "--data", str(data), "--test-share", "0.25", "--mechanism", "laplace",
+            "--eps", "3", "--clip", "5", "--data-use", "private-pilot", "--proxy-data",
+            str(data), *(["--rounds", "auto", "--out", str(tmp_path / "o")]
+                         if command == "run" else ["--no-cache"])]
+    _refused(tmp_path, args, "--pilot-share is required with --data-use private-pilot: the "
+                             "share of every client's budget the pilot spends, in (0, 1), got "
+                             "none")
+
+
+@pytest.mark.parametrize("schedule", [[], ["--lr-schedule", "constant"],
+                                      ["--lr-schedule", "inverse-time"]])
+@pytest.mark.parametrize(("option", "value"), [("--mu", "1.0"), ("--gamma", "2.0")])
+def test_mu_and_gamma_without_the_theory_schedule_are_refused(
+        tmp_path: Path, schedule: list[str], option: str, value: str) -> None:
+    name = schedule[1] if schedule else "inverse-time"
+    _refused(tmp_path, [*RUN, "--out", str(tmp_path / "o"), *schedule, option, value],
+             f"{option} must be left out for the schedule {name} (it sets the theory schedule: "
+             f"--lr-schedule theory), got {option}={value}")
+
+
+def test_mu_and_gamma_with_the_theory_schedule_run(tmp_path: Path) -> None:
+    out = tmp_path / "o"
+    res = runner.invoke(app, [*RUN, "--out", str(out), "--lr-schedule", "theory", "--mu", "1",
+                              "--gamma", "20"])
+    assert res.exit_code == 0, res.output
+    lr = json.loads((out / "result.json").read_text())["config"]["lr"]
+    assert (lr["schedule"], lr["mu"], lr["gamma"]) == ("theory", 1.0, 20.0)
