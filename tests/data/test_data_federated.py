@@ -223,7 +223,8 @@ def test_float64_beyond_float32_range_is_one_clean_error() -> None:
         _err(r"^x_test must lie within the float32 range .* row 0, feature 3: -4e\+39 ",
              **{**d, "x_test": np.r_[[[0.0, 0.0, 0.0, -4e39]], d["x_test"][1:]]})
         x[5, 2] = x[8, 0] = 3.4e38  # large, but within the range
-        _err(r"^x must be finite, got 1 NaN or infinite value\(s\), the first in row 9$",
+        _err(r"^x must be finite, got 1 NaN or infinite value\(s\), the first in row 9 "
+             r"\(0-based, x\[9\]\)$",
              **{**d, "x": x})
 
 

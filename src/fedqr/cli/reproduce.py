@@ -57,7 +57,7 @@ def reproduce(
         arith = arithmetic_of(arithmetic)
         dev = _device(device)
         folder = out_dir or Path(f"runs/reproduce-{target.value}{'-quick' if quick else ''}")
-        check_out_dir("out", folder)
+        check_out_dir("out_dir", folder)
     except ValueError as e:
         raise fail(str(e)) from None
     folder.mkdir(parents=True, exist_ok=True)

@@ -6,8 +6,6 @@
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rich.table import Table
-
 from fedqr._enums import (
     Accountant,
     Aggregation,
@@ -286,6 +284,7 @@ def _simulate(source: "DataSource", kernel: "Kernel", settings: dict[str, Any]
 def _write(doc: dict[str, Any], *, plan_doc: dict[str, object] | None, out_dir: Path) -> None:
     """Write result.json and the plot together (a failure leaves no partial output)."""
     from fedqr.cli._common import write_json_atomic
+    from fedqr.cli.run_view import print_run_summary
     from fedqr.experiments.plots import plot_training
 
     if plan_doc is not None:
@@ -295,37 +294,9 @@ def _write(doc: dict[str, Any], *, plan_doc: dict[str, object] | None, out_dir: 
     with staged(out_dir) as stage:
         write_json_atomic(stage / "result.json", doc)
         plot_training(doc, stage / "training.png")
-    _summary(doc, doc["wall_time_s"], out_dir)
+    print_run_summary(doc, doc["wall_time_s"], out_dir)
     if plan_doc is not None:
         pred = plan_doc["predicted_test_loss"]
         if isinstance(pred, dict):
             out.print(f"planned test loss {pred['mean']:.4f} +- {pred['stderr']:.4f}, "
                       f"achieved {doc['plan']['achieved_test_loss']:.4f}")
-
-
-def _summary(doc: dict[str, object], elapsed: float, out_dir: Path) -> None:
-    summary = doc["summary"]
-    assert isinstance(summary, dict)
-    clients = doc["clients"]
-    assert isinstance(clients, list)
-    table = Table(title="clients", show_lines=False)
-    for col in ("id", "d_i", "replies", "eps spent", "noise std", "clipped", "SNR"):
-        table.add_column(col, justify="right")
-    for c in clients[:12]:  # a data file's own client ids (name), which --eps lists follow
-        table.add_row(str(c.get("name", c["id"])), str(c["num_samples"]), str(c["replies"]),
-                      _fmt(c["epsilon_spent"]), _fmt(c["noise_std"]),
-                      f"{c['clipped_fraction']:.1%}", _fmt(c["snr"]))
-    out.print(table)
-    out.print(f"final test accuracy {_fmt(summary['final_test_accuracy_mean'])} "
-              f"+- {_fmt(summary['final_test_accuracy_std'])}, test loss "
-              f"{_fmt(summary['final_test_loss_mean'])}  ({elapsed:.1f} s)")
-    out.print(f"wrote {out_dir / 'result.json'} and {out_dir / 'training.png'}")
-
-
-def _fmt(v: object) -> str:
-    if isinstance(v, float):
-        return f"{v:.4g}"
-    if isinstance(v, list):
-        return "[" + ", ".join(_fmt(x) for x in v[:3]) + (", ...]" if len(v) > 3 else "]")
-    return "-" if v is None else str(v)
-

@@ -104,7 +104,7 @@ def check_finite(name: str, x: NDArray[np.float32]) -> None:
     if count:
         row = int(np.flatnonzero(bad.any(axis=1))[0])
         raise ValueError(f"{name} must be finite, got {count} NaN or infinite value(s), "
-                         f"the first in row {row}")
+                         f"the first in row {row} (0-based, {name}[{row}])")
 
 
 def map_clients(name: str, client: ArrayLike, *, length: int

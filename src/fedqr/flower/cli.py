@@ -196,7 +196,7 @@ def _check_mode(mode: str, opts: "o.FlowerOptions") -> None:
     """The options that belong to one command only, the output folder and the timeout."""
     from fedqr.flower.link_main import check_node_timeout
 
-    check_writable_dir("out", opts.out_dir)
+    check_writable_dir("out_dir", opts.out_dir)
     for name, folder in (("work_dir", opts.work_dir), ("state_dir", opts.state_dir)):
         if folder is not None:  # the logs and the clients' ledgers: refused before any work
             check_writable_dir(name, folder)
