@@ -29,6 +29,7 @@ _EXPORTS = {
     "FederatedData": "fedqr.data.federated",
     "DataSpec": "fedqr.data.spec",
     "PlanResult": "fedqr.api",
+    "PrivateDataWarning": "fedqr.api_results",
     "SimulationResult": "fedqr.api",
     "plan": "fedqr.api",
     "simulate": "fedqr.api",
@@ -39,11 +40,12 @@ _EXPORTS = {
 }
 
 __all__ = ["DataSpec", "DataUse", "FederatedData", "Mechanism", "PlanResult",
-           "PrivacyBudgetExceeded", "SimulationResult", "__version__", "make_kernel", "plan",
-           "simulate"]
+           "PrivacyBudgetExceeded", "PrivateDataWarning", "SimulationResult", "__version__",
+           "make_kernel", "plan", "simulate"]
 
 if TYPE_CHECKING:
     from fedqr.api import PlanResult, SimulationResult, plan, simulate
+    from fedqr.api_results import PrivateDataWarning
     from fedqr.data.federated import FederatedData
     from fedqr.data.spec import DataSpec
     from fedqr.models.zoo import make_kernel

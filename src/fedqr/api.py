@@ -17,7 +17,8 @@ import torch
 from fedqr._device import resolve_device
 from fedqr._precision import Arithmetic, arithmetic_of
 from fedqr._validate import check_int_range, float_tuple
-from fedqr.api_results import PlanResult, SimulationResult
+from fedqr.api_results import PlanResult, PrivateDataWarning, SimulationResult
+from fedqr.api_schedule import check_schedule, same_data, same_scenario
 from fedqr.data import DataSpec, FederatedData
 from fedqr.data._validate import parse_enum
 from fedqr.data.presets import default_clip, default_eval_every
@@ -105,14 +106,16 @@ def simulate(
         raise ValueError(f"on_round must be a callable (rounds done) -> None, got {on_round!r}")
     dev = resolve_device(device)
     if schedule is not None:
-        _check_schedule(schedule, rounds=rounds, clients_per_round=clients_per_round,
-                        sample_rate=sample_rate)
+        check_schedule(schedule, rounds=rounds, clients_per_round=clients_per_round,
+                       sample_rate=sample_rate)
         rounds, clients_per_round = schedule.rounds, schedule.clients_per_round
         sample_rate = schedule.sample_rate
     if rounds is None or clients_per_round is None:
         raise ValueError("give rounds and clients_per_round, or schedule=a PlanResult, got "
                          f"rounds={rounds}, clients_per_round={clients_per_round}")
     source = _source(data, seed)
+    if schedule is not None:
+        same_data(schedule, source)  # before b is checked against this data's N
     work = Workload.of(source, model, hidden=hidden, loss_fn=loss_fn)
     client_data, kernel = work.build(), work.kernel
     q = sample_rate if sample_rate is not None else mechanism_for(mech).default_sample_rate
@@ -133,7 +136,8 @@ def simulate(
         else default_eval_every(source.dataset, rounds),
         train_eval=train_eval, train_eval_rows=train_eval_rows, arithmetic=arith)
     if schedule is not None:
-        _same_scenario(schedule, config)
+        same_scenario(schedule, config, kernel=kernel,
+                      planned_default=lambda: Workload.of(source, None, hidden=hidden).kernel)
     started = time.perf_counter()
     result = run_rounds(client_data.dataset, client_data.partition, config, kernel,
                         device=dev, on_round=on_round)
@@ -150,51 +154,6 @@ def simulate(
                       f"{doc.get('diverged_round')}): its final test metrics are NaN; lower "
                       "lr or clip", RuntimeWarning, stacklevel=2)
     return SimulationResult(document=doc)
-
-
-def _check_schedule(schedule: object, *, rounds: int | None, clients_per_round: int | None,
-                    sample_rate: float | None) -> None:
-    """A plan to run: a :class:`PlanResult` that found a useful schedule, and no T, b or q
-    of the caller's beside it (one of the two would be ignored)."""
-    if not isinstance(schedule, PlanResult):
-        raise ValueError(f"schedule must be a PlanResult (what fedqr.plan returns), got "
-                         f"schedule={type(schedule).__name__}")
-    given = {name: v for name, v in (("rounds", rounds), ("clients_per_round",
-             clients_per_round), ("sample_rate", sample_rate)) if v is not None}
-    if given:
-        name, value = next(iter(given.items()))
-        raise ValueError(f"schedule sets rounds, clients_per_round and sample_rate; give "
-                         f"either schedule or {name}, got both ({name}={value})")
-    if not schedule.useful:
-        raise ValueError(f"schedule is a plan that found no schedule better than the "
-                         f"untrained model (useful=False: {schedule.plan.message}); nothing "
-                         "to run: give rounds and clients_per_round to run anyway")
-
-
-def _same_scenario(schedule: PlanResult, config: SimConfig) -> None:
-    """The plan's mechanism, clip and per-client budgets are the run's (a plan made for other
-    budgets is not this run's plan)."""
-    sc, privacy, n = schedule.document["scenario"], config.privacy, config.num_clients
-    checks: list[tuple[str, object, object]] = [
-        ("mechanism", sc["mechanism"], privacy.mechanism.value)]
-    if sc["mechanism"] == privacy.mechanism.value:  # then the same budgets and clip
-        checks += [("clip", float(sc["clip"]), float(privacy.clip)),
-                   ("eps", _per(sc["eps"], n), privacy.client_eps(n))]
-        if privacy.spec.needs_delta:
-            checks.append(("delta", _per(sc["delta"], n), privacy.client_delta(n)))
-    for name, planned, given in checks:
-        if planned != given:
-            raise ValueError(f"schedule was planned for {name}={_show(planned)}, the run asks "
-                             f"{name}={_show(given)}: plan again for this run's {name}")
-
-
-def _per(values: Sequence[float], n: int) -> tuple[float, ...]:
-    v = tuple(float(x) for x in values)
-    return v * n if len(v) == 1 else v
-
-
-def _show(v: object) -> str:
-    return repr(v[0]) if isinstance(v, tuple) and len(set(v)) == 1 else repr(v)
 
 
 def _accountant(mechanism: Mechanism, accountant: Accountant | str | None) -> Accountant:
@@ -229,6 +188,11 @@ def plan(
     """
     mech = parse_enum(Mechanism, "mechanism", mechanism)
     use = parse_enum(DataUse, "data_use", data_use)
+    if not isinstance(use_cache, bool):
+        raise ValueError(f"use_cache must be True or False, got use_cache={use_cache!r}")
+    if progress is not None and not callable(progress):
+        raise ValueError(f"progress must be a callable (label, rounds) -> None, got "
+                         f"progress={progress!r}")
     if use is DataUse.PRIVATE_PILOT:
         raise ValueError("data_use='private-pilot' runs pilot rounds charged to the clients' "
                          "ledgers: it is the command line's (`fedqr plan --data-use "
@@ -263,7 +227,13 @@ def plan(
     settings = SearchSettings(repeats=twin_repeats, seed=seed)
     result = make_plan(scenario, proxy=choice, settings=settings, device=dev,
                        use_cache=use_cache, progress=progress)
-    return PlanResult(plan=result, document=plan_document(result, scenario))
+    document = plan_document(result, scenario)
+    used = document["recommended"].get("data_used") or {}
+    if used.get("reads_private_data"):
+        warnings.warn(f"fedqr.plan: {used.get('warning')}; the recommended run still spends "
+                      f"exactly each client's budget (data_use='public-proxy' reads none)",
+                      PrivateDataWarning, stacklevel=2)
+    return PlanResult(plan=result, document=document)
 
 
 def plan_document(plan: Plan, scenario: Scenario) -> dict[str, Any]:

@@ -10,7 +10,13 @@ from typing import Any
 from fedqr.planner import Plan
 from fedqr.sim.result import write_json_atomic
 
-__all__ = ["PlanResult", "SimulationResult"]
+__all__ = ["PlanResult", "PrivateDataWarning", "SimulationResult"]
+
+
+class PrivateDataWarning(UserWarning):
+    """:func:`fedqr.plan` read the clients' own data WITHOUT differential privacy (the default
+    ``data_use="clear-proxy"``: a simulation only; the run it recommends still spends exactly
+    each client's budget). Plan with ``data_use="public-proxy"`` to read none."""
 
 
 @dataclass(frozen=True)

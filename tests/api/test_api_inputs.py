@@ -4,6 +4,8 @@ plan run as a schedule, a diverged run, the models it cannot train reproducibly.
 from __future__ import annotations
 
 import math
+import re
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -121,9 +123,27 @@ def test_a_schedule_is_the_plan_of_this_run(budget: dict[str, Any], tmp_path: Pa
     for change, message in [({"rounds": 7}, "give either schedule or rounds"),
                             ({"mechanism": "gaussian"}, "planned for mechanism='laplace'"),
                             ({"eps": 1.0}, "planned for eps=4.0, the run asks eps=1.0"),
-                            ({"clip": 2.0}, "planned for clip=5.0")]:
+                            ({"clip": 2.0}, "planned for clip=5.0"),
+                            # the plan's data, model and training rule, not only its budgets
+                            ({"model": "mlp"}, r"planned for model=\{'name': 'logreg'"),
+                            ({"lr": 0.5}, r"planned for lr=\{.*'eta0': 0.05"),
+                            ({"lr_decay": 0.0}, "planned for lr="),
+                            ({"weight_decay": 0.0}, "planned for weight_decay=0.01"),
+                            ({"aggregation": "normalized"}, "planned for aggregation='paper'")]:
         with pytest.raises(ValueError, match=message):
             fedqr.simulate(**{**budget, **change}, schedule=plan)
+    rng = np.random.default_rng(1)  # another federation: 2 clients, fewer than the plan's b
+    x = rng.normal(size=(200, 6)).astype(np.float32)
+    other = fedqr.FederatedData.from_arrays(x=x, y=(x[:, 0] > 0).astype(np.int64),
+                                            client=rng.integers(0, 2, 200), test_share=0.25)
+    with pytest.raises(ValueError, match=r"planned for other data \(.*4 clients\), the run "
+                                         r"asks data=\(.*2 clients\)"):
+        fedqr.simulate(**{**budget, "data": other}, schedule=plan)
+    unnamed = {k: v for k, v in budget.items() if k != "model"}  # planned with the default
+    default = fedqr.plan(**unnamed)
+    assert fedqr.simulate(**unnamed, model="linear", schedule=default).document["plan"]
+    with pytest.raises(ValueError, match=r"planned for model=\{'name': 'linear'"):
+        fedqr.simulate(**unnamed, model="logreg", schedule=default)
     with pytest.raises(ValueError, match="schedule must be a PlanResult"):
         fedqr.simulate(**budget, schedule={"rounds": 3})  # type: ignore[arg-type]
 
@@ -164,3 +184,47 @@ def test_from_arrays_refuses_flags_and_names_of_another_type(change: dict[str, A
     with pytest.raises(ValueError, match=message):
         fedqr.FederatedData.from_arrays(x=x, y=np.arange(12) % 2, client=np.arange(12) % 3,
                                         test_share=0.25, **change)
+
+
+def test_a_clear_proxy_plan_warns_that_it_read_private_data(budget: dict[str, Any],
+                                                            tmp_path: Path,
+                                                            monkeypatch: pytest.MonkeyPatch
+                                                            ) -> None:
+    monkeypatch.setenv("FEDQR_CACHE", str(tmp_path))
+    with pytest.warns(fedqr.PrivateDataWarning, match="WITHOUT differential privacy"):
+        plan = fedqr.plan(**budget)
+    assert plan.document["recommended"]["data_used"]["reads_private_data"]
+    with pytest.warns(fedqr.PrivateDataWarning):  # from the cache too: made from the data
+        fedqr.plan(**budget)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error", fedqr.PrivateDataWarning)
+        public = fedqr.plan(**budget, data_use="public-proxy", proxy=budget["data"])
+    assert not public.document["recommended"]["data_used"]["reads_private_data"]
+
+
+@pytest.mark.parametrize(("change", "needle"), [
+    ({"use_cache": "no"}, "use_cache must be True or False, got use_cache='no'"),
+    ({"progress": 3}, "progress must be a callable"),
+])
+def test_plan_refuses_bad_switches(budget: dict[str, Any], change: dict[str, Any],
+                                   needle: str) -> None:
+    with pytest.raises(ValueError, match=re.escape(needle)):
+        fedqr.plan(**budget, **change)
+
+
+def test_options_of_the_run_that_do_not_apply_or_do_not_fit_are_refused(
+        budget: dict[str, Any]) -> None:
+    run = {**budget, "rounds": 2, "clients_per_round": 2}
+    with pytest.raises(ValueError, match="mu and gamma set the theory schedule"):
+        fedqr.simulate(**run, mu=0.1, gamma=3.0)
+    with pytest.raises(ValueError, match=r"lr_decay must be >= 0 and finite, got lr_decay=-1"):
+        fedqr.simulate(**run, lr_decay=-1.0)
+    three = fedqr.make_kernel("mlp", input_shape=(3,), num_classes=2)
+    with pytest.raises(ValueError, match=r"model must be a kernel made for the data's samples "
+                                         r"\(input_shape=\(6,\)\) .* got a kernel made for "
+                                         r"input_shape=\(3,\)"):
+        fedqr.simulate(**{**run, "model": three})
+    lin = lambda shape, k: torch.nn.Linear(shape[0], k)  # noqa: E731
+    mean = lambda z, y: torch.nn.functional.cross_entropy(z, y)  # noqa: E731  (reduced)
+    with pytest.raises(ValueError, match=r"loss_fn must return one loss per row, shape \(n,\)"):
+        fedqr.simulate(**{**run, "model": lin}, loss_fn=mean)

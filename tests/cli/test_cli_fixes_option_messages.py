@@ -49,8 +49,9 @@ def test_lr_decay(tmp_path: Path, command: str) -> None:
         "plan", "--dataset", "digits", "--mechanism", "laplace", "--eps", "1", "--no-cache"]
     _refused(tmp_path, [*args, "--lr-decay", "-1"],
              "--lr-decay must be >= 0 and finite, got --lr-decay=-1.0")
-    with pytest.raises(ValueError, match=r"^decay must be >= 0 and finite, got decay=-1.0$"):
-        LearningRate(decay=-1.0)  # the API's own name
+    with pytest.raises(ValueError, match=r"^lr_decay must be >= 0 and finite, got "
+                                         r"lr_decay=-1.0$"):
+        LearningRate(decay=-1.0)  # the API's name (simulate's and plan's lr_decay)
 
 
 @pytest.mark.parametrize(("given", "got"), [([], "--mu=None, --gamma=None"),

@@ -146,6 +146,7 @@ def check_model(build: ModelFactory, *, input_shape: tuple[int, ...], num_classe
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise ValueError(f"model {label!r} must map a batch of n inputs to (n, {num_classes}) "
                          f"logits (num_classes={num_classes}), got {shape} for n=2")
+    _check_per_sample_loss(loss_fn, out, y, label=label)
     for method in (Method.GHOST, Method.VMAP):
         try:
             clipped_grad_sums(model, x, y, clip=1.0, norm="l2", method=method, loss_fn=loss_fn)
@@ -155,6 +156,21 @@ def check_model(build: ModelFactory, *, input_shape: tuple[int, ...], num_classe
     raise ValueError(f"model {label!r}: per-sample gradients cannot be computed "
                      f"({type(error).__name__}: {error}); a model without batch-coupled "
                      "layers and with differentiable parameters is needed")
+
+
+def _check_per_sample_loss(loss_fn: LossFn, logits: torch.Tensor, y: torch.Tensor, *,
+                           label: str) -> None:
+    """``ValueError`` unless ``loss_fn(logits, y)`` is one loss per row (shape ``(n,)``): a
+    reduced loss (a mean) would scale every clipped gradient and the test loss silently."""
+    try:
+        loss = loss_fn(logits.detach(), y)
+    except Exception as e:  # the user's loss
+        raise ValueError(f"loss_fn (model {label!r}) raised {type(e).__name__}: {e}") from e
+    n = logits.shape[0]
+    if not isinstance(loss, torch.Tensor) or tuple(loss.shape) != (n,):
+        got = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
+        raise ValueError(f"loss_fn must return one loss per row, shape (n,) (reduction="
+                         f"'none'), got {got} for n={n} (model {label!r})")
 
 
 def make_kernel(model: str | UserFactory | Kernel, *, input_shape: tuple[int, ...],
@@ -188,6 +204,7 @@ def make_kernel(model: str | UserFactory | Kernel, *, input_shape: tuple[int, ..
             raise ValueError("model must be 'logreg', 'linear', 'mlp', 'cnn', "
                              "'FILE.py:FUNCTION', a factory (input_shape, num_classes) -> "
                              f"nn.Module or a Kernel, got model={model!r}")
+        _check_sized_for(model, input_shape=input_shape, num_classes=num_classes)
         return model
     if isinstance(hidden, str) or not all(
             isinstance(h, Integral) and not isinstance(h, bool) and h >= 1
@@ -209,6 +226,25 @@ def make_kernel(model: str | UserFactory | Kernel, *, input_shape: tuple[int, ..
         opts = dataclasses.replace(opts, method=method)
     return TorchKernel(build=build, input_shape=tuple(input_shape), num_classes=num_classes,
                        label=label, loss_fn=loss, options=opts)
+
+
+def _check_sized_for(kernel: Kernel, *, input_shape: tuple[int, ...], num_classes: int) -> None:
+    """``ValueError`` if a ready kernel was made for other samples or classes than the data's
+    (its ``input_shape`` or ``num_features``, where it has them, and its ``num_classes``)."""
+    shape = getattr(kernel, "input_shape", None)
+    features = getattr(kernel, "num_features", None)
+    made = (tuple(shape) if shape is not None else (features,) if features is not None
+            else None)
+    fits = made is None or (tuple(made) == tuple(input_shape) if shape is not None
+                            else features == math.prod(input_shape))
+    if not fits or kernel.num_classes != num_classes:
+        raise ValueError(f"model must be a kernel made for the data's samples "
+                         f"(input_shape={tuple(input_shape)}) and classes "
+                         f"(num_classes={num_classes}), got a kernel made for "
+                         f"{'input_shape=' + str(made) if made is not None else 'its samples'} "
+                         f"and num_classes={kernel.num_classes}: make it with "
+                         f"make_kernel(..., input_shape={tuple(input_shape)}, "
+                         f"num_classes={num_classes})")
 
 
 def _factory(model: str | UserFactory, *, input_shape: tuple[int, ...], num_classes: int,

@@ -97,7 +97,11 @@ class LearningRate:
         object.__setattr__(self, "schedule", parse_enum(LrSchedule, "lr_schedule", self.schedule))
         _positive("lr", self.eta0)
         if not (self.decay >= 0) or math.isinf(self.decay):
-            raise ValueError(f"decay must be >= 0 and finite, got decay={self.decay}")
+            raise ValueError(f"lr_decay must be >= 0 and finite, got lr_decay={self.decay}")
+        if self.schedule is not LrSchedule.THEORY and (self.mu, self.gamma) != (None, None):
+            raise ValueError(f"mu and gamma set the theory schedule (lr_schedule='theory'); "
+                             f"leave them out for lr_schedule={self.schedule.value!r}, got "
+                             f"mu={self.mu}, gamma={self.gamma}")
         if self.schedule is LrSchedule.THEORY:
             if self.mu is None or self.gamma is None:
                 raise ValueError(f"the theory schedule (lr_schedule='theory') needs mu > 0 and "

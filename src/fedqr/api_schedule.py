@@ -1,0 +1,89 @@
+"""A plan run by :func:`fedqr.simulate` (``schedule=``): what the run must share with it.
+
+A :class:`~fedqr.api_results.PlanResult` recommends T, b and q for one scenario: its data, its
+model, its training rule and its budgets. A run that differs in any of them is not the run it
+was planned for, and its predicted loss (which the result document prints beside the achieved
+one) says nothing about it; such a run is refused, naming what differs.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from fedqr.api_results import PlanResult
+from fedqr.data.source import DataSource
+from fedqr.models.kernel import Kernel
+from fedqr.sim.config import SimConfig
+from fedqr.sim.result import jsonable
+
+__all__ = ["check_schedule", "same_data", "same_scenario"]
+
+
+def check_schedule(schedule: object, *, rounds: int | None, clients_per_round: int | None,
+                   sample_rate: float | None) -> None:
+    """A plan to run: a :class:`PlanResult` that found a useful schedule, and no T, b or q
+    of the caller's beside it (one of the two would be ignored)."""
+    if not isinstance(schedule, PlanResult):
+        raise ValueError(f"schedule must be a PlanResult (what fedqr.plan returns), got "
+                         f"schedule={type(schedule).__name__}")
+    given = {name: v for name, v in (("rounds", rounds), ("clients_per_round",
+             clients_per_round), ("sample_rate", sample_rate)) if v is not None}
+    if given:
+        name, value = next(iter(given.items()))
+        raise ValueError(f"schedule sets rounds, clients_per_round and sample_rate; give "
+                         f"either schedule or {name}, got both ({name}={value})")
+    if not schedule.useful:
+        raise ValueError(f"schedule is a plan that found no schedule better than the "
+                         f"untrained model (useful=False: {schedule.plan.message}); nothing "
+                         "to run: give rounds and clients_per_round to run anyway")
+
+
+def _data_key(identity: dict[str, Any]) -> object:
+    """What makes two data sources the same: a file's or arrays' digest, else the recipe of a
+    built-in set (its seed aside: another draw of the same recipe)."""
+    if "sha256" in identity:
+        return identity["sha256"]
+    return {k: v for k, v in identity.items() if k != "seed"}
+
+
+def same_data(schedule: PlanResult, source: DataSource) -> None:
+    """``ValueError`` unless the run's data is the data the plan was made for."""
+    planned, given = schedule.document["scenario"]["data"], source.identity()
+    if _data_key(planned) != _data_key(given):
+        def show(i: dict[str, Any]) -> str:
+            return f"{i.get('name') or i.get('dataset')!r}, {i.get('num_clients')} clients"
+
+        raise ValueError(f"schedule was planned for other data ({show(planned)}), the run "
+                         f"asks data=({show(given)}): plan again for this run's data")
+
+
+def same_scenario(schedule: PlanResult, config: SimConfig, *, kernel: Kernel,
+                  planned_default: Callable[[], Kernel]) -> None:
+    """``ValueError`` unless the run has the plan's mechanism, clip, per-client budgets, model
+    and training rule (``planned_default``: the model a plan without one was made for)."""
+    sc, privacy, n = schedule.document["scenario"], config.privacy, config.num_clients
+    checks: list[tuple[str, object, object]] = [
+        ("mechanism", sc["mechanism"], privacy.mechanism.value)]
+    if sc["mechanism"] == privacy.mechanism.value:  # then the same budgets and clip
+        checks += [("clip", float(sc["clip"]), float(privacy.clip)),
+                   ("eps", _per(sc["eps"], n), privacy.client_eps(n))]
+        if privacy.spec.needs_delta:
+            checks.append(("delta", _per(sc["delta"], n), privacy.client_delta(n)))
+    model = sc["model"] if sc["model"] is not None else planned_default().describe()
+    checks += [("model", model, kernel.describe()), ("lr", sc["lr"], jsonable(config.lr)),
+               ("weight_decay", sc["weight_decay"], config.weight_decay),
+               ("aggregation", sc["aggregation"], config.aggregation.value)]
+    for name, planned, given in checks:
+        if planned != given:
+            raise ValueError(f"schedule was planned for {name}={_show(planned)}, the run asks "
+                             f"{name}={_show(given)}: plan again for this run's {name}")
+
+
+def _per(values: Sequence[float], n: int) -> tuple[float, ...]:
+    v = tuple(float(x) for x in values)
+    return v * n if len(v) == 1 else v
+
+
+def _show(v: object) -> str:
+    return repr(v[0]) if isinstance(v, tuple) and len(set(v)) == 1 else repr(v)
