@@ -63,7 +63,7 @@ def simulate(
     weight_decay: float = 0.01, accountant: Accountant | str | None = None,
     selection: Selection = Selection.ROUND_ROBIN, aggregation: Aggregation = Aggregation.PAPER,
     repeats: int = 1, seed: int = 0, eval_every: int | None = None, eval_train: str = "end",
-    hidden: Sequence[int] = (64,), loss_fn: LossFn | None = None,
+    hidden: Sequence[int] | None = None, loss_fn: LossFn | None = None,
     device: str | torch.device = "cpu", on_round: Callable[[int], None] | None = None,
     arithmetic: Arithmetic | str = Arithmetic.FLOAT32,
 ) -> SimulationResult:
@@ -113,6 +113,7 @@ def simulate(
     if rounds is None or clients_per_round is None:
         raise ValueError("give rounds and clients_per_round, or schedule=a PlanResult, got "
                          f"rounds={rounds}, clients_per_round={clients_per_round}")
+    hidden = _hidden(model, hidden)
     source = _source(data, seed)
     if schedule is not None:
         same_data(schedule, source)  # before b is checked against this data's N
@@ -156,6 +157,18 @@ def simulate(
     return SimulationResult(document=doc)
 
 
+def _hidden(model: object, hidden: Sequence[int] | None) -> Sequence[int]:
+    """The hidden widths of ``mlp`` (default ``(64,)``); refused for any other model, which
+    has none to set, rather than ignored."""
+    if hidden is None:
+        return (64,)
+    if model != "mlp":
+        raise ValueError(f"hidden sets the widths of model='mlp'; leave it out for model="
+                         f"{model if isinstance(model, str | None) else type(model).__name__!r}"
+                         f", got hidden={hidden!r}")
+    return hidden
+
+
 def _accountant(mechanism: Mechanism, accountant: Accountant | str | None) -> Accountant:
     """The accountant asked for (``None``: RDP, the Gaussian mechanism's default, and what the
     others ignore), refused where the mechanism accounts its budgets otherwise."""
@@ -176,7 +189,7 @@ def plan(
     accountant: Accountant | str | None = None, aggregation: Aggregation = Aggregation.PAPER,
     data_use: DataUse | str = DataUse.CLEAR_PROXY, proxy: FederatedData | DataSpec | None = None,
     proxy_share: float | None = None, twin_repeats: int | None = None, seed: int = 0,
-    hidden: Sequence[int] = (64,), device: str | torch.device = "cpu",
+    hidden: Sequence[int] | None = None, device: str | torch.device = "cpu",
     use_cache: bool = True, progress: Callable[[str, int], None] | None = None,
 ) -> PlanResult:
     """Plan T, b (and q with ``sample_rate=None``) for ``data`` with the twin.
@@ -199,6 +212,7 @@ def plan(
                          "private-pilot --pilot-share S`); the Python API plans with "
                          "'clear-proxy' or 'public-proxy'")
     dev = resolve_device(device)
+    widths = _hidden(model, hidden)
     source = _source(data, seed)
     scenario = Scenario(
         data=source, mechanism=mech, eps=float_tuple("eps", eps),
@@ -209,8 +223,7 @@ def plan(
         clients_per_round=clients_per_round,
         lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay),
         weight_decay=weight_decay, aggregation=aggregation,
-        kernel=None if model is None else Workload.of(source, model,
-                                                  hidden=hidden).kernel)
+        kernel=None if model is None else Workload.of(source, model, hidden=widths).kernel)
     if use is DataUse.CLEAR_PROXY:
         if proxy is not None:
             raise ValueError("proxy needs data_use='public-proxy', got data_use='clear-proxy'")

@@ -228,3 +228,14 @@ def test_options_of_the_run_that_do_not_apply_or_do_not_fit_are_refused(
     mean = lambda z, y: torch.nn.functional.cross_entropy(z, y)  # noqa: E731  (reduced)
     with pytest.raises(ValueError, match=r"loss_fn must return one loss per row, shape \(n,\)"):
         fedqr.simulate(**{**run, "model": lin}, loss_fn=mean)
+
+
+def test_hidden_is_for_the_mlp_only(budget: dict[str, Any]) -> None:
+    run = {**budget, "rounds": 2, "clients_per_round": 2}
+    with pytest.raises(ValueError, match=r"hidden sets the widths of model='mlp'; leave it out "
+                                         r"for model='logreg', got hidden=\(8,\)"):
+        fedqr.simulate(**run, hidden=(8,))
+    with pytest.raises(ValueError, match="leave it out for model=None"):
+        fedqr.plan(**{**budget, "model": None}, hidden=(8,))
+    mlp = fedqr.simulate(**{**run, "model": "mlp"}, hidden=(8,))
+    assert mlp.document["provenance"]["model"]["num_params"] == 6 * 8 + 8 + 8 * 2 + 2
