@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 from pathlib import Path
+from typing import Any
 
 import pytest
 from torch import nn
@@ -16,7 +17,7 @@ from fedqr.models.torch_kernel import TorchKernel
 from fedqr.models.zoo import make_kernel
 from fedqr.planner import Scenario, SearchSettings, make_plan
 from fedqr.planner.cache import cache_key
-from fedqr.planner.kernels import twin_kernel
+from fedqr.planner.kernels import kernel_identity, twin_kernel
 from fedqr.privacy import Mechanism
 from fedqr.sim.config import LearningRate
 
@@ -154,3 +155,44 @@ def test_a_private_pilot_runs_the_plans_model() -> None:
     assert pilot["achieved_test_loss"] > 0 and pilot["rounds"] >= 1
     spent = piloted.privacy_cost["epsilon"]
     assert max(spent) <= 0.25 * 4.0 + 1e-12 and max(spent) > 0
+
+
+_MODEL_FILE = """
+import torch
+from torch import nn
+
+
+def squash(z):
+    return torch.relu(z)
+
+
+class Net(nn.Module):
+    def __init__(self, d, k):
+        super().__init__()
+        self.a, self.b = nn.Linear(d, 8), nn.Linear(8, k)
+
+    def forward(self, x):
+        return self.b(squash(self.a(x)))
+
+
+def make(input_shape, num_classes):
+    return Net(input_shape[0], num_classes)
+"""
+
+
+def test_a_model_file_whose_code_changed_is_another_model_for_the_cache(
+        tmp_path: Path) -> None:
+    path = tmp_path / "net.py"
+
+    def identity(text: str) -> dict[str, Any]:
+        path.write_text(text)
+        return kernel_identity(make_kernel(f"{path}:make", input_shape=(5,), num_classes=2))
+
+    first = identity(_MODEL_FILE)
+    assert identity(_MODEL_FILE) == first  # the same code, loaded again: the same key
+    # the same layers, parameters and initial weights, another forward or helper: not the same
+    assert identity(_MODEL_FILE.replace("self.b(squash", "self.b(3 * squash")) != first
+    assert identity(_MODEL_FILE.replace("torch.relu(z)", "torch.tanh(z)")) != first
+    builtin = make_kernel("mlp", input_shape=(5,), num_classes=2)
+    assert kernel_identity(builtin) == kernel_identity(
+        make_kernel("mlp", input_shape=(5,), num_classes=2))

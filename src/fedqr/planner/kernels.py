@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import hashlib
 import math
+import types
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -22,7 +24,8 @@ from fedqr.models.logreg_kernel import LogRegKernel
 from fedqr.models.torch_kernel import TorchKernel
 from fedqr.planner.scenario import Scenario
 
-__all__ = ["for_twin", "forward_flops", "kernel_identity", "scenario_kernel", "twin_kernel"]
+__all__ = ["code_digest", "for_twin", "forward_flops", "kernel_identity", "scenario_kernel",
+           "twin_kernel"]
 
 
 def _input_shape(dataset: Dataset) -> tuple[int, ...]:
@@ -101,11 +104,55 @@ def kernel_identity(kernel: Kernel) -> dict[str, Any]:
     out: dict[str, Any] = {"describe": kernel.describe()}
     if isinstance(kernel, TorchKernel):
         theta = kernel.init(repeats=1, generator=torch.Generator().manual_seed(0))
-        out["module"] = repr(kernel.build(torch.Generator().manual_seed(0)))
+        model = kernel.build(torch.Generator().manual_seed(0))
+        out["module"] = repr(model)
         out["loss"] = getattr(kernel.loss_fn, "__qualname__", repr(kernel.loss_fn))
         out["init_sha256"] = hashlib.sha256(theta.numpy().tobytes()).hexdigest()[:16]
         out["input_shape"] = list(kernel.input_shape)
+        out["code_sha256"] = code_digest([type(m) for m in model.modules()] + [kernel.loss_fn])
     return out
+
+
+def code_digest(objects: list[Any]) -> str:
+    """A digest of the user's code behind ``objects`` (module classes, a loss function): the
+    compiled code of every method of a class outside torch, and the bytes of each source file
+    it was compiled from (a helper the forward pass calls, edited, changes it too). Torch's own
+    modules are left out: the pinned torch fixes them. A model whose ``forward`` changed is
+    another model, whatever its layers and initial weights."""
+    h = hashlib.sha256()
+    files: set[str] = set()
+    for code in _user_code(objects):
+        h.update(_code_bytes(code))
+        files.add(code.co_filename)
+    for name in sorted(files):
+        try:
+            h.update(Path(name).read_bytes())
+        except OSError:  # code without a file (an interactive session): its bytecode only
+            h.update(name.encode())
+    return h.hexdigest()[:16]
+
+
+def _user_code(objects: list[Any]) -> list[types.CodeType]:
+    codes: list[types.CodeType] = []
+    for obj in objects:
+        owners = obj.__mro__ if isinstance(obj, type) else (obj,)
+        for owner in owners:
+            if getattr(owner, "__module__", "").split(".")[0] in ("torch", "builtins", "fedqr"):
+                continue
+            members = vars(owner).values() if isinstance(owner, type) else [owner]
+            for member in members:
+                code = getattr(getattr(member, "__func__", member), "__code__", None)
+                if isinstance(code, types.CodeType):
+                    codes.append(code)
+    return codes
+
+
+def _code_bytes(code: types.CodeType) -> bytes:
+    """Bytecode, names and constants of ``code`` and of the code nested in it."""
+    parts = [code.co_code, repr(code.co_names).encode(), repr(code.co_varnames).encode()]
+    parts += [_code_bytes(c) if isinstance(c, types.CodeType) else repr(c).encode()
+              for c in code.co_consts]
+    return b"\0".join(parts)
 
 
 def forward_flops(kernel: Kernel) -> int:
