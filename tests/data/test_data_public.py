@@ -7,7 +7,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from fedqr.data.public import load_proxy
+from fedqr.data import FederatedData
+from fedqr.data.public import align_features, load_proxy
 
 
 def _load(path: Path) -> object:
@@ -34,3 +35,22 @@ def test_a_proxy_file_is_read_with_a_held_out_test_set(tmp_path: Path) -> None:
     own = load_proxy(tmp_path / "p.npz", classes=None, client_column="client",
                      label_column="label", seed=0)
     assert own.data.num_classes == 2 and own.data.num_test == 4  # 20% held out
+
+
+def test_proxy_columns_are_matched_by_name_not_by_position() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(40, 3)).astype(np.float32) * np.array([1.0, 10.0, 100.0], np.float32)
+    y, client = (x[:, 0] > 0).astype(np.int64), np.arange(40) % 2
+    proxy = FederatedData.from_arrays(x=x, y=y, client=client, test_share=0.25,
+                                      feature_names=("a", "b", "c"))
+    swapped = align_features(proxy, ("c", "a", "b"))
+    assert swapped.feature_names == ("c", "a", "b")
+    np.testing.assert_array_equal(swapped.x, proxy.x[:, [2, 0, 1]])
+    np.testing.assert_array_equal(swapped.x_test, proxy.x_test[:, [2, 0, 1]])
+    assert proxy.standardization is not None and swapped.standardization is not None
+    np.testing.assert_array_equal(swapped.standardization.std, proxy.standardization.std[[2, 0, 1]])
+    assert align_features(proxy, ("a", "b", "c")) is proxy
+    assert align_features(proxy, None) is proxy  # an .npz deployment: columns in order
+    assert align_features(proxy, ("a", "b")) is proxy  # a count mismatch: refused elsewhere
+    with pytest.raises(ValueError, match=r"lacks \['d'\] and has unexpected \['c'\]"):
+        align_features(proxy, ("a", "b", "d"))

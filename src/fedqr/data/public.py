@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -19,7 +20,7 @@ from fedqr.data.federated import FederatedData
 from fedqr.data.source import OwnData
 from fedqr.data.tabular import read_table
 
-__all__ = ["load_proxy", "parse_classes", "select_proxy_classes"]
+__all__ = ["align_features", "load_proxy", "parse_classes", "select_proxy_classes"]
 
 
 def parse_classes(text: str) -> dict[int, int]:
@@ -133,3 +134,33 @@ def select_proxy_classes(data: FederatedData, classes: str) -> FederatedData:
                       f"{empty} of 0..{kept.num_classes - 1} never train on the proxy",
                       EmptyClassWarning, stacklevel=2)
     return kept
+
+
+def align_features(proxy: FederatedData, names: tuple[str, ...] | None) -> FederatedData:
+    """The proxy's feature columns in the order of the deployment's ``names``, matched by name.
+
+    Where either side has no column names (an ``.npz`` file, a built-in set), the columns are
+    taken in order. Two named files must name the same columns (any order): a proxy whose
+    columns are renamed or swapped would feed one feature in as another.
+
+    Raises
+    ------
+    ValueError
+        Naming the columns the proxy lacks and those it has beyond the deployment's.
+    """
+    have = proxy.feature_names
+    if names is None or have is None or tuple(have) == tuple(names) or len(have) != len(names):
+        return proxy  # another number of features: the model's check names the counts
+    missing = [c for c in names if c not in have]
+    extra = [c for c in have if c not in names]
+    if missing or extra:
+        raise ValueError(f"proxy_data must have the deployment's feature columns (matched by "
+                         f"name, any order): the proxy {proxy.name!r} lacks {missing} and has "
+                         f"unexpected {extra}")
+    order = [have.index(c) for c in names]
+    stats = proxy.standardization
+    return replace(proxy, x=np.ascontiguousarray(proxy.x[:, order]),
+                   x_test=np.ascontiguousarray(proxy.x_test[:, order]),
+                   feature_names=tuple(names),
+                   standardization=None if stats is None else replace(
+                       stats, mean=stats.mean[order], std=stats.std[order]))
