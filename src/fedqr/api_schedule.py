@@ -72,6 +72,7 @@ def same_scenario(schedule: PlanResult, config: SimConfig, *, kernel: Kernel,
             checks.append(("delta", _per(sc["delta"], n), privacy.client_delta(n)))
     model = sc["model"] if sc["model"] is not None else planned_default().describe()
     checks += [("model", model, kernel.describe()), ("lr", sc["lr"], jsonable(config.lr)),
+               ("selection", "round-robin", config.selection.value),  # what the twin plans
                ("weight_decay", sc["weight_decay"], config.weight_decay),
                ("aggregation", sc["aggregation"], config.aggregation.value)]
     for name, planned, given in checks:

@@ -129,7 +129,8 @@ def test_a_schedule_is_the_plan_of_this_run(budget: dict[str, Any], tmp_path: Pa
                             ({"lr": 0.5}, r"planned for lr=\{.*'eta0': 0.05"),
                             ({"lr_decay": 0.0}, "planned for lr="),
                             ({"weight_decay": 0.0}, "planned for weight_decay=0.01"),
-                            ({"aggregation": "normalized"}, "planned for aggregation='paper'")]:
+                            ({"aggregation": "normalized"}, "planned for aggregation='paper'"),
+                            ({"selection": "random"}, "planned for selection='round-robin'")]:
         with pytest.raises(ValueError, match=message):
             fedqr.simulate(**{**budget, **change}, schedule=plan)
     rng = np.random.default_rng(1)  # another federation: 2 clients, fewer than the plan's b

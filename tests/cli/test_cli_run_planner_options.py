@@ -61,3 +61,14 @@ def test_planner_options_with_nothing_to_plan_are_refused(tmp_path: Path, scenar
     assert res.exit_code == 2, res.output
     assert "options of the planner" in " ".join(res.output.split())
     assert not out.exists()
+
+
+def test_random_selection_is_not_planned_as_round_robin(tmp_path: Path,
+                                                        scenario: list[str]) -> None:
+    out = tmp_path / "run"
+    res = runner.invoke(app, ["run", *scenario, "--rounds", "auto", "--clients-per-round",
+                              "auto", "--selection", "random", "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    assert ("--selection must be round-robin where the planner chooses"
+            in " ".join(res.output.split()))
+    assert not out.exists()

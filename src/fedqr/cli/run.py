@@ -212,6 +212,11 @@ def _planned(source: "DataSource", kernel: "Kernel", settings: dict[str, Any], *
     from fedqr.planner import PlanNotUseful
 
     s, mechanism = settings, settings["mechanism"]
+    if s["selection"] is not Selection.ROUND_ROBIN:  # the twin's reply counts are round robin
+        raise ValueError(f"selection must be round-robin where the planner chooses (--rounds, "
+                         f"--clients-per-round or --sample-rate auto): it plans round-robin "
+                         f"replies; plan, then run T, b and q with --selection "
+                         f"{s['selection'].value}, got selection={s['selection'].value}")
     scenario = scenario_from_options(
         num_clients=source.num_clients, mechanism=mechanism, eps=eps, delta=delta,
         clip=s["clip"], sample_rate=s["sample_rate"], accountant=s["accountant"], lr=s["lr"],
