@@ -160,16 +160,22 @@ def test_gaussian_budget_below_the_accountant_is_refused(tmp_path: Path,
     assert_bad_input(res, "eps must be large enough for the rdp accountant", "eps=1e-09")
     assert not [r for r in caplog.records if "Renyi" in r.getMessage()]
     assert not (tmp_path / "r").exists()
+    # so small that the noise it would take overflows the accountant's floats: the same error
+    res = invoke([*SMALL, "--mechanism", "gaussian", "--eps", "1e-300", "--out",
+                  str(tmp_path / "r")])
+    assert_bad_input(res, "eps must be large enough for the rdp accountant", "overflows")
+    assert not (tmp_path / "r").exists()
 
 
-# -- --mechanism laplace --delta 2 -------------------------------------------------------------
+# -- --mechanism laplace|none --delta 2: refused (pure eps-DP; no budget) --------------------
 @pytest.mark.parametrize(("mechanism", "needle"), [
-    ("laplace", "--delta must be in [0, 1), got --delta=2.0"),
+    ("laplace", "--delta must be left out for --mechanism laplace (pure eps-DP: delta is 0), "
+                "got --delta='2'"),
     # no mechanism spends no budget: a delta (or eps) given for it is refused, not recorded
     ("none", "--delta must be left out for --mechanism none (no noise, no privacy budget), "
              "got --delta='2'"),
 ])
-def test_delta_is_a_probability_whatever_the_mechanism(tmp_path: Path, mechanism: str,
+def test_a_delta_is_refused_where_no_mechanism_uses_it(tmp_path: Path, mechanism: str,
                                                        needle: str) -> None:
     res = invoke([*SMALL, "--mechanism", mechanism, "--delta", "2", "--out",
                   str(tmp_path / "r")])

@@ -62,13 +62,17 @@ def check_theory_options_apply(schedule: str, **values: float | None) -> None:
 
 def check_budget_applies(mechanism: Mechanism, **values: str) -> None:
     """``--eps`` or ``--delta`` (``values``: the options by name, as typed) given with
-    ``--mechanism none``, which spends no budget, is refused rather than recorded as a budget
-    nothing holds."""
+    ``--mechanism none``, which spends no budget, or ``--delta`` with the pure eps-DP Laplace
+    mechanism, is refused rather than recorded as a budget nothing holds."""
     from fedqr._enums import Mechanism
 
-    if mechanism is not Mechanism.NONE:  # the enum, not the privacy package: a cached plan
-        return                           # is answered without importing it
+    # the enum, not the privacy package: a cached plan is answered without importing it
     for name, value in values.items():
-        if given(name):
+        if not given(name):
+            continue
+        if mechanism is Mechanism.NONE:
             raise ValueError(f"{name} must be left out for --mechanism none (no noise, no "
                              f"privacy budget), got {name}={value!r}")
+        if name == "delta" and mechanism is Mechanism.LAPLACE:
+            raise ValueError(f"delta must be left out for --mechanism laplace (pure eps-DP: "
+                             f"delta is 0), got delta={value!r}")

@@ -71,21 +71,27 @@ def _calibrate(replies: int, q: float, eps: float, delta: float, kind: Accountan
         guess = max(0.5, q * math.sqrt(2.0 * replies * math.log(1.0 / delta)) / eps)
     else:  # PLD is tighter than RDP: start just below the RDP answer
         guess = 0.8 * _calibrate(replies, q, eps, delta, Accountant.RDP)
-    lo, hi = _bracket(eps_at, eps, guess)
-    z = hi if lo == hi else float(dp_accounting.calibrate_dp_mechanism(
-        lambda: make_accountant(kind),
-        make_event,
-        eps,
-        delta,
-        dp_accounting.ExplicitBracketInterval(lo, hi),
-    ))
-    if not eps_at(z) > 0.0:  # met only through underflow: the accountant cannot resolve eps
-        raise ValueError(
+    def unresolved(why: str) -> ValueError:
+        return ValueError(
             f"eps must be large enough for the {kind.value} accountant to resolve "
-            f"({replies} replies, sample_rate={q:g}, delta={delta:g}): it reports epsilon 0 "
-            f"at every noise level that meets eps={eps:g}, through numerical underflow, "
-            f"got eps={eps:g}; use a larger eps (or accountant pld, which resolves smaller "
-            "ones)")
+            f"({replies} replies, sample_rate={q:g}, delta={delta:g}): {why}, got eps={eps:g}; "
+            "use a larger eps (or accountant pld, which resolves smaller ones)")
+
+    try:
+        lo, hi = _bracket(eps_at, eps, guess)
+        z = hi if lo == hi else float(dp_accounting.calibrate_dp_mechanism(
+            lambda: make_accountant(kind),
+            make_event,
+            eps,
+            delta,
+            dp_accounting.ExplicitBracketInterval(lo, hi),
+        ))
+    except OverflowError:  # the noise it would take leaves the floats (eps ~ 1e-200)
+        raise unresolved("the noise level that would meet it overflows the accountant's "
+                         "floating-point arithmetic") from None
+    if not eps_at(z) > 0.0:  # met only through underflow: the accountant cannot resolve eps
+        raise unresolved(f"it reports epsilon 0 at every noise level that meets eps={eps:g}, "
+                         "through numerical underflow")
     return z
 
 
