@@ -98,3 +98,20 @@ def test_a_built_in_data_set_keeps_its_client_numbers(tmp_path: Path) -> None:
     rows = [line.split("│")[1].strip() for line in res.stdout.splitlines()
             if line.startswith("│")]
     assert rows == [str(i) for i in range(10)]
+
+
+def test_a_run_after_a_private_pilot_says_what_the_pilot_spent(tmp_path: Path) -> None:
+    data = _csv(tmp_path / "d.csv", ["0", "1", "2", "3"], rows=150)
+    proxy = _csv(tmp_path / "public.csv", ["9"], rows=300)
+    out = tmp_path / "run"
+    res = runner.invoke(app, ["run", "--data", str(data), "--test-share", "0.25", "--mechanism",
+                              "laplace", "--eps", "10,20,20,40", "--clip", "5",
+                              "--twin-repeats", "2", "--data-use", "private-pilot",
+                              "--pilot-share", "0.25", "--proxy-data", str(proxy),
+                              "--rounds", "auto", "--clients-per-round", "auto",
+                              "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    assert ("private pilot: spent eps [2.5, 5, 5, 10] of the clients' budgets on their data; "
+            "the run spends the rest, eps [7.5, 15, 15, 30]") in _flat(res.stdout)
+    doc = json.loads((out / "result.json").read_text())
+    assert [c["epsilon_budget"] for c in doc["clients"]] == [7.5, 15.0, 15.0, 30.0]

@@ -208,6 +208,7 @@ def _planned(source: "DataSource", kernel: "Kernel", settings: dict[str, Any], *
     """Fill T, b and q of ``settings`` from the twin planner (and the budgets a private pilot
     left for the run); the plan's document."""
     from fedqr.cli.plan_view import plan_view
+    from fedqr.cli.run_view import pilot_spent
     from fedqr.cli.scenario import plan_document, proxy_choice, run_planner, scenario_from_options
     from fedqr.planner import PlanNotUseful
 
@@ -231,10 +232,13 @@ def _planned(source: "DataSource", kernel: "Kernel", settings: dict[str, Any], *
                            use_cache=True, pilot_share=pilot_share, twin_budget=twin_budget)
     for warning in plan_view(plan_document(the_plan, scenario)).warnings:
         err.print(warning)  # as fedqr plan shows them: reading the clients' data WITHOUT DP
+    spent = pilot_spent(the_plan.privacy_cost)
     try:
         the_plan.check_useful()
     except PlanNotUseful as e:
-        raise fail(f"{e}; nothing was run", code=1) from None
+        raise fail(f"{e}; nothing was run" + (f" ({spent})" if spent else ""), code=1) from None
+    if spent:
+        out.print(spent)
     rec = the_plan.recommended
     s.update(rounds=rec.rounds, clients_per_round=rec.clients_per_round,
              sample_rate=rec.sample_rate)

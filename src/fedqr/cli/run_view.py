@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from rich.table import Table
 
 from fedqr.cli._common import out
 
-__all__ = ["print_run_summary"]
+__all__ = ["pilot_spent", "print_run_summary"]
 
 
 def print_run_summary(doc: dict[str, object], elapsed: float, out_dir: Path) -> None:
@@ -39,3 +40,25 @@ def _fmt(v: object) -> str:
         return "[" + ", ".join(_fmt(x) for x in v[:3]) + (", ...]" if len(v) > 3 else "]")
     return "-" if v is None else str(v)
 
+
+
+def pilot_spent(cost: dict[str, Any]) -> str | None:
+    """What a private pilot spent of the clients' budgets and what it left for the run, as
+    one line (``None``: no pilot ran). ``cost``: the plan's ``privacy_cost``."""
+    left = cost.get("budget_left_for_run")
+    if not isinstance(left, dict):
+        return None
+    return (f"private pilot: spent eps {_each(cost.get('epsilon'))} of the clients' budgets on "
+            f"their data; the run spends the rest, eps {_each(left.get('eps'))} (result.json's "
+            f"budgets are these)")
+
+
+def _each(values: object, shown: int = 12) -> str:
+    """Per-client values: one number where all are equal, else the list (the first
+    ``shown``)."""
+    if not isinstance(values, list) or not values:
+        return _fmt(values)
+    if len(set(values)) == 1:
+        return f"{_fmt(values[0])} each"
+    more = f", ... ({len(values)} in all)" if len(values) > shown else ""
+    return "[" + ", ".join(_fmt(v) for v in values[:shown]) + more + "]"
