@@ -19,6 +19,7 @@ from fedqr.planner.cache import (
     load_memo,
     save_memo,
 )
+from fedqr.planner.messages import USEFUL_MARGIN, message, sampling_hint
 from fedqr.planner.prior import prior_note, proxy_prior_loss
 from fedqr.planner.proxy import AUTO_PROXY_ROWS, ProxyChoice, Twin, build_twin, cost_model
 from fedqr.planner.scenario import DataUse, Scenario
@@ -30,10 +31,6 @@ from fedqr.privacy import Mechanism, mechanism_for
 
 __all__ = ["AUTO_PROXY_ROWS", "PLANNER_VERSION", "Plan", "PlanNotUseful", "ProxyChoice", "Twin",
            "build_twin", "cache_dir", "make_plan"]
-
-USEFUL_MARGIN = 0.02
-"""A plan helps only if its predicted loss is this share below the untrained model's."""
-
 
 class PlanNotUseful(RuntimeError):
     """The planner predicts that no schedule beats the untrained model: nothing is run."""
@@ -126,79 +123,6 @@ def _clients(scenario: Scenario, choice: ProxyChoice, sizes: np.ndarray | None
     return None, real_sizes
 
 
-def _source(shift: dict[str, Any]) -> str:
-    """Where the headline prediction comes from, for the message (empty: the search, with no
-    re-simulation run)."""
-    again = shift.get("re_simulated")
-    if again is None:
-        return ""
-    if headline_re_simulated(shift):
-        return f" (re-simulated with fresh draws; the search's lowest: {again['search_mean']:.4f})"
-    return (" (the search's figure: a repeat of its re-simulation with fresh draws diverged, "
-            "so this schedule is at the edge of divergence)")
-
-
-def _sampling_hint(scenario: Scenario, twin: Twin) -> str:
-    """For a plan that helps nothing at a Poisson rate the scenario fixed: the clients'
-    expected batch at that rate, and that the planner can choose the rate ("" otherwise)."""
-    q = scenario.sample_rate
-    if q is None or q >= 1 or not scenario.poisson:
-        return ""
-    rows = q * float(np.median(twin.proxy.real_sizes))
-    return (f", or sample more rows per reply: at sample_rate={q:g} the median client's "
-            f"expected batch is {rows:.1f} rows; sample_rate=None (--sample-rate auto) lets "
-            f"the planner choose the rate")
-
-
-def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
-             cut_short: Any, at_limit: Any = (), followed: str = "", hint: str = "") -> str:
-    """What the plan says: the prediction (with its proxy shift and where the time budget
-    cut a falling loss short), or why no schedule helps (``hint``: :func:`_sampling_hint`)."""
-    if not useful:
-        return (f"no schedule is predicted to help: the best predicted test loss "
-                f"{best.mean:.4f} is not {USEFUL_MARGIN:.0%} below the untrained model's "
-                f"{base:.4f}; the budget is too small for even one useful reply at this clip "
-                f"(raise eps, lower the clip, use more data per client{hint})")
-    message = (f"predicted test loss {best.mean:.4f} +- {best.stderr:.4f}{_source(shift)} at "
-               f"T={best.rounds}, b={best.clients_per_round}")
-    if (confirmed := shift.get("confirmed")) is not None:
-        old = confirmed["replaces"]
-        message += (f", re-simulated on the plan's proxy: it replaces the search's first "
-                    f"choice T={old['rounds']}, b={old['clients_per_round']} (predicted "
-                    f"{old['search_loss']:.4f}, {old['shift_loss']:.4f} on average when "
-                    f"re-simulated), which all {confirmed['runs']} re-simulations on the proxy "
-                    f"and its other draws ranked below it")
-    if shift.get("proxy_std") is not None:
-        still = shift["recommended_still_best"]
-        message += (f"; proxy shift: +- {shift['proxy_std']:.4f} over "
-                    f"{len(shift['alternatives'])} other draws of the proxy" + (
-                        "" if still is None else
-                        f", the schedule stays the best of the candidates on {still}")
-                    + _far_behind(shift))
-    message += followed
-    for b, q, t in cut_short:
-        if (b, q) == (best.clients_per_round, best.sample_rate):
-            message += (f"; the twin's time budget ended the search of b={b} at T={t}, where "
-                        f"the loss still fell: a larger time budget may find a larger T")
-    for b, q, t in at_limit:
-        if (b, q) == (best.clients_per_round, best.sample_rate):
-            message += (f"; the loss of b={b} still fell at T={t}, the largest T the search "
-                        f"simulates (t_limit): more rounds may help further")
-    return message
-
-
-def _far_behind(shift: dict[str, Any]) -> str:
-    """The message's note on the candidates the shift did not simulate again."""
-    behind = shift.get("far_behind") or []
-    if not behind:
-        return ""
-    gaps = ", ".join(f"T={p['rounds']}, b={p['clients_per_round']}" + (
-        "" if p["above_first_choice"] is None else f" (+{p['above_first_choice']:.1%})")
-        for p in behind)
-    return (f"; candidates whose search losses were far above the search's first choice were "
-            f"not simulated again: {gaps}")
-
-
 def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
               settings: SearchSettings | None = None, device: str | torch.device = "cpu",
               use_cache: bool = True, progress: Any = None,
@@ -260,14 +184,15 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     base = searcher.untrained_loss()
     useful = best.rounds > 0 and best.mean < (1 - USEFUL_MARGIN) * base
     prior = proxy_prior_loss(twin.proxy)
-    message = _message(best, base, useful=useful, shift=shift, cut_short=searcher.cut_short,
-                       at_limit=searcher.at_limit, followed=_followed(searcher, twin),
-                       hint=_sampling_hint(scenario, twin))
+    text = message(best, base, useful=useful, shift=shift, cut_short=searcher.cut_short,
+                   at_limit=searcher.at_limit, followed=_followed(searcher, twin),
+                   hint=sampling_hint(scenario, twin),
+                   rose=all(not p.mean <= base for p in predictions if p.rounds > 0))
     if useful:
-        message += prior_note(best.mean, prior, public=choice.use is DataUse.PUBLIC_PROXY,
-                              model=scenario.model_name, uniform=base)
+        text += prior_note(best.mean, prior, public=choice.use is DataUse.PUBLIC_PROXY,
+                           model=scenario.model_name, uniform=base)
     return Plan(recommended=best, predictions=predictions, untrained_loss=base, useful=useful,
-                message=message, data_used=twin.data_used,
+                message=text, data_used=twin.data_used,
                 privacy_cost=_privacy_cost(choice.use),
                 simulated_rounds=searcher.simulated_rounds,
                 wall_time_s=time.perf_counter() - started, from_cache=cached and

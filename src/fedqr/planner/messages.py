@@ -1,0 +1,100 @@
+"""What a plan says in words: its prediction and where it comes from, or why no schedule
+helps (:func:`message`, :mod:`fedqr.planner.plan`'s ``Plan.message``)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from fedqr.planner.proxy import Twin
+from fedqr.planner.scenario import Scenario
+from fedqr.planner.shift import headline_re_simulated
+
+__all__ = ["USEFUL_MARGIN", "message", "sampling_hint"]
+
+USEFUL_MARGIN = 0.02
+"""A plan helps only if its predicted loss is this share below the untrained model's."""
+
+
+
+def _source(shift: dict[str, Any]) -> str:
+    """Where the headline prediction comes from, for the message (empty: the search, with no
+    re-simulation run)."""
+    again = shift.get("re_simulated")
+    if again is None:
+        return ""
+    if headline_re_simulated(shift):
+        return f" (re-simulated with fresh draws; the search's lowest: {again['search_mean']:.4f})"
+    return (" (the search's figure: a repeat of its re-simulation with fresh draws diverged, "
+            "so this schedule is at the edge of divergence)")
+
+
+def sampling_hint(scenario: Scenario, twin: Twin) -> str:
+    """For a plan that helps nothing at a Poisson rate the scenario fixed: the clients'
+    expected batch at that rate, and that the planner can choose the rate ("" otherwise)."""
+    q = scenario.sample_rate
+    if q is None or q >= 1 or not scenario.poisson:
+        return ""
+    rows = q * float(np.median(twin.proxy.real_sizes))
+    return (f", or sample more rows per reply: at sample_rate={q:g} the median client's "
+            f"expected batch is {rows:.1f} rows; sample_rate=None (--sample-rate auto) lets "
+            f"the planner choose the rate")
+
+
+def message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
+             cut_short: Any, at_limit: Any = (), followed: str = "", hint: str = "",
+             rose: bool = False) -> str:
+    """What the plan says: the prediction (with its proxy shift and where the time budget
+    cut a falling loss short), or why no schedule helps (``hint``: :func:`sampling_hint`;
+    ``rose``: the loss rose above the untrained model's at every schedule simulated)."""
+    if not useful:
+        return (f"no schedule is predicted to help: the best predicted test loss "
+                f"{best.mean:.4f} is not {USEFUL_MARGIN:.0%} below the untrained model's "
+                f"{base:.4f}; " + (
+                    "the loss rose above it at every schedule simulated: the steps move the "
+                    "model away, by the noise the budget needs or a learning rate too large "
+                    f"for them (raise eps, lower the clip or the learning rate, use more data "
+                    f"per client{hint})" if rose else
+                    "either the noise the budget needs swamps the clipped gradients (raise "
+                    f"eps, use more data per client{hint}) or the steps are too small to move "
+                    "the model in the rounds searched (raise the learning rate, or the clip "
+                    "where it cuts most gradients)"))
+    message = (f"predicted test loss {best.mean:.4f} +- {best.stderr:.4f}{_source(shift)} at "
+               f"T={best.rounds}, b={best.clients_per_round}")
+    if (confirmed := shift.get("confirmed")) is not None:
+        old = confirmed["replaces"]
+        message += (f", re-simulated on the plan's proxy: it replaces the search's first "
+                    f"choice T={old['rounds']}, b={old['clients_per_round']} (predicted "
+                    f"{old['search_loss']:.4f}, {old['shift_loss']:.4f} on average when "
+                    f"re-simulated), which all {confirmed['runs']} re-simulations on the proxy "
+                    f"and its other draws ranked below it")
+    if shift.get("proxy_std") is not None:
+        still = shift["recommended_still_best"]
+        message += (f"; proxy shift: +- {shift['proxy_std']:.4f} over "
+                    f"{len(shift['alternatives'])} other draws of the proxy" + (
+                        "" if still is None else
+                        f", the schedule stays the best of the candidates on {still}")
+                    + _far_behind(shift))
+    message += followed
+    for b, q, t in cut_short:
+        if (b, q) == (best.clients_per_round, best.sample_rate):
+            message += (f"; the twin's time budget ended the search of b={b} at T={t}, where "
+                        f"the loss still fell: a larger time budget may find a larger T")
+    for b, q, t in at_limit:
+        if (b, q) == (best.clients_per_round, best.sample_rate):
+            message += (f"; the loss of b={b} still fell at T={t}, the largest T the search "
+                        f"simulates (t_limit): more rounds may help further")
+    return message
+
+
+def _far_behind(shift: dict[str, Any]) -> str:
+    """The message's note on the candidates the shift did not simulate again."""
+    behind = shift.get("far_behind") or []
+    if not behind:
+        return ""
+    gaps = ", ".join(f"T={p['rounds']}, b={p['clients_per_round']}" + (
+        "" if p["above_first_choice"] is None else f" (+{p['above_first_choice']:.1%})")
+        for p in behind)
+    return (f"; candidates whose search losses were far above the search's first choice were "
+            f"not simulated again: {gaps}")
