@@ -124,7 +124,7 @@ def test_gaussian_per_client_budgets(tmp_path: Path) -> None:
         (["--lr-schedule", "theory", "--mu", "-1", "--gamma", "3"], "mu must be > 0"),
         (["--eval-train", "often"], "--eval-train must be 'every', 'end', 'none'"),
         (["--eval-train", "sample:1"], "--eval-train must be 'every', 'end', 'none'"),
-        (["--eval-train", "sample:99999"], "train_eval_rows must be <= the number of"),
+        (["--eval-train", "sample:99999"], "--eval-train must sample at most the"),
         (["--arithmetic", "fast"], "--arithmetic must be one of auto, float32, mixed"),
     ],
 )

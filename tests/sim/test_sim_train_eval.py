@@ -100,8 +100,9 @@ def test_config_default_and_validation() -> None:
 def test_more_sampled_rows_than_training_rows_is_refused(digits: Dataset,
                                                          part: Partition) -> None:
     n = digits.num_train
-    with pytest.raises(ValueError, match=rf"train_eval_rows must be <= the number of training "
-                                         rf"rows \({n}\), got train_eval_rows={n + 1}"):
+    with pytest.raises(ValueError, match=rf"eval_train must sample at most the {n} training "
+                                         rf"rows \(sample:N, N <= {n}\), got "
+                                         rf"eval_train='sample:{n + 1}'"):
         simulate(digits, part, _cfg(LAPLACE, f"sample:{n + 1}"))
 
 

@@ -44,8 +44,8 @@ class TrainEvaluator:
         self.weight_decay = config.weight_decay
         self.model, self.num_train, self.device = model, num_train, device
         if self.rows is not None and self.rows > num_train:
-            raise ValueError(f"train_eval_rows must be <= the number of training rows "
-                             f"({num_train}), got train_eval_rows={self.rows}")
+            raise ValueError(f"eval_train must sample at most the {num_train} training rows "
+                             f"(sample:N, N <= {num_train}), got eval_train='sample:{self.rows}'")
         self.rng = np.random.default_rng(np.random.SeedSequence([config.seed,
                                                                  TRAIN_EVAL_STREAM]))
 
