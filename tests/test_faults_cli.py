@@ -133,6 +133,10 @@ def test_diverged_run_is_saved_with_a_warning(tmp_path: Path, args: list[str]) -
     assert run["diverged_round"] == doc["diverged_round"]
     first = next(r for r in run["rounds"] if r["round"] == run["diverged_round"])
     assert None in (first["test_loss"], first["test_accuracy"])  # train_loss: only at the end
+    # no accuracy is reported for a model whose loss is not finite (its arg-max measures nothing)
+    assert all(r["test_accuracy"] is None for r in run["rounds"] if r["test_loss"] is None)
+    if run["rounds"][-1]["test_loss"] is None:
+        assert doc["summary"]["final_test_accuracy_mean"] is None
     assert (out / "training.png").is_file()
 
 

@@ -133,6 +133,10 @@ class SimResult:
         metric (``null``: the run stayed finite).
         """
         runs = finite_json(self.runs)
+        for run in runs:  # the accuracy of a model whose loss is not finite (NaN parameters:
+            for rd in run["rounds"]:  # its arg-max picks class 0) measures nothing
+                if rd["test_loss"] is None:
+                    rd["test_accuracy"] = None
         for run, raw in zip(runs, self.runs, strict=True):
             run["diverged_round"] = next(
                 (rd["round"] for rd in raw["rounds"]
@@ -155,11 +159,16 @@ class SimResult:
             "diverged": bool(first),
             "diverged_round": min(first) if first else None,
             "summary": finite_json({
-                "final_test_accuracy_mean": float(self.final("test_accuracy").mean()),
-                "final_test_accuracy_std": float(self.final("test_accuracy").std()),
+                "final_test_accuracy_mean": float(self._final_accuracy().mean()),
+                "final_test_accuracy_std": float(self._final_accuracy().std()),
                 "final_test_loss_mean": float(self.final("test_loss").mean()),
             }),
         }
+
+    def _final_accuracy(self) -> np.ndarray:
+        """Final test accuracy per repeat, NaN where the final test loss is not finite."""
+        loss = self.final("test_loss").astype(np.float64)
+        return np.where(np.isfinite(loss), self.final("test_accuracy"), np.nan)
 
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write ``result.json`` atomically."""
