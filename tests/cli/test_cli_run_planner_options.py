@@ -72,3 +72,14 @@ def test_random_selection_is_not_planned_as_round_robin(tmp_path: Path,
     assert ("--selection must be round-robin where the planner chooses"
             in " ".join(res.output.split()))
     assert not out.exists()
+
+
+def test_run_plans_from_scratch_with_no_cache(tmp_path: Path, scenario: list[str]) -> None:
+    cache = tmp_path / "cache"
+    for flag, stored in (["--no-cache"], False), ([], True):
+        out = tmp_path / f"run{len(flag)}"
+        res = runner.invoke(app, ["run", *scenario, *TWIN, "--rounds", "auto",
+                                  "--clients-per-round", "auto", *flag, "--out", str(out)])
+        assert res.exit_code == 0, res.output
+        files = [p for p in cache.rglob("*") if p.is_file()] if cache.exists() else []
+        assert bool(files) is stored, files

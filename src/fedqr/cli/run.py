@@ -71,6 +71,7 @@ from fedqr.cli.run_options import (
     OutDirOpt,
     PartitionOpt,
     PilotShareOpt,
+    PlanCacheOpt,
     ProxyDatasetOpt,
     RepeatsOpt,
     RoundsOpt,
@@ -132,6 +133,7 @@ def run(
     proxy_share: ProxyShareOpt = None,
     twin_repeats: TwinRepeatsOpt = None,
     twin_budget: TwinBudgetOpt = None,
+    cache: PlanCacheOpt = True,
 ) -> None:
     """Simulate FedSGD-DPC and write result.json and a loss/accuracy plot."""
     from fedqr._cli_checks import (
@@ -177,7 +179,7 @@ def run(
             proxy_classes=proxy_classes, pilot_share=pilot_share, proxy_share=proxy_share,
             twin_repeats=twin_repeats, twin_budget=twin_budget)
         if None in (settings["rounds"], settings["clients_per_round"], settings["sample_rate"]):
-            plan_doc = _planned(source, kernel, settings, eps=eps, delta=delta,
+            plan_doc = _planned(source, kernel, settings, eps=eps, delta=delta, cache=cache,
                                 client_column=client_column, label_column=label_column,
                                 **planning)
         else:
@@ -204,7 +206,7 @@ def _planned(source: "DataSource", kernel: "Kernel", settings: dict[str, Any], *
              delta: str, data_use: DataUse, proxy_dataset: DatasetName | None,
              proxy_data: Path | None, proxy_classes: str | None, pilot_share: float | None,
              proxy_share: float | None, twin_repeats: int | None, twin_budget: float | None,
-             client_column: str, label_column: str) -> dict[str, object]:
+             client_column: str, label_column: str, cache: bool) -> dict[str, object]:
     """Fill T, b and q of ``settings`` from the twin planner (and the budgets a private pilot
     left for the run); the plan's document."""
     from fedqr.cli.plan_view import plan_view
@@ -229,7 +231,7 @@ def _planned(source: "DataSource", kernel: "Kernel", settings: dict[str, Any], *
                           proxy_classes=proxy_classes, client_column=client_column,
                           label_column=label_column)
     the_plan = run_planner(scenario, choice, twin_repeats=twin_repeats, device=s["device"],
-                           use_cache=True, pilot_share=pilot_share, twin_budget=twin_budget)
+                           use_cache=cache, pilot_share=pilot_share, twin_budget=twin_budget)
     for warning in plan_view(plan_document(the_plan, scenario)).warnings:
         err.print(warning)  # as fedqr plan shows them: reading the clients' data WITHOUT DP
     spent = pilot_spent(the_plan.privacy_cost)

@@ -15,6 +15,7 @@ __all__ = [
     "AccountantOpt", "ArithmeticOpt", "ClientsPerRoundOpt", "ClipOpt", "DataUseOpt",
     "DatasetOpt", "DeltaOpt", "EpsOpt", "EvalEveryOpt", "EvalTrainOpt", "FractionOpt",
     "GammaOpt", "LrScheduleOpt", "MuOpt", "OutDirOpt", "PartitionOpt", "PilotShareOpt",
+    "PlanCacheOpt",
     "ProxyDatasetOpt", "RepeatsOpt", "RoundsOpt", "SampleRateOpt", "SeedOpt", "SelectionOpt",
     "WeightDecayOpt",
 ]
@@ -70,5 +71,9 @@ DataUseOpt = Annotated[DataUse, typer.Option(
         help="With auto: what the planner's twin trains on (see fedqr plan).")]
 ProxyDatasetOpt = Annotated[DatasetName | None, typer.Option(
         help="With auto: the public proxy (public-proxy, private-pilot).")]
+PlanCacheOpt = Annotated[bool, typer.Option(
+        "--cache/--no-cache",
+        help="With auto: reuse the planner's cached simulations (--no-cache plans from "
+             "scratch and stores nothing).")]
 PilotShareOpt = Annotated[float | None, typer.Option(
         help="With auto and private-pilot: share of each budget the pilot spends.")]
