@@ -43,8 +43,13 @@ def test_noise_seed_is_the_nodes_secret_unless_fixed(tmp_path: Path) -> None:
     assert other.seed() != seed  # 63 random bits each
     cfg = FlowerRunConfig(num_clients=2, clients_per_round=2, rounds=2,
                           dataset=DatasetName.DIGITS, client_data=True, client_budgets=True)
-    assert run_for_client(cfg, own, client=0).seed == seed
-    assert _settings(tmp_path / "c", **{"noise-seed": 7}).seed() == 7
+    # every run draws its own noise: a run's seed is the secret mixed with the run's id (two
+    # runs with one noise would give the clipped gradient away by differencing their replies)
+    first, second = (run_for_client(cfg, own, client=0, run_key=k).seed for k in ("11", "12"))
+    assert first != second and seed not in (first, second)
+    assert run_for_client(cfg, own, client=0, run_key="11").seed == first  # a retry: the same
+    fixed = _settings(tmp_path / "c", **{"noise-seed": 7})
+    assert fixed.seed() == 7 and run_for_client(cfg, fixed, client=0, run_key="11").seed == 7
 
 
 def test_node_config_errors_are_named(tmp_path: Path) -> None:

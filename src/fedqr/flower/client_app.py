@@ -148,7 +148,7 @@ def _own_reply(message: Message, context: Context, rnd: int, theta: object) -> R
         raise ValueError(f"the server calls this node client {client!r}, its --client-id is "
                          f"{settings.client_id}")
     data = node_data(settings, _run_model(message))
-    run = run_for_client(cfg, settings, client=client)
+    run = run_for_client(cfg, settings, client=client, run_key=str(message.metadata.run_id))
     budget = client_budget(run.sim_config(), client=client)
     own = None if budget is None else dataclasses.replace(budget, eps=settings.eps,
                                                          delta=settings.delta)

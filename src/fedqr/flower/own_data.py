@@ -9,14 +9,17 @@ asks refuses, naming its budget, and its ledger refuses any reply beyond its bud
 the run says.
 
 The node's randomness (Poisson batches and noise) is seeded by its own secret seed, kept in
-``<state-dir>/noise-seed`` (made once from the operating system's secure generator), unless
-the node's operator fixes ``noise-seed`` to reproduce a run (then whoever knows the seed can
-recompute the noise: for tests and reproduction only).
+``<state-dir>/noise-seed`` (made once from the operating system's secure generator) and mixed
+with each run's id, so that no two runs draw the same noise (two replies with the same noise
+at different scales would give away the clipped gradient by their difference), unless the
+node's operator fixes ``noise-seed`` to reproduce a run (then whoever knows the seed can
+recompute the noise, and runs with that seed repeat it: for tests and reproduction only).
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
 import os
 import secrets
 from collections.abc import Mapping
@@ -97,6 +100,17 @@ class NodeSettings:
                 fh.write(str(secrets.randbits(63)))
         return int(path.read_text().strip())
 
+    def run_seed(self, run_key: str) -> int:
+        """The seed of this node's randomness in run ``run_key``: its secret seed mixed with
+        the run's id, so that every run draws fresh noise (two runs with the same noise would
+        reveal the clipped gradient by differencing their replies, whatever their budgets). An
+        operator's fixed ``noise-seed`` is used as given (reproduction only: its runs repeat
+        their noise, see the module docstring)."""
+        if self.noise_seed is not None:
+            return self.noise_seed
+        digest = hashlib.sha256(f"{self.seed()}:{run_key}".encode()).digest()
+        return int.from_bytes(digest[:8], "big") >> 1  # 63 bits, as the secret
+
     def rows(self) -> NodeRows:
         """This node's rows, read and checked (cached)."""
         return read_node_rows(self.data_file, client_column=self.client_column,
@@ -168,10 +182,11 @@ def effective_budget(settings: NodeSettings, cfg: FlowerRunConfig, *,
     return eps, delta
 
 
-def run_for_client(cfg: FlowerRunConfig, settings: NodeSettings, *,
-                   client: int) -> FlowerRunConfig:
-    """The run as this client computes it: its budget, its seed."""
+def run_for_client(cfg: FlowerRunConfig, settings: NodeSettings, *, client: int,
+                   run_key: str) -> FlowerRunConfig:
+    """The run ``run_key`` as this client computes it: its budget, its seed for this run."""
     eps, delta = effective_budget(settings, cfg, client=client)
-    return dataclasses.replace(cfg, eps=(eps,), delta=(delta,), seed=settings.seed(),
+    return dataclasses.replace(cfg, eps=(eps,), delta=(delta,),
+                               seed=settings.run_seed(run_key),
                                client_budgets=False)
 
