@@ -59,6 +59,9 @@ def listening() -> Iterator[int]:
     (["--data", "{in}/own.csv"], "give x_test and y_test, or --test-share"),
     (["--data", "{in}/own.npz", "--num-clients", "5"],
      "--num-clients must match the clients of --data (3), got --num-clients=5"),
+    (["--data", "{in}/own.npz", "--dataset", "digits", "--partition", "iid"],
+     "--data FILE brings its own clients and rows: --dataset, --partition are for the "
+     "built-in data sets"),
     (["--test-share", "0.2"], "--test-share needs --data FILE"),
     (["--test-data", "{in}/own_test.csv"], "--test-data needs --data FILE"),
     (["--data", "{in}/own.npz", "--model", "{in}/none.py:make"], "does not exist"),

@@ -40,6 +40,14 @@ def own_data(opts: FlowerOptions, *, remote: bool) -> FederatedData | None:
         raise ValueError("fedqr flower run: the SuperNodes hold the rows (fedqr flower "
                          "supernode --data), the server none; give its test set with "
                          f"--test-data, got --data {str(opts.data)!r}")
+    from fedqr._cli_checks import given
+
+    typed = [f"--{n.replace('_', '-')}" for n in ("dataset", "partition", "fraction", "alpha",
+                                                  "data_dir") if given(n)]
+    if typed:
+        raise ValueError(f"--data FILE brings its own clients and rows: {', '.join(typed)} "
+                         f"are for the built-in data sets (leave them out), got them with "
+                         f"--data {str(opts.data)!r}")
     own = FederatedData.from_file(opts.data, client_column=opts.client_column,
                                   label_column=opts.label_column, test_path=opts.test_data,
                                   test_share=opts.test_share, standardize=opts.standardize,
