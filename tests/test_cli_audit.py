@@ -49,6 +49,8 @@ def test_audit_without_out_writes_nothing(tmp_path: Path,
     (["--clients-per-round", "9"], "--clients-per-round"), (["--seed", "-1"], "seed"),
     (["--mechanism", "laplace", "--sample-rate", "0.5"], "--sample-rate"),
     (["--threat-model", "server"], "threat-model"), (["--clip", "0"], "clip"),
+    (["--mechanism", "laplace", "--delta", "0.1"], "--delta must be left out for --mechanism "
+                                                   "laplace"),
 ])
 def test_bad_input_exits_2_naming_the_parameter(tmp_path: Path, args: list[str],
                                                 name: str) -> None:

@@ -60,7 +60,7 @@ def check_theory_options_apply(schedule: str, **values: float | None) -> None:
                              f"theory schedule: --lr-schedule theory), got {name}={value!r}")
 
 
-def check_budget_applies(mechanism: Mechanism, **values: str) -> None:
+def check_budget_applies(mechanism: Mechanism, **values: object) -> None:
     """``--eps`` or ``--delta`` (``values``: the options by name, as typed) given with
     ``--mechanism none``, which spends no budget, or ``--delta`` with the pure eps-DP Laplace
     mechanism, is refused rather than recorded as a budget nothing holds."""

@@ -20,12 +20,12 @@ def _check_out(path: Path | None) -> None:
     if path is None:
         return
     if path.is_dir():
-        raise ValueError(f"out must be a file path, got out={str(path)!r} (a folder)")
+        raise ValueError(f"out_file must be a file path, got out_file={str(path)!r} (a folder)")
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
     if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"out must be in a writable folder, got out={str(path)!r} "
+        raise ValueError(f"out_file must be in a writable folder, got out_file={str(path)!r} "
                          f"({str(parent)!r} is not a writable folder)")
 
 
@@ -67,12 +67,13 @@ def audit(
     Exits 0 when no bound exceeds its claim, 1 when one does (a privacy violation, proven
     with the stated confidence; the JSON is still written), 2 on bad input.
     """
-    from fedqr._cli_checks import check_accountant_applies
+    from fedqr._cli_checks import check_accountant_applies, check_budget_applies
     from fedqr.audit import AuditConfig, run_audit
 
     try:
         # defaults as fedqr run on MNIST (the audit's figures do not depend on the clip)
         check_accountant_applies(mechanism, accountant)
+        check_budget_applies(mechanism, delta=delta)  # laplace claims delta 0
         spec = mechanism_for(mechanism)
         q = sample_rate if sample_rate is not None else spec.default_sample_rate
         config = AuditConfig(

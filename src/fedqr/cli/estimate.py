@@ -127,7 +127,7 @@ def estimate(
     try:
         delta_used = mechanism_for(mechanism).client_delta(delta)
         check_budget(eps, delta_used, mechanism)
-        check_out_file("out", out_path)
+        check_out_file("out_path", out_path)
         opts = _Options(dataset=dataset, data=data, test_data=test_data, test_share=test_share,
                         client_column=client_column, label_column=label_column,
                         standardize=standardize, model=model, hidden=hidden,
