@@ -22,7 +22,6 @@ from fedqr.api_schedule import check_schedule, same_data, same_scenario
 from fedqr.data import DataSpec, FederatedData
 from fedqr.data._validate import parse_enum
 from fedqr.data.presets import default_clip, default_eval_every
-from fedqr.data.public import align_features
 from fedqr.data.source import DataSource, OwnData
 from fedqr.models.losses import LossFn
 from fedqr.models.workload import Model, Workload
@@ -234,9 +233,6 @@ def plan(
                          "clients' features and classes), got none")
     else:
         public = _source(proxy, seed + 1)
-        if isinstance(public, OwnData) and isinstance(source, OwnData):  # columns by name
-            public = OwnData(data=align_features(public.data, source.data.feature_names),
-                             seed=public.seed)
         choice = ProxyChoice(use=DataUse.PUBLIC_PROXY, share=proxy_share, public=public,
                              public_label=getattr(public.dataset, "value", None) or "own")
     if twin_repeats is not None:

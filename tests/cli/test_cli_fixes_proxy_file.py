@@ -143,3 +143,18 @@ def test_a_proxy_without_its_label_column_is_still_refused(tmp_path: Path,
     res = runner.invoke(app, [*deployment, "--proxy-data", str(proxy)])
     assert res.exit_code == 2, res.output
     assert _flat("has no column 'label'") in _flat(res.stderr)
+
+
+def test_proxy_columns_in_another_order_plan_as_the_same_proxy(tmp_path: Path,
+                                                              deployment: list[str]) -> None:
+    proxy = _csv(tmp_path / "p.csv", (0, 1, 2), seed=1)
+    lines = proxy.read_text().splitlines()
+    swapped = tmp_path / "swapped.csv"  # f0 and f2 exchanged, header and values together
+    swapped.write_text("\n".join(",".join([c[0], c[3], c[2], c[1], c[4]])
+                                 for c in (line.split(",") for line in lines)) + "\n")
+    docs = []
+    for path in (proxy, swapped):
+        res = runner.invoke(app, [*deployment, "--proxy-data", str(path), "--json"])
+        assert res.exit_code == 0, res.output
+        docs.append(json.loads(res.stdout)["predictions"])
+    assert docs[0] == docs[1]  # matched by name: the same twin, prediction for prediction

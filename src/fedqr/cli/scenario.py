@@ -99,16 +99,14 @@ def _public_source(*, proxy_data: Path | DataSource | None, proxy_dataset: Datas
                    label_column: str) -> tuple[DataSource, str, str]:
     """The public data as a source, its label in the plan, and the option that named it."""
     from fedqr.data import FederatedData
-    from fedqr.data.public import align_features, load_proxy, select_proxy_classes
+    from fedqr.data.public import load_proxy, select_proxy_classes
 
     suffix = "" if proxy_classes is None else f", classes {proxy_classes}"
     seed = scenario.data.seed + 1
-    names = scenario.data.data.feature_names if isinstance(scenario.data, OwnData) else None
     if isinstance(proxy_data, Path):
         with data_warnings(proxy_data):
             src = load_proxy(proxy_data, classes=proxy_classes, client_column=client_column,
                              label_column=label_column, seed=seed)
-        src = OwnData(data=align_features(src.data, names), seed=src.seed)
         return src, f"{src.data.name}{suffix}", "proxy_data"
     if proxy_data is not None:
         if proxy_classes is not None and isinstance(proxy_data, OwnData):

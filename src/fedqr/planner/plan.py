@@ -11,6 +11,8 @@ import numpy as np
 import torch
 
 from fedqr.data import ClientData
+from fedqr.data.public import align_features
+from fedqr.data.source import OwnData
 from fedqr.models.logreg import Norm
 from fedqr.planner.cache import (
     PLANNER_VERSION,
@@ -123,6 +125,17 @@ def _clients(scenario: Scenario, choice: ProxyChoice, sizes: np.ndarray | None
     return None, real_sizes
 
 
+def _named_columns(choice: ProxyChoice, scenario: Scenario) -> ProxyChoice:
+    """A public proxy file's feature columns matched to the deployment's by name
+    (:func:`fedqr.data.public.align_features`), for every caller of the planner."""
+    public, data = choice.public, scenario.data
+    if not (isinstance(public, OwnData) and isinstance(data, OwnData)):
+        return choice
+    aligned = align_features(public.data, data.data.feature_names)
+    return choice if aligned is public.data else replace(
+        choice, public=OwnData(data=aligned, seed=public.seed))
+
+
 def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
               settings: SearchSettings | None = None, device: str | torch.device = "cpu",
               use_cache: bool = True, progress: Any = None,
@@ -157,7 +170,7 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
         to spend each client's whole budget, and ``fedqr run`` charges it.
     """
     started = time.perf_counter()
-    choice = proxy or ProxyChoice()
+    choice = _named_columns(proxy or ProxyChoice(), scenario)
     st = settings or SearchSettings(seed=scenario.data.seed)
     dev = torch.device(device)
     real, real_sizes = _clients(scenario, choice, sizes)
