@@ -61,18 +61,20 @@ def check_theory_options_apply(schedule: str, **values: float | None) -> None:
 
 
 def check_budget_applies(mechanism: Mechanism, **values: object) -> None:
-    """``--eps`` or ``--delta`` (``values``: the options by name, as typed) given with
-    ``--mechanism none``, which spends no budget, or ``--delta`` with the pure eps-DP Laplace
-    mechanism, is refused rather than recorded as a budget nothing holds."""
-    from fedqr._enums import Mechanism
+    """``--eps`` or ``--delta`` (``values``: the options by name, as typed) given for a
+    mechanism that spends no budget (``none``), or ``--delta`` for a pure eps-DP one
+    (Laplace), is refused rather than recorded as a budget nothing holds. The mechanism object
+    says which (imported only where one of them was typed)."""
+    typed = [name for name in values if given(name)]
+    if not typed:
+        return
+    from fedqr.privacy import mechanism_for
 
-    # the enum, not the privacy package: a cached plan is answered without importing it
-    for name, value in values.items():
-        if not given(name):
-            continue
-        if mechanism is Mechanism.NONE:
-            raise ValueError(f"{name} must be left out for --mechanism none (no noise, no "
-                             f"privacy budget), got {name}={value!r}")
-        if name == "delta" and mechanism is Mechanism.LAPLACE:
-            raise ValueError(f"delta must be left out for --mechanism laplace (pure eps-DP: "
-                             f"delta is 0), got delta={value!r}")
+    spec = mechanism_for(mechanism)
+    for name in typed:
+        if not spec.private:
+            raise ValueError(f"{name} must be left out for --mechanism {spec.kind.value} (no "
+                             f"noise, no privacy budget), got {name}={values[name]!r}")
+        if name == "delta" and not spec.needs_delta:
+            raise ValueError(f"delta must be left out for --mechanism {spec.kind.value} (pure "
+                             f"eps-DP: delta is 0), got delta={values[name]!r}")

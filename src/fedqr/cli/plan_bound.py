@@ -38,6 +38,7 @@ def plan_bound(
     as_json: bool, plot: Path | None,
 ) -> None:
     """The paper's bound: optimal T and b for each budget eps (``--method bound|paper``)."""
+    from fedqr._cli_checks import check_budget_applies
     from fedqr.cli.constants import estimate_for, read_constants
     from fedqr.cli.tables import print_gaussian, print_laplace
     from fedqr.data import DataNotFoundError
@@ -48,6 +49,7 @@ def plan_bound(
 
     spec = mechanism_for(mechanism)
     try:
+        check_budget_applies(mechanism, delta=delta)
         for e in eps_list:
             _check_budget(e, delta, mechanism)
         check_out_file("plot", plot, suffixes=FIGURE_SUFFIXES)

@@ -41,7 +41,6 @@ def _fmt(v: object) -> str:
     return "-" if v is None else str(v)
 
 
-
 def pilot_spent(cost: dict[str, Any]) -> str | None:
     """What a private pilot spent of the clients' budgets and what it left for the run, as
     one line (``None``: no pilot ran). ``cost``: the plan's ``privacy_cost``."""

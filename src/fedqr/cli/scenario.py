@@ -8,7 +8,7 @@ from typing import Any
 
 import torch
 
-from fedqr._cli_checks import check_hidden_applies
+from fedqr._cli_checks import check_budget_applies, check_hidden_applies
 from fedqr.cli._common import floats, progress
 from fedqr.cli.data_options import data_warnings, load_own, parse_hidden
 from fedqr.data import DatasetName, DataSpec, PartitionKind
@@ -279,6 +279,7 @@ def twin_plan(o: dict[str, Any]) -> tuple[Plan, Scenario]:
 
     if o["constants"] is not None:
         raise ValueError("constants is for --method bound|paper, got method=twin")
+    check_budget_applies(o["mechanism"], eps=o["eps"], delta=o["delta"])
     check_out_file("plot", o["plot"], suffixes=FIGURE_SUFFIXES)
     work = workload(
         dataset=o["dataset"], partition=o["partition"],

@@ -231,12 +231,11 @@ def make_kernel(model: str | UserFactory | Kernel, *, input_shape: tuple[int, ..
 def _check_sized_for(kernel: Kernel, *, input_shape: tuple[int, ...], num_classes: int) -> None:
     """``ValueError`` if a ready kernel was made for other samples or classes than the data's
     (its ``input_shape`` or ``num_features``, where it has them, and its ``num_classes``)."""
-    shape = getattr(kernel, "input_shape", None)
-    features = getattr(kernel, "num_features", None)
-    made = (tuple(shape) if shape is not None else (features,) if features is not None
-            else None)
-    fits = made is None or (tuple(made) == tuple(input_shape) if shape is not None
-                            else features == math.prod(input_shape))
+    shape = getattr(kernel, "input_shape", None)  # a torch model's
+    features = getattr(kernel, "num_features", None)  # softmax regression's (flattened)
+    fits = (tuple(shape) == tuple(input_shape) if shape is not None
+            else features is None or features == math.prod(input_shape))
+    made = tuple(shape) if shape is not None else None if features is None else (features,)
     if not fits or kernel.num_classes != num_classes:
         raise ValueError(f"model must be a kernel made for the data's samples "
                          f"(input_shape={tuple(input_shape)}) and classes "
