@@ -14,7 +14,7 @@ from typing import Any
 from fedqr.api_results import PlanResult
 from fedqr.data.source import DataSource
 from fedqr.models.kernel import Kernel
-from fedqr.sim.config import SimConfig
+from fedqr.sim.config import Selection, SimConfig
 from fedqr.sim.result import jsonable
 
 __all__ = ["check_schedule", "same_data", "same_scenario"]
@@ -72,7 +72,8 @@ def same_scenario(schedule: PlanResult, config: SimConfig, *, kernel: Kernel,
             checks.append(("delta", _per(sc["delta"], n), privacy.client_delta(n)))
     model = sc["model"] if sc["model"] is not None else planned_default().describe()
     checks += [("model", model, kernel.describe()), ("lr", sc["lr"], jsonable(config.lr)),
-               ("selection", "round-robin", config.selection.value),  # what the twin plans
+               ("selection", Selection.ROUND_ROBIN.value,  # what the twin plans
+                config.selection.value),
                ("weight_decay", sc["weight_decay"], config.weight_decay),
                ("aggregation", sc["aggregation"], config.aggregation.value)]
     for name, planned, given in checks:

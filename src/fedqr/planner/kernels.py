@@ -115,9 +115,10 @@ def kernel_identity(kernel: Kernel) -> dict[str, Any]:
 
 def code_digest(objects: list[Any]) -> str:
     """A digest of the user's code behind ``objects`` (module classes, a loss function): the
-    compiled code of every method of a class outside torch, and the bytes of each source file
-    it was compiled from (a helper the forward pass calls, edited, changes it too). Torch's own
-    modules are left out: the pinned torch fixes them. A model whose ``forward`` changed is
+    compiled code of every method of a class outside torch and fedqr, and the bytes of each
+    source file it was compiled from (a helper the forward pass calls, edited, changes it too).
+    Torch's modules and fedqr's own (``mlp``, ``cnn``, the default loss) are left out: the
+    pinned torch and ``PLANNER_VERSION`` fix them. A model whose ``forward`` changed is
     another model, whatever its layers and initial weights."""
     h = hashlib.sha256()
     files: set[str] = set()

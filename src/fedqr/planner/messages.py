@@ -17,7 +17,6 @@ USEFUL_MARGIN = 0.02
 """A plan helps only if its predicted loss is this share below the untrained model's."""
 
 
-
 def _source(shift: dict[str, Any]) -> str:
     """Where the headline prediction comes from, for the message (empty: the search, with no
     re-simulation run)."""
