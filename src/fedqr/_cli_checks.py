@@ -17,7 +17,7 @@ if TYPE_CHECKING:
     from fedqr.privacy import Accountant
 
 __all__ = ["check_accountant_applies", "check_budget_applies", "check_hidden_applies",
-           "check_theory_options_apply", "given"]
+           "check_left_out", "check_theory_options_apply", "given"]
 
 
 def given(name: str) -> bool:
@@ -28,6 +28,21 @@ def given(name: str) -> bool:
         return False
     return ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
                                               ParameterSource.ENVIRONMENT)
+
+
+def check_left_out(names: tuple[str, ...], *, why: str) -> None:
+    """The first of the running command's parameters ``names`` that was typed is refused
+    rather than ignored: ``"{flag} {why}, got {flag}={value}"``."""
+    ctx = click.get_current_context(silent=True)
+    if ctx is None:
+        return
+    for name in names:
+        if given(name):
+            flag = next((p.opts[0] for p in ctx.command.params if p.name == name),
+                        "--" + name.replace("_", "-"))
+            value = ctx.params.get(name)
+            shown = value.value if hasattr(value, "value") else value
+            raise ValueError(f"{flag} {why}, got {flag}={str(shown)!r}")
 
 
 def check_accountant_applies(mechanism: Mechanism, accountant: Accountant) -> None:

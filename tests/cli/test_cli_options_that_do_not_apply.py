@@ -94,3 +94,54 @@ def test_linear_runs_softmax_regression_with_an_intercept(tmp_path: Path) -> Non
     assert res.exit_code == 0, res.output
     model = json.loads((out / "result.json").read_text())["provenance"]["model"]
     assert model == {"name": "linear", "num_params": 64 * 10 + 10}
+
+
+@pytest.fixture(scope="module")
+def digits_constants(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Constants of the digits estimated for the Laplace mechanism (fedqr estimate's
+    default)."""
+    path = tmp_path_factory.mktemp("constants") / "digits.json"
+    res = runner.invoke(app, ["estimate", "--dataset", "digits", "--mechanism", "laplace",
+                              "--out", str(path), "--no-cache"])
+    assert res.exit_code == 0, res.output
+    return path
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--method", "bound", "--dataset", "digits", "--rounds", "20"],
+     "--rounds is an option of the twin planner (--method twin), not of --method bound, "
+     "got --rounds='20'"),
+    (["--method", "paper", "--dataset", "digits", "--model", "mlp"],
+     "--model is an option of the twin planner (--method twin), not of --method paper"),
+    (["--method", "bound", "--dataset", "digits", "--data-use", "public-proxy"],
+     "got --data-use='public-proxy'"),
+    (["--constants", "{constants}", "--num-clients", "20"],
+     "--num-clients sets how the bound's constants are estimated from --dataset, which "
+     "--constants FILE already holds, got --num-clients='20'"),
+    (["--constants", "{constants}", "--partition", "iid"], "got --partition='iid'"),
+    (["--dataset", "digits", "--t-max", "50"],
+     "--t-max is an option of --method bound|paper, not of the twin planner, got "
+     "--t-max='50'"),
+    (["--dataset", "digits", "--rounding", "paper"], "got --rounding='paper'"),
+])
+def test_plan_refuses_the_other_method_s_options(
+        tmp_path: Path, digits_constants: Path, extra: list[str], message: str) -> None:
+    plot = tmp_path / "u.png"
+    res = runner.invoke(app, ["plan", "--eps", "1", "--no-cache", "--plot", str(plot),
+                              *[a.replace("{constants}", str(digits_constants))
+                                for a in extra]])
+    assert res.exit_code == 2, res.output
+    assert message in " ".join(res.output.split())
+    assert not plot.exists()
+
+
+def test_plan_from_constants_takes_their_mechanism_unless_given(digits_constants: Path
+                                                                ) -> None:
+    res = runner.invoke(app, ["plan", "--constants", str(digits_constants), "--eps", "1",
+                              "--json"])
+    assert res.exit_code == 0, res.output
+    assert json.loads(res.output)["mechanism"] == "laplace"
+    res = runner.invoke(app, ["plan", "--constants", str(digits_constants), "--eps", "1",
+                              "--mechanism", "gaussian"])
+    assert res.exit_code == 2
+    assert "estimate again with --mechanism gaussian" in " ".join(res.output.split())

@@ -73,6 +73,10 @@ def listening() -> Iterator[int]:
      "--work-dir must be a folder path, got --work-dir='/dev/null/x'"),
     (["--data", "{in}/own.npz", "--state-dir", "/dev/null/x"],
      "--state-dir must be a folder path, got --state-dir='/dev/null/x'"),
+    (["--data", "{in}/own.npz", "--insecure"],
+     "--insecure and --root-certificates are options of fedqr flower run"),
+    (["--data", "{in}/own.npz", "--root-certificates", "{in}/own.csv"],
+     "got --root-certificates="),
 ])
 @pytest.mark.parametrize("command", ["simulate", "deploy"])
 def test_bad_data_options_exit_2_naming_them_and_write_nothing(

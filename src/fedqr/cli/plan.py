@@ -10,7 +10,7 @@ from typing import Annotated, Any
 
 import typer
 
-from fedqr._cli_checks import check_accountant_applies
+from fedqr._cli_checks import check_accountant_applies, check_left_out
 from fedqr._enums import (
     Accountant,
     Aggregation,
@@ -26,7 +26,6 @@ from fedqr._options import (
     DeviceOpt,
     LrDecayOpt,
     LrOpt,
-    MechanismOpt,
     NumClientsOpt,
 )
 from fedqr.cli._common import (
@@ -108,11 +107,24 @@ _RoundingOpt = Annotated[Rounding, typer.Option(
 _TMaxOpt = Annotated[int, typer.Option("--t-max", help="bound, gaussian: largest T searched.")]
 
 
+_MechanismOpt = Annotated[Mechanism, typer.Option(
+    help="Client-side DP mechanism (with --constants: the one they were estimated for).")]
+_TWIN_ONLY = ("model", "hidden", "test_data", "test_share", "client_column", "label_column",
+              "standardize", "fraction", "lr", "lr_decay", "lr_schedule", "aggregation",
+              "rounds", "clients_per_round", "data_use", "proxy_share", "proxy_dataset",
+              "proxy_data", "proxy_classes", "pilot_share", "twin_repeats", "twin_budget",
+              "device")
+"""Options the bound does not read (``--method bound|paper``): refused rather than ignored."""
+_ESTIMATE_ONLY = ("partition", "alpha", "num_clients", "proxy_fraction", "seed", "data_dir",
+                  "weight_decay")
+"""Options of the constants' estimate from ``--dataset``: refused with ``--constants``."""
+
+
 def plan(
     ctx: typer.Context,
     eps: _EpsOpt = "1.0",
     method: _MethodOpt = None,
-    mechanism: MechanismOpt = Mechanism.GAUSSIAN,
+    mechanism: _MechanismOpt = Mechanism.GAUSSIAN,
     dataset: _DatasetOpt = None,
     model: ModelOpt = None,
     hidden: HiddenOpt = "64",
@@ -170,6 +182,11 @@ def plan(
                        "without privacy) and give --constants constants.json, or leave --method "
                        "out to plan with the twin")
         try:
+            check_left_out(_TWIN_ONLY, why=f"is an option of the twin planner (--method twin), "
+                                           f"not of --method {chosen.value}")
+            if constants is not None:
+                check_left_out(_ESTIMATE_ONLY, why="sets how the bound's constants are "
+                               "estimated from --dataset, which --constants FILE already holds")
             if "," in eps:  # the twin's per-client list: not several budgets
                 raise ValueError(f"eps must be one budget for every client per value with "
                                  f"--method {chosen.value} (several budgets: --eps 1 5 10; "
@@ -207,6 +224,11 @@ def _plan_twin(o: dict[str, Any]) -> None:
     from fedqr.cli.plan_view import plan_view, show_plan
 
     started = time.perf_counter()
+    try:
+        check_left_out(("rounding", "t_max", "proxy_fraction"),
+                       why="is an option of --method bound|paper, not of the twin planner")
+    except ValueError as e:
+        raise fail(str(e)) from None
     key = plan_cache.answer_key(o)
     plot = o["plot"]
     if key is not None and plot is None and plan_cache.replay(key, as_json=o["as_json"],

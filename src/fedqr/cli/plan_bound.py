@@ -38,7 +38,7 @@ def plan_bound(
     as_json: bool, plot: Path | None,
 ) -> None:
     """The paper's bound: optimal T and b for each budget eps (``--method bound|paper``)."""
-    from fedqr._cli_checks import check_budget_applies
+    from fedqr._cli_checks import check_budget_applies, given
     from fedqr.cli.constants import estimate_for, read_constants
     from fedqr.cli.tables import print_gaussian, print_laplace
     from fedqr.data import DataNotFoundError
@@ -47,8 +47,11 @@ def plan_bound(
     from fedqr.theory import constants_from_json
     from fedqr.theory.tables import gaussian_rows, laplace_rows
 
-    spec = mechanism_for(mechanism)
     try:
+        read = read_constants(constants) if constants is not None else None
+        if read is not None and not given("mechanism"):  # the one they were estimated for
+            mechanism = _estimated_mechanism(read[1]) or mechanism
+        spec = mechanism_for(mechanism)
         check_budget_applies(mechanism, delta=delta)
         for e in eps_list:
             _check_budget(e, delta, mechanism)
@@ -73,8 +76,8 @@ def plan_bound(
             base = constants_from_json(json.dumps(doc))
             source = {"dataset": dataset.value, "estimate": doc["estimate"]}
         else:
-            assert constants is not None
-            base, doc = read_constants(constants)
+            assert constants is not None and read is not None
+            base, doc = read
             _check_constants_fit(doc, base, mechanism=mechanism, clip=clip,
                                  sample_rate=sample_rate)
             source = {"constants_file": str(constants)}
@@ -122,16 +125,24 @@ def _check_constants_fit(doc: dict[str, Any], base: "ProblemConstants", *,
         raise ValueError(f"clip is fixed by --constants (xi={base.xi:g}, the clip they were "
                          f"estimated with), got clip={clip:g}: leave --clip out, or estimate "
                          f"again with --clip {clip:g}")
-    estimated = (doc.get("estimate") or {}).get("spec", {}).get("mechanism")
-    if isinstance(estimated, str) and estimated in {m.value for m in Mechanism}:
-        was = mechanism_for(Mechanism(estimated))
+    estimated = _estimated_mechanism(doc)
+    if estimated is not None:
+        was = mechanism_for(estimated)
         if was.norm is not spec.norm:
             raise ValueError(
                 f"mechanism must clip in the norm the constants were estimated with "
-                f"({estimated}: {was.norm.value}), got mechanism={mechanism.value!r} "
+                f"({estimated.value}: {was.norm.value}), got mechanism={mechanism.value!r} "
                 f"({spec.norm.value}): estimate again with --mechanism {mechanism.value}")
     if sample_rate is not None:
         spec.check(clip=base.xi, sample_rate=sample_rate)
+
+
+def _estimated_mechanism(doc: dict[str, Any]) -> Mechanism | None:
+    """The mechanism a constants file was estimated for (``None``: it does not say)."""
+    estimated = (doc.get("estimate") or {}).get("spec", {}).get("mechanism")
+    if isinstance(estimated, str) and estimated in {m.value for m in Mechanism}:
+        return Mechanism(estimated)
+    return None
 
 
 def _for_mechanism(c: "ProblemConstants", mechanism: Mechanism,

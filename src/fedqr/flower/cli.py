@@ -209,6 +209,11 @@ def _check_mode(mode: str, opts: "o.FlowerOptions") -> None:
     if (opts.superlink is not None) != (mode == "remote"):
         raise ValueError("--superlink HOST:PORT is required by fedqr flower run and only "
                          f"used there, got --superlink={opts.superlink!r}")
+    if mode != "remote" and (opts.insecure or opts.root_certificates is not None):
+        given = (f"--root-certificates={opts.root_certificates}"
+                 if opts.root_certificates is not None else "--insecure")
+        raise ValueError("--insecure and --root-certificates are options of fedqr flower run "
+                         f"(the connection to a SuperLink), got {given} for {_COMMAND[mode]}")
 
 
 def _remote(address: str, ca: Path | None, *, insecure: bool) -> tuple[str, Path | None]:
