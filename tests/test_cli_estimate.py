@@ -159,3 +159,16 @@ def test_the_key_of_a_built_in_estimate_is_the_one_cached_before() -> None:
     from dataclasses import replace
 
     assert replace(spec, model="mlp", hidden="8").key() != expected
+
+
+def test_a_file_of_one_client_is_named_not_num_clients(tmp_path: Path) -> None:
+    path = tmp_path / "one.csv"
+    path.write_text("\n".join(["client,label,age"] + [f"a,{i % 2},{40 + i}"
+                                                       for i in range(30)]) + "\n")
+    out = tmp_path / "never.json"
+    res = runner.invoke(app, ["estimate", "--data", str(path), "--test-share", "0.3",
+                              "--out", str(out)])
+    text = " ".join(res.output.split())
+    assert res.exit_code == 2, res.output
+    assert "--data must hold at least 2 clients for the bound's constants, got 1 client" in text
+    assert "--num-clients" not in text and not out.exists()

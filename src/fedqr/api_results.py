@@ -51,12 +51,22 @@ class PlanResult:
         """Whether the plan beats the untrained model (else nothing should run)."""
         return self.plan.useful
 
+    def __repr__(self) -> str:  # the plan, not its every prediction (``document`` has them)
+        return (f"PlanResult(rounds={self.rounds}, clients_per_round={self.clients_per_round},"
+                f" sample_rate={self.sample_rate:g}, predicted_test_loss="
+                f"{self.predicted_test_loss:.4g}, useful={self.useful})")
+
 
 @dataclass(frozen=True)
 class SimulationResult:
     """A finished simulation: ``document`` is the ``result.json`` document."""
 
     document: dict[str, Any]
+
+    def __repr__(self) -> str:  # the outcome, not every round (``document`` has them)
+        return (f"SimulationResult(final_test_loss={self.final_test_loss:.4g}, "
+                f"final_test_accuracy={self.final_test_accuracy:.4g}, "
+                f"diverged={self.diverged})")
 
     @property
     def diverged(self) -> bool:

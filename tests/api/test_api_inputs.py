@@ -120,6 +120,11 @@ def test_a_schedule_is_the_plan_of_this_run(budget: dict[str, Any], tmp_path: Pa
     assert plan.useful
     ran = fedqr.simulate(**budget, schedule=plan)
     assert ran.document["config"]["rounds"] == plan.rounds
+    # their reprs say the answer in a line, not the whole document (some 19 KB for a plan)
+    assert repr(plan) == (f"PlanResult(rounds={plan.rounds}, clients_per_round="
+                          f"{plan.clients_per_round}, sample_rate={plan.sample_rate:g}, "
+                          f"predicted_test_loss={plan.predicted_test_loss:.4g}, useful=True)")
+    assert repr(ran).startswith(f"SimulationResult(final_test_loss={ran.final_test_loss:.4g}")
     for change, message in [({"rounds": 7}, "give either schedule or rounds"),
                             ({"mechanism": "gaussian"}, "planned for mechanism='laplace'"),
                             ({"eps": 1.0}, "planned for eps=4.0, the run asks eps=1.0"),

@@ -154,6 +154,24 @@ def _npz(path: Path, **arrays: Any) -> Path:
     return path
 
 
+def test_npz_keeps_the_feature_names_of_a_table(tmp_path: Path) -> None:
+    path = tmp_path / "h.csv"
+    path.write_text("client,label,age,chol\n" + "".join(f"{i % 3},{i % 2},{40 + i},{200 + i}\n"
+                                                       for i in range(30)))
+    table = FederatedData.from_file(path, test_share=0.2, standardize=False)
+    table.to_npz(tmp_path / "h.npz")
+    back = FederatedData.from_file(tmp_path / "h.npz", standardize=False)
+    assert table.feature_names == back.feature_names == ("age", "chol")
+    _same(back, table)
+    x, y, c = np.ones((20, 2)), np.arange(20) % 2, np.arange(20) // 10
+    bad = _npz(tmp_path / "b.npz", x=x, y=y, client=c, feature_names=np.array([1, 2]))
+    with pytest.raises(ValueError, match=r"array feature_names must be a 1-D array of strings"):
+        _from(bad, test_share=0.5)
+    short = _npz(tmp_path / "s.npz", x=x, y=y, client=c, feature_names=np.array(["age"]))
+    with pytest.raises(ValueError, match=r"feature_names must name the 2 features, got 1"):
+        _from(short, test_share=0.5)
+
+
 def test_npz_with_wrong_arrays_names_them(tmp_path: Path) -> None:
     x, y, c = np.ones((4, 2)), np.array([0, 1, 0, 1]), np.array([0, 0, 1, 1])
     p = _npz(tmp_path / "k.npz", X=x, y=y, client=c)
@@ -174,7 +192,8 @@ def test_npz_with_wrong_arrays_names_them(tmp_path: Path) -> None:
                                          r"\(--test-data\) with it, got test_path='.*ok.npz'"):
         _from(p, test_path=p)
     with pytest.raises(ValueError, match=r"give a test set .* or test_share, not both "
-                                         r"\(--test-data or --test-share\); got test_share=0.5"):
+                                         r"\(--test-data or --test-share\); got test_share=0.5 "
+                                         r"and a test set: the arrays x_test and y_test of "):
         _from(p, test_share=0.5)
     with pytest.raises(ValueError, match=r"client_column and label_column apply to .csv"):
         _from(p, client_column="site")
@@ -297,3 +316,13 @@ def test_writers_refuse_wrong_paths_and_clashing_names(digits: FederatedData,
                                          r"\['x0', 'label'\], got feature\(s\) named \['x0'\]"):
         write_csv(tmp_path / "d.csv", digits, test_path=tmp_path / "t.csv", client_column="x0")
     assert list(tmp_path.iterdir()) == []
+
+
+def test_a_test_file_and_a_test_share_name_the_test_file(tmp_path: Path) -> None:
+    train, test = tmp_path / "train.csv", tmp_path / "test.csv"
+    train.write_text("client,label,age\n" + "".join(f"{i % 3},{i % 2},{40 + i}\n"
+                                                     for i in range(30)))
+    test.write_text("client,label,age\n" + "".join(f"0,{i % 2},{50 + i}\n" for i in range(6)))
+    with pytest.raises(ValueError, match=r"got test_share=0.2 and a test set: "
+                                         r"test_path='.*test.csv'"):
+        FederatedData.from_file(train, test_path=test, test_share=0.2)

@@ -214,6 +214,9 @@ def _own_estimate(o: _Options, *, eps: float, delta: float, cache: bool) -> dict
         hidden=o.hidden)
     source, kernel, client_data = work.data, work.kernel, work.build()
     assert isinstance(source, OwnData)  # --data was given
+    if source.num_clients < 2:  # said of the file, not of --num-clients (not typed)
+        raise ValueError(f"data must hold at least 2 clients for the bound's constants, got "
+                         f"{source.num_clients} client in data={str(o.data)!r}")
     model, widths = _model_key(o.model, o.hidden, None)
     spec = EstimateSpec(
         dataset=None, partition=None, num_clients=source.num_clients, alpha=None,

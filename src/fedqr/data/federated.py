@@ -212,9 +212,11 @@ class FederatedData:
         t = read_table(path, client_column=client_column, label_column=label_column,
                        test_path=test_path)
         if t.x_test is not None and test_share is not None:
+            where = (f"test_path={str(test_path)!r}" if test_path is not None
+                     else f"the arrays x_test and y_test of {path}")
             raise ValueError(f"give a test set (in the file or test_path) or test_share, not "
                              f"both (--test-data or --test-share); got test_share="
-                             f"{test_share!r} and a test set in {t.source}")
+                             f"{test_share!r} and a test set: {where}")
         k = num_classes if num_classes is not None else t.num_classes
         names = LabelNames(labels=t.labels, num_classes="num_classes" if num_classes is not None
                            else "num_classes (the file's array num_classes)")

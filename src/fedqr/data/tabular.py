@@ -47,7 +47,7 @@ __all__ = ["SUFFIXES", "DataTooLargeError", "TableData", "available_memory", "re
 #: File suffixes :func:`read_table` reads.
 SUFFIXES = (".npz", ".csv", ".parquet")
 _NPZ_REQUIRED = ("x", "y", "client")
-_NPZ_OPTIONAL = ("x_test", "y_test", "num_classes")
+_NPZ_OPTIONAL = ("x_test", "y_test", "num_classes", "feature_names")
 
 
 @dataclass(frozen=True, eq=False)
@@ -139,7 +139,18 @@ def _npz_table(p: Path, tp: Path | None, source: str) -> TableData:
         t = _read_npz(tp, test=True)
         xt, yt = t["x"], t["y"]
     return TableData(x=a["x"], y=a["y"], client=a["client"], x_test=xt, y_test=yt,
-                     source=source, stem=p.stem, num_classes=None if k is None else int(k))
+                     source=source, stem=p.stem, num_classes=None if k is None else int(k),
+                     feature_names=_feature_names(p, a.get("feature_names")))
+
+
+def _feature_names(p: Path, names: NDArray[Any] | None) -> tuple[str, ...] | None:
+    """A ``.npz`` file's optional array ``feature_names`` (1-D strings) as a tuple."""
+    if names is None:
+        return None
+    if names.ndim != 1 or names.dtype.kind != "U":
+        raise ValueError(f"{p}: array feature_names must be a 1-D array of strings, got "
+                         f"shape={names.shape}, dtype={names.dtype}")
+    return tuple(str(n) for n in names)
 
 
 def _column_table(p: Path, tp: Path | None, source: str, *, client_column: str,
@@ -226,18 +237,23 @@ def write_npz(path: str | os.PathLike[str], data: FederatedData) -> None:
     """Write ``data`` as an uncompressed ``.npz`` data file, atomically.
 
     ``x`` and ``x_test`` keep ``data.input_shape``; ``client`` holds the original client ids
-    (``data.client_names``) when there are any, so :meth:`FederatedData.from_file` with
-    ``standardize=False`` gives back the same arrays.
+    (``data.client_names``) when there are any and ``feature_names`` the features' names when
+    there are any, so :meth:`FederatedData.from_file` with ``standardize=False`` gives back
+    the same arrays and names.
     """
     p = Path(path)
     if p.suffix.lower() != ".npz":
         raise ValueError(f"path must end in .npz, got path={str(p)!r}")
     shape = data.input_shape
 
+    names = ({} if data.feature_names is None
+             else {"feature_names": np.asarray(data.feature_names, dtype=str)})
+
     def write(tmp: Path) -> None:
         np.savez(tmp, x=data.x.reshape(data.num_train, *shape), y=data.y,
                  client=_original_clients(data), x_test=data.x_test.reshape(-1, *shape),
-                 y_test=data.y_test, num_classes=np.asarray(data.num_classes, dtype=np.int64))
+                 y_test=data.y_test, num_classes=np.asarray(data.num_classes, dtype=np.int64),
+                 **names)
 
     write_file_atomic(p, write)
 
