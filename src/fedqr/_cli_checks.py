@@ -40,8 +40,8 @@ def check_left_out(names: tuple[str, ...], *, why: str) -> None:
         if given(name):
             flag = next((p.opts[0] for p in ctx.command.params if p.name == name),
                         "--" + name.replace("_", "-"))
-            value = ctx.params.get(name)
-            shown = value.value if hasattr(value, "value") else value
+            value: object = ctx.params.get(name)
+            shown = getattr(value, "value", value)  # an enum's option text
             raise ValueError(f"{flag} {why}, got {flag}={str(shown)!r}")
 
 

@@ -246,14 +246,15 @@ def write_npz(path: str | os.PathLike[str], data: FederatedData) -> None:
         raise ValueError(f"path must end in .npz, got path={str(p)!r}")
     shape = data.input_shape
 
-    names = ({} if data.feature_names is None
-             else {"feature_names": np.asarray(data.feature_names, dtype=str)})
+    arrays: dict[str, NDArray[Any]] = {
+        "x": data.x.reshape(data.num_train, *shape), "y": data.y,
+        "client": _original_clients(data), "x_test": data.x_test.reshape(-1, *shape),
+        "y_test": data.y_test, "num_classes": np.asarray(data.num_classes, dtype=np.int64)}
+    if data.feature_names is not None:
+        arrays["feature_names"] = np.asarray(data.feature_names, dtype=str)
 
     def write(tmp: Path) -> None:
-        np.savez(tmp, x=data.x.reshape(data.num_train, *shape), y=data.y,
-                 client=_original_clients(data), x_test=data.x_test.reshape(-1, *shape),
-                 y_test=data.y_test, num_classes=np.asarray(data.num_classes, dtype=np.int64),
-                 **names)
+        np.savez(tmp, **arrays)  # type: ignore[arg-type]  # numpy types **kwds as allow_pickle
 
     write_file_atomic(p, write)
 
