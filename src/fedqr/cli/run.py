@@ -34,8 +34,6 @@ from fedqr.cli._common import (
     mechanism_for,
     out,
     progress,
-    staged,
-    warn_diverged,
 )
 from fedqr.cli._common import device as _device
 from fedqr.cli.data_options import (
@@ -189,7 +187,9 @@ def run(
     except ValueError as e:
         raise fail(str(e)) from None
     doc = _simulate(source, kernel, settings)
-    _write(doc, plan_doc=plan_doc, out_dir=out_dir)
+    from fedqr.cli.run_view import write_run
+
+    write_run(doc, plan_doc=plan_doc, out_dir=out_dir)
 
 
 def _nothing_to_plan(planning: dict[str, Any]) -> None:
@@ -290,24 +290,3 @@ def _simulate(source: "DataSource", kernel: "Kernel", settings: dict[str, Any]
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
     return result.document
-
-
-def _write(doc: dict[str, Any], *, plan_doc: dict[str, object] | None, out_dir: Path) -> None:
-    """Write result.json and the plot together (a failure leaves no partial output)."""
-    from fedqr.cli._common import write_json_atomic
-    from fedqr.cli.run_view import print_run_summary
-    from fedqr.experiments.plots import plot_training
-
-    if plan_doc is not None:
-        doc["plan"] = {**plan_doc,
-                       "achieved_test_loss": doc["summary"]["final_test_loss_mean"]}
-    warn_diverged(doc)
-    with staged(out_dir) as stage:
-        write_json_atomic(stage / "result.json", doc)
-        plot_training(doc, stage / "training.png")
-    print_run_summary(doc, doc["wall_time_s"], out_dir)
-    if plan_doc is not None:
-        pred = plan_doc["predicted_test_loss"]
-        if isinstance(pred, dict):
-            out.print(f"planned test loss {pred['mean']:.4f} +- {pred['stderr']:.4f}, "
-                      f"achieved {doc['plan']['achieved_test_loss']:.4f}")

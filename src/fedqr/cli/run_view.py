@@ -1,4 +1,5 @@
-"""What ``fedqr run`` prints after a run: the clients' table and the final metrics."""
+"""What ``fedqr run`` writes and prints after a run: result.json and its plot, the clients' table
+and the final metrics."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ from rich.table import Table
 
 from fedqr.cli._common import out
 
-__all__ = ["pilot_spent", "print_run_summary"]
+__all__ = ["pilot_spent", "print_run_summary", "write_run"]
 
 
 def print_run_summary(doc: dict[str, object], elapsed: float, out_dir: Path) -> None:
@@ -61,3 +62,23 @@ def _each(values: object, shown: int = 12) -> str:
         return f"{_fmt(values[0])} each"
     more = f", ... ({len(values)} in all)" if len(values) > shown else ""
     return "[" + ", ".join(_fmt(v) for v in values[:shown]) + more + "]"
+
+
+def write_run(doc: dict[str, Any], *, plan_doc: dict[str, object] | None, out_dir: Path) -> None:
+    """Write result.json and the plot together (a failure leaves no partial output)."""
+    from fedqr.cli._common import staged, warn_diverged, write_json_atomic
+    from fedqr.experiments.plots import plot_training
+
+    if plan_doc is not None:
+        doc["plan"] = {**plan_doc,
+                       "achieved_test_loss": doc["summary"]["final_test_loss_mean"]}
+    warn_diverged(doc)
+    with staged(out_dir) as stage:
+        write_json_atomic(stage / "result.json", doc)
+        plot_training(doc, stage / "training.png")
+    print_run_summary(doc, doc["wall_time_s"], out_dir)
+    if plan_doc is not None:
+        pred = plan_doc["predicted_test_loss"]
+        if isinstance(pred, dict):
+            out.print(f"planned test loss {pred['mean']:.4f} +- {pred['stderr']:.4f}, "
+                      f"achieved {doc['plan']['achieved_test_loss']:.4f}")
