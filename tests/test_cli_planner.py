@@ -25,9 +25,11 @@ def test_plan_json_has_the_recommended_object(tmp_path: Path) -> None:
     res = runner.invoke(app, ["plan", *BASE, "--eps", "4", "--clients-per-round", "2",
                               "--json", "--plot", str(png)])
     assert res.exit_code == 0, res.output
-    doc = json.loads(res.stdout[res.stdout.index("{"):])
+    doc = json.loads(res.stdout)  # stdout is the document alone
     rec = doc["recommended"]
     assert rec["clients_per_round"] == 2 and rec["rounds"] >= 1
+    # reading the clients' data without privacy is said on stderr in JSON mode too
+    assert "read WITHOUT differential privacy" in " ".join(res.stderr.split())
     assert rec["sample_rate"] is None  # laplace: full local batches
     assert {"mean", "stderr", "fitted", "proxy_std", "proxy_range", "re_simulated",
             "search_mean"} == set(rec["predicted_test_loss"])

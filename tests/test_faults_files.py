@@ -178,6 +178,8 @@ def test_result_json_matches_the_shipped_schema(tmp_path: Path, selection: str) 
     # the request echoes the default rdp and delta; what accounted the budgets says pure
     assert doc["config"]["privacy"]["accountant"] == "rdp"
     assert doc["accounting"] == {"accountant": "pure", "neighbours": "replace-one",
+                                 "normaliser": "d_i: a public constant, fixed independently "
+                                               "of any one record (docs/privacy.md)",
                                  "delta_applies": False}
     for c in doc["clients"]:
         per = c["per_repeat"]

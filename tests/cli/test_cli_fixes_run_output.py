@@ -5,8 +5,10 @@ clients by the ids of the data file, which per-client ``--eps`` lists follow."""
 from __future__ import annotations
 
 import json
+from importlib.resources import files
 from pathlib import Path
 
+import jsonschema
 import numpy as np
 import pytest
 from typer.testing import CliRunner
@@ -115,3 +117,12 @@ def test_a_run_after_a_private_pilot_says_what_the_pilot_spent(tmp_path: Path) -
             "the run spends the rest, eps [7.5, 15, 15, 30]") in _flat(res.stdout)
     doc = json.loads((out / "result.json").read_text())
     assert [c["epsilon_budget"] for c in doc["clients"]] == [7.5, 15.0, 15.0, 30.0]
+    # the clients' entries hold the pilot's spend and the total, pilot plus run
+    assert [c["pilot_epsilon_spent"] for c in doc["clients"]] == [2.5, 5.0, 5.0, 10.0]
+    assert [c["total_epsilon_spent"] for c in doc["clients"]] == pytest.approx(
+        [c["pilot_epsilon_spent"] + c["epsilon_spent"] for c in doc["clients"]])
+    assert all(c["total_epsilon_spent"] <= e * (1 + 1e-9) for c, e in
+               zip(doc["clients"], [10, 20, 20, 40], strict=True))
+    assert [c["pilot_delta_spent"] for c in doc["clients"]] == [0.0] * 4  # Laplace: pure DP
+    jsonschema.validate(doc, json.loads(
+        files("fedqr").joinpath("sim/result.schema.json").read_text()))

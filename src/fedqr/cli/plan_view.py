@@ -80,15 +80,16 @@ def plan_view(doc: dict[str, Any]) -> PlanView:
 
 
 def show_plan(view: PlanView, *, as_json: bool) -> None:
-    """Print ``view``: the JSON document (its ``data_used`` holds the privacy warning), or
-    the warnings (stderr) and the tables (stdout)."""
+    """Print ``view``'s warnings (stderr: that the plan read the clients' data without
+    privacy is said in JSON mode too, beside ``data_used.warning``), then the JSON document
+    or the tables (stdout)."""
+    for w in view.warnings:
+        err.print(w)
     if as_json:
         import typer
 
         typer.echo(view.text)
         return
-    for w in view.warnings:
-        err.print(w)
     for line in view.lines:
         out.print(line)
 

@@ -281,10 +281,11 @@ def _simulate(source: "DataSource", kernel: "Kernel", settings: dict[str, Any]
             raise fail(str(e), code=1) from None
         except ValueError as e:
             raise fail(str(e)) from None
+    own = Path(__file__).resolve().parents[1]  # the fedqr package
     for w in caught:  # after the progress bar: fedqr's own as one line, others as they were
         if str(w.message).startswith("the run diverged"):
             continue  # the command says it in its own words (warn_diverged), once
-        if str(w.message).startswith("arithmetic="):
+        if Path(w.filename).resolve().is_relative_to(own):
             text = str(w.message).replace("arithmetic='mixed'", "--arithmetic mixed")
             err.print(f"[yellow]warning:[/] {escape(text)}")
         else:

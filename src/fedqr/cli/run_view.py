@@ -10,7 +10,7 @@ from rich.table import Table
 
 from fedqr.cli._common import out
 
-__all__ = ["pilot_spent", "print_run_summary", "write_run"]
+__all__ = ["add_pilot_spend", "pilot_spent", "print_run_summary", "write_run"]
 
 
 def print_run_summary(doc: dict[str, object], elapsed: float, out_dir: Path) -> None:
@@ -50,7 +50,21 @@ def pilot_spent(cost: dict[str, Any]) -> str | None:
         return None
     return (f"private pilot: spent eps {_each(cost.get('epsilon'))} of the clients' budgets on "
             f"their data; the run spends the rest, eps {_each(left.get('eps'))} (result.json's "
-            f"budgets are these)")
+            f"budgets are these; its clients' total_epsilon_spent adds the pilot's)")
+
+
+def add_pilot_spend(doc: dict[str, Any], plan_doc: dict[str, object]) -> None:
+    """Each client's spend on a private pilot, and pilot plus run, in ``doc["clients"]``
+    (nothing without a pilot): the run's own budgets and spend are its share only."""
+    cost = plan_doc.get("privacy_cost")
+    if not isinstance(cost, dict) or not isinstance(cost.get("budget_left_for_run"), dict):
+        return
+    for c, eps, delta in zip(doc["clients"], cost["epsilon"], cost["delta"], strict=True):
+        delta = float(delta) if c.get("delta_budget") else 0.0  # pure DP: no delta at all
+        c["pilot_epsilon_spent"], c["pilot_delta_spent"] = float(eps), delta
+        run_eps, run_delta = c.get("epsilon_spent"), c.get("delta_spent")
+        c["total_epsilon_spent"] = None if run_eps is None else float(eps) + run_eps
+        c["total_delta_spent"] = None if run_delta is None else delta + run_delta
 
 
 def _each(values: object, shown: int = 12) -> str:
@@ -72,6 +86,7 @@ def write_run(doc: dict[str, Any], *, plan_doc: dict[str, object] | None, out_di
     if plan_doc is not None:
         doc["plan"] = {**plan_doc,
                        "achieved_test_loss": doc["summary"]["final_test_loss_mean"]}
+        add_pilot_spend(doc, plan_doc)
     warn_diverged(doc)
     with staged(out_dir) as stage:
         write_json_atomic(stage / "result.json", doc)

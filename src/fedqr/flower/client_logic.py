@@ -23,6 +23,7 @@ from fedqr.flower.client_data import ClientData, load_client_data
 from fedqr.flower.client_state import Budget, ReplayRefused, locked_state
 from fedqr.flower.config import FlowerRunConfig
 from fedqr.models.kernel import GradSums
+from fedqr.privacy import noise_tensor
 from fedqr.sim.budget import client_noise  # the engine's calibration
 from fedqr.sim.config import SimConfig
 from fedqr.sim.reply import client_replies
@@ -131,7 +132,7 @@ def compute_reply(data: ClientData, theta: np.ndarray, *, sim: SimConfig, client
                                 stream=NOISE_STREAM, device=dev)
     out = client_replies(
         sums.grad, sizes=np.array([[size]]), theta=th.unsqueeze(1), config=sim, round=round,
-        std=torch.full((1, 1), noise_std, dtype=torch.float32),
+        std=noise_tensor([[noise_std]]),  # float32, rounded up as the engine's
         param=torch.full((1, 1), noise_param, dtype=torch.float64),
         noise=lambda s, p, n: draw_noise(spec, s, n, noise_gen, param=p), charge=charge)
     return (out.theta.view(theta.shape).numpy(), sums,

@@ -3,9 +3,10 @@
 The clients' budgets are split: a declared share ``s`` pays for one pilot run on their own
 data, the rest ``1 - s`` is what the plan (and the real run) may spend (basic composition of
 the two runs). The twin plans for the rest on a public proxy; the pilot then runs the plan's
-b and q for ``max(1, round(s T))`` rounds at the pilot budget -- the same reply count per
-unit of budget, so the same per-reply noise for Laplace -- with every reply charged to the
-clients' ledgers, and compares its test loss with the twin's prediction for that pilot
+b and q for ``max(1, round(s T))`` rounds at the pilot budget -- T / eps replies per unit of
+budget, so for Laplace the per-reply noise of the planned schedule at the *whole* budget,
+``1 - s`` times the planned run's -- with every reply charged to the clients' ledgers, and
+compares its test loss with the twin's prediction for that same pilot schedule
 (:func:`pilot_check`: one run against the twin's prediction interval for one run). A pilot
 much worse than predicted means the proxy does not represent the clients' data.
 """

@@ -29,6 +29,7 @@ from fedqr.privacy.mechanisms import (
     gaussian_std,
     laplace_event,
     laplace_scale,
+    noise_tensor,
     sample_gaussian,
     sample_laplace,
 )
@@ -67,6 +68,7 @@ __all__ = [
     "laplace_scale",
     "make_accountant",
     "mechanism_for",
+    "noise_tensor",
     "paper_gaussian_sigma",
     "sample_gaussian",
     "sample_laplace",

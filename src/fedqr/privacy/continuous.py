@@ -22,6 +22,7 @@ from fedqr.privacy.mechanisms import (
     gaussian_std,
     laplace_event,
     laplace_scale,
+    noise_tensor,
     sample_gaussian,
     sample_laplace,
 )
@@ -81,7 +82,8 @@ class LaplaceMechanism(FullBatch, _Additive):
 
     def draw(self, *, std: Tensor, param: Tensor, shape: tuple[int, ...],
              generator: torch.Generator) -> Tensor:
-        return sample_laplace(std.unsqueeze(-1) / 2**0.5, shape, generator=generator)
+        scale = noise_tensor(std.double() / 2**0.5, dtype=std.dtype)  # rounded up, as std
+        return sample_laplace(scale.unsqueeze(-1), shape, generator=generator)
 
 
 @dataclass(frozen=True)

@@ -45,6 +45,7 @@ __all__ = [
     "gaussian_std",
     "laplace_event",
     "laplace_scale",
+    "noise_tensor",
     "sample_gaussian",
     "sample_laplace",
 ]
@@ -133,6 +134,19 @@ def _check_noise_args(name: str, param: object, shape: tuple[int, ...]) -> torch
             f"got {name}.shape={tuple(param.shape)} and shape={shape}"
         )
     return param
+
+
+def noise_tensor(values: object, *, dtype: torch.dtype = torch.float32,
+                 device: torch.device | str | None = None) -> torch.Tensor:
+    """Noise standard deviations or scales (float64 numbers, an array or a tensor) in ``dtype``,
+    each rounded *up* where ``dtype`` cannot hold it: noise calibrated to spend a budget
+    exactly never shrinks by the cast (round to nearest could lose 6e-8 of it in float32)."""
+    exact = torch.as_tensor(values, dtype=torch.float64, device=device)
+    out = exact.to(dtype)
+    if dtype == torch.float64:
+        return out
+    below = out.double() < exact
+    return torch.where(below, torch.nextafter(out, torch.full_like(out, math.inf)), out)
 
 
 def sample_laplace(

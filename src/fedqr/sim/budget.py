@@ -8,6 +8,7 @@ reply is charged to that client's :class:`~fedqr.privacy.PrivacyLedger` before i
 from __future__ import annotations
 
 import math
+import warnings
 from dataclasses import dataclass
 
 import dp_accounting
@@ -97,6 +98,8 @@ def plan_client_privacy(
     """
     n = config.num_clients
     eps, delta = config.privacy.client_eps(n), config.privacy.client_delta(n)
+    if config.privacy.spec.needs_delta:
+        warn_large_delta(delta, sizes)
     replies = reply_counts(schedule, n)
     mech = config.privacy.mechanism
     kind = config.privacy.spec.accountant(config.privacy.accountant)
@@ -122,3 +125,17 @@ def plan_client_privacy(
     return ClientPrivacy(mechanism=mech, accountant=kind, replies=replies, noise_param=param,
                          noise_std=std, eps=eps, delta=delta,
                          ledgers=LedgerBook(ledgers, events))
+
+
+def warn_large_delta(delta: tuple[float, ...], sizes: np.ndarray) -> None:
+    """Warn (``RuntimeWarning``) where a client's delta is at least ``1 / d_i``: an (eps,
+    delta) guarantee that weak allows publishing one of its ``d_i`` records outright."""
+    weak = [i for i, (d, size) in enumerate(zip(delta, sizes, strict=True)) if d * size >= 1]
+    if not weak:
+        return
+    shown = ", ".join(f"client {i}: delta={delta[i]:g}, d={int(sizes[i])}" for i in weak[:5])
+    more = f" and {len(weak) - 5} more" if len(weak) > 5 else ""
+    warnings.warn(f"delta is at least 1/d for {len(weak)} client(s) ({shown}{more}): a "
+                  f"guarantee that weak allows publishing one of a client's d records "
+                  f"outright; choose delta well below 1/d (for example 1/(10 d))",
+                  RuntimeWarning, stacklevel=3)

@@ -36,6 +36,7 @@ from torch import Tensor
 from fedqr.data import Dataset, Partition
 from fedqr.models.kernel import GradSums, Kernel, KernelData
 from fedqr.models.logreg_coded import code_rows
+from fedqr.privacy import noise_tensor
 from fedqr.sim.budget import ClientPrivacy, plan_client_privacy
 from fedqr.sim.config import Aggregation, Arithmetic, SimConfig
 from fedqr.sim.reply import client_replies
@@ -180,8 +181,7 @@ class _Fixed:
         return cls(config=config, privacy=privacy, sizes=sizes, streams=streams, stats=stats,
                    batched=batched, group=torch.as_tensor(groups, device=dev)[:, None],
                    reps=torch.arange(len(groups), device=dev)[:, None],
-                   noise_std=torch.as_tensor(privacy.noise_std, dtype=torch.float32,
-                                             device=dev),
+                   noise_std=noise_tensor(privacy.noise_std, device=dev),  # rounded up
                    noise_param=torch.as_tensor(privacy.noise_param, dtype=torch.float64,
                                                device=dev))
 

@@ -14,7 +14,7 @@ import numpy as np
 
 from fedqr._atomic import write_json_atomic
 from fedqr.data import Dataset
-from fedqr.sim.config import SimConfig
+from fedqr.sim.config import PrivacyConfig, SimConfig
 
 __all__ = ["RoundMetrics", "SimResult", "finite_json", "jsonable", "name_clients",
            "write_json_atomic"]
@@ -153,6 +153,7 @@ class SimResult:
             # ignores its accountant and delta: pure eps-DP, basic composition)
             "accounting": {"accountant": used.value if used is not None else None,
                            "neighbours": privacy.spec.neighbours.value,
+                           "normaliser": _normaliser(privacy),
                            "delta_applies": privacy.spec.needs_delta},
             "clients": finite_json(self.clients),
             "runs": runs,
@@ -220,3 +221,10 @@ def finite_json(obj: Any) -> Any:
     if isinstance(obj, dict):
         return {k: finite_json(v) for k, v in obj.items()}
     return obj
+
+
+def _normaliser(privacy: PrivacyConfig) -> str:
+    """What each reply's clipped sum is divided by, as the guarantee assumes it."""
+    sampled = privacy.spec.denominator_rate(privacy.sample_rate) < 1
+    return (f"{'q d_i' if sampled else 'd_i'}: a public constant, fixed independently of any "
+            f"one record (docs/privacy.md)")
