@@ -13,7 +13,7 @@ from pathlib import Path
 
 __all__ = ["PLANNER_VERSION", "cache_home"]
 
-PLANNER_VERSION = 13  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit;
+PLANNER_VERSION = 14  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit;
 # 5: a second look at plateaus (models other than logreg); 6: a default budget follows the leader;
 # 7: the logistic twin's products in bfloat16 where the CPU has it (fedqr._precision);
 # 8: the twins draw their Poisson batches a block of rounds at once (planner.gradients);
@@ -21,7 +21,8 @@ PLANNER_VERSION = 13  # 2: automatic twin repeats; 3: extend T only for a 1% gai
 # 10: the shift draws from a seed of its own and its re-simulation is the headline prediction;
 # 11: a logreg plan on imbalanced labels names linear (the twin and the search unchanged);
 # 12: the noise table's coarser grid, halved where the RDP curves bend (theory.calibration);
-# 13: the shift leaves out candidates far behind the first choice (planner.shift.far_behind)
+# 13: the shift leaves out candidates far behind the first choice (planner.shift.far_behind);
+# 14: a clear proxy's share is the share of rows it read (all rows: no other draw to shift to)
 """Bumped when the twin, the search or a plan's answer change: cached simulations and answers
 are then not reused."""
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from fedqr.data import DatasetName, DataSpec, FederatedData, PartitionKind
@@ -143,6 +144,24 @@ def test_no_alternatives_when_asked_for_none_or_all_rows_are_read() -> None:
     assert plan.proxy_shift["alternatives"] == []
     with pytest.raises(ValueError, match="proxy_alternatives must be >= 0"):
         SearchSettings(proxy_alternatives=-1)
+
+
+def test_a_share_that_reads_every_row_of_small_clients_is_reported_as_all_rows() -> None:
+    # 300 clients of 16 rows: the automatic share (about 4,000 of 4,800 rows) asks 14 of each
+    # client's 16, the floor of 16 rows per client takes them all: the plan says it read every
+    # row (share 1), and there is no other draw of the proxy to shift to
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(6000, 4)).astype(np.float32)
+    y = (x[:, 0] + rng.normal(size=6000) > 0).astype(np.int64)
+    data = FederatedData.from_arrays(x=x, y=y, client=np.repeat(np.arange(300), 20),
+                                     test_share=0.2)
+    scenario = Scenario(data=OwnData(data=data, seed=0), mechanism=Mechanism.LAPLACE,
+                        eps=(4.0,), clip=5.0, sample_rate=1.0, lr=LearningRate(eta0=0.3))
+    plan = make_plan(scenario, settings=FAST, proxy=ProxyChoice())
+    assert plan.data_used["share"] == 1.0 and plan.data_used["rows"] == data.num_train
+    assert plan.proxy_shift["alternatives"] == [] and "every row" in plan.proxy_shift["note"]
+    half = make_plan(scenario, settings=FAST, proxy=ProxyChoice(share=0.5))  # 16 of 16 too
+    assert half.data_used["share"] == 1.0
 
 
 def test_a_plan_whose_first_choice_the_shift_overrules_recommends_the_confirmed_one(

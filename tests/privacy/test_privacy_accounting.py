@@ -213,3 +213,16 @@ def test_rdp_fast_path_is_bit_identical_to_the_accountant() -> None:
         fresh = dp_accounting.rdp.RdpAccountant().compose(composed_event(counts))
         assert epsilon_spent(counts, delta=delta, accountant=Accountant.RDP) == \
             fresh.get_epsilon(delta)
+
+
+def test_pld_calibrates_an_eps_that_rdp_cannot_resolve() -> None:
+    # RDP's orders cannot reach eps = 0.03 at delta = 0.01 with 3 replies at q = 0.01; PLD
+    # does, and its first guess no longer comes from (a failed) RDP calibration
+    with pytest.raises(ValueError, match=r"rdp accountant .*\(or accountant pld"):
+        calibrate_noise_multiplier(replies=3, sample_rate=0.01, eps=0.03, delta=0.01,
+                                   accountant=Accountant.RDP)
+    z = calibrate_noise_multiplier(replies=3, sample_rate=0.01, eps=0.03, delta=0.01,
+                                   accountant=Accountant.PLD)
+    event = composed_event({gaussian_event(noise_multiplier=z, sample_rate=0.01): 3})
+    spent = make_accountant(Accountant.PLD).compose(event).get_epsilon(0.01)
+    assert 0.029 < spent <= 0.03 * (1 + 1e-9)

@@ -127,7 +127,8 @@ def build_twin(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,
                                                 real_sizes=sizes, norm=norm, device=device,
                                                 intercept=isinstance(model, LogRegKernel)
                                                 and model.intercept)
-        used: dict[str, Any] = {"share": share, "rows": int(proxy.proxy_sizes.sum())}
+        used: dict[str, Any] = {"share": _read_share(proxy.proxy_sizes, train),
+                                "rows": int(proxy.proxy_sizes.sum())}
         if choice.use is DataUse.PUBLIC_PROXY:
             del used["share"]
         return Twin(proxy, None, None, _ordered(info, used))
@@ -186,9 +187,16 @@ def _kernel_twin(scenario: Scenario, kernel: Kernel, train: ClientData, info: di
             size = replace(size, follow_s=DEFAULT_BUDGET_MAX_S)  # and for the leading arm
         if size.share != share or size.test_rows != proxy.num_test:
             proxy = build(size.share, test_rows(size.test_rows))
-    used = {"share": size.share, "rows": int(proxy.proxy_sizes.sum()),
+    used = {"share": _read_share(proxy.proxy_sizes, train), "rows": int(proxy.proxy_sizes.sum()),
             "test_rows": proxy.num_test, "model": kernel.name, "twin_engine": proxy.engine.name}
     return Twin(proxy, kernel, size, _ordered(info, used))
+
+
+def _read_share(proxy_sizes: np.ndarray, train: ClientData) -> float:
+    """The share of the training rows the proxy holds: the requested share, raised where
+    small clients give all their rows (:data:`~fedqr.planner.twin_data.MIN_PROXY_ROWS` at
+    least), 1 where it holds them all (then no other draw of the proxy exists)."""
+    return min(1.0, float(np.sum(proxy_sizes)) / float(np.sum(train.partition.sizes)))
 
 
 def _ordered(info: dict[str, Any], used: dict[str, Any]) -> dict[str, Any]:

@@ -67,15 +67,19 @@ def _calibrate(replies: int, q: float, eps: float, delta: float, kind: Accountan
     def eps_at(z: float) -> float:
         return float(make_accountant(kind).compose(make_event(z)).get_epsilon(delta))
 
-    if kind is Accountant.RDP:
-        guess = max(0.5, q * math.sqrt(2.0 * replies * math.log(1.0 / delta)) / eps)
-    else:  # PLD is tighter than RDP: start just below the RDP answer
-        guess = 0.8 * _calibrate(replies, q, eps, delta, Accountant.RDP)
+    guess = max(0.5, q * math.sqrt(2.0 * replies * math.log(1.0 / delta)) / eps)
+    if kind is not Accountant.RDP:  # PLD is mostly tighter: start just below the RDP answer
+        try:
+            guess = 0.8 * _calibrate(replies, q, eps, delta, Accountant.RDP)
+        except ValueError:  # an eps RDP cannot resolve, PLD may: the plain guess
+            pass
+
     def unresolved(why: str) -> ValueError:
         return ValueError(
             f"eps must be large enough for the {kind.value} accountant to resolve "
             f"({replies} replies, sample_rate={q:g}, delta={delta:g}): {why}, got eps={eps:g}; "
-            "use a larger eps (or accountant pld, which resolves smaller ones)")
+            "use a larger eps" + (" (or accountant pld, which resolves smaller ones)"
+                                  if kind is Accountant.RDP else ""))
 
     try:
         lo, hi = _bracket(eps_at, eps, guess)
