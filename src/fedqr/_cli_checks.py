@@ -16,8 +16,8 @@ if TYPE_CHECKING:
     from fedqr._enums import Mechanism
     from fedqr.privacy import Accountant
 
-__all__ = ["check_accountant_applies", "check_budget_applies", "check_hidden_applies",
-           "check_left_out", "check_theory_options_apply", "given"]
+__all__ = ["check_accountant_applies", "check_alpha_applies", "check_budget_applies",
+           "check_hidden_applies", "check_left_out", "check_theory_options_apply", "given"]
 
 
 def given(name: str) -> bool:
@@ -28,6 +28,16 @@ def given(name: str) -> bool:
         return False
     return ctx.get_parameter_source(name) in (ParameterSource.COMMANDLINE,
                                               ParameterSource.ENVIRONMENT)
+
+
+def check_alpha_applies(partition: str | None, alpha: float) -> None:
+    """An ``--alpha`` typed where no Dirichlet partition is drawn (``partition``: the one
+    used, ``None`` for a data file's own clients) is refused rather than ignored."""
+    if partition != "dirichlet" and given("alpha"):
+        where = ("the clients of --data FILE are its own" if partition is None
+                 else f"the partition is {partition}")
+        raise ValueError(f"alpha must be left out: it sets the concentration of --partition "
+                         f"dirichlet ({where}), got alpha={alpha!r}")
 
 
 def check_left_out(names: tuple[str, ...], *, why: str) -> None:
@@ -57,22 +67,27 @@ def check_accountant_applies(mechanism: Mechanism, accountant: Accountant) -> No
 
 def check_hidden_applies(model_name: str, hidden: object) -> None:
     """A ``--hidden`` typed for a model that has no hidden widths to set (``logreg``, ``cnn``,
-    a model file; the default model included) is refused rather than ignored."""
+    a model file, even one whose factory is called ``mlp``; the default model included) is
+    refused rather than ignored. ``model_name``: the built-in model's name, or the
+    ``--model FILE.py:NAME`` text of a model file."""
     if given("hidden") and model_name != "mlp":
         raise ValueError(f"hidden must be left out for the model {model_name} (it sets the "
                          f"widths of --model mlp), got hidden={hidden!r}")
 
 
 def check_theory_options_apply(schedule: str, **values: float | None) -> None:
-    """``--mu`` or ``--gamma`` (``values``: the options by name) typed for a learning-rate
-    schedule other than ``theory`` (``schedule``: the ``--lr-schedule`` given), which does not
-    use them, is refused rather than ignored."""
-    if schedule == "theory":
-        return
+    """Options of one learning-rate schedule typed for another (``schedule``: the
+    ``--lr-schedule`` given; ``values``: the options by name), which does not use them, are
+    refused rather than ignored: ``--mu`` and ``--gamma`` set ``theory``, ``--lr-decay``
+    sets ``inverse-time``."""
     for name, value in values.items():
-        if given(name):
-            raise ValueError(f"{name} must be left out for the schedule {schedule} (it sets the "
-                             f"theory schedule: --lr-schedule theory), got {name}={value!r}")
+        owner = "inverse-time" if name == "lr_decay" else "theory"
+        if schedule != owner and given(name):
+            what = ("the inverse-time schedule: eta_t = eta0 / (1 + decay t)"
+                    if owner == "inverse-time" else
+                    "the theory schedule: --lr-schedule theory")
+            raise ValueError(f"{name} must be left out for the schedule {schedule} (it sets "
+                             f"{what}), got {name}={value!r}")
 
 
 def check_budget_applies(mechanism: Mechanism, **values: object) -> None:

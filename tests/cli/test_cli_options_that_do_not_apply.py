@@ -145,3 +145,47 @@ def test_plan_from_constants_takes_their_mechanism_unless_given(digits_constants
                               "--mechanism", "gaussian"])
     assert res.exit_code == 2
     assert "estimate again with --mechanism gaussian" in " ".join(res.output.split())
+
+
+@pytest.fixture
+def own_csv(tmp_path: Path) -> Path:
+    path = tmp_path / "in" / "own.csv"
+    path.parent.mkdir()
+    path.write_text("client,label,age\n" + "".join(f"{i % 3},{i % 2},{40 + i}\n"
+                                                   for i in range(60)))
+    (path.parent / "m.py").write_text(
+        "from torch import nn\n\n\ndef mlp(shape, k):\n"
+        "    return nn.Sequential(nn.Flatten(), nn.Linear(shape[0], k))\n")
+    return path
+
+
+@pytest.mark.parametrize("command", ["run", "plan"])
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--data", "{own}", "--test-share", "0.2", "--alpha", "2"],
+     "--alpha must be left out: it sets the concentration of --partition dirichlet (the "
+     "clients of --data FILE are its own), got --alpha=2.0"),
+    (["--dataset", "digits", "--alpha", "2"],
+     "--alpha must be left out: it sets the concentration of --partition dirichlet (the "
+     "partition is two-digits)"),
+    (["--dataset", "digits", "--lr-schedule", "constant", "--lr-decay", "0.5"],
+     "--lr-decay must be left out for the schedule constant (it sets the inverse-time "
+     "schedule: eta_t = eta0 / (1 + decay t)), got --lr-decay=0.5"),
+    (["--data", "{own}", "--test-share", "0.2", "--model", "{dir}/m.py:mlp", "--hidden", "8"],
+     "--hidden must be left out for the model"),
+])
+def test_options_of_a_recipe_or_schedule_that_is_not_used_are_refused(
+        tmp_path: Path, own_csv: Path, command: str, extra: list[str], message: str) -> None:
+    out = tmp_path / "out"
+    args = [a.replace("{own}", str(own_csv)).replace("{dir}", str(own_csv.parent))
+            for a in extra]
+    tail = ["--rounds", "1", "--out", str(out)] if command == "run" else ["--no-cache"]
+    res = runner.invoke(app, [command, *args, *tail])
+    assert res.exit_code == 2, res.output
+    assert message.replace("{dir}", str(own_csv.parent)) in " ".join(res.output.split())
+    assert not out.exists()
+
+
+def test_alpha_with_the_dirichlet_partition_runs(tmp_path: Path) -> None:
+    res = runner.invoke(app, ["run", "--dataset", "digits", "--partition", "dirichlet",
+                              "--alpha", "2", "--rounds", "1", "--out", str(tmp_path / "o")])
+    assert res.exit_code == 0, res.output

@@ -19,6 +19,7 @@ from fedqr._options import (
 )
 
 if TYPE_CHECKING:
+    from fedqr._enums import DatasetName, PartitionKind
     from fedqr.data.source import OwnData
 
 __all__ = [
@@ -35,6 +36,7 @@ __all__ = [
     "TestShareOpt",
     "TwinBudgetOpt",
     "TwinRepeatsOpt",
+    "check_own_data_options",
     "data_warnings",
     "load_own",
     "parse_hidden",
@@ -122,3 +124,22 @@ def data_warnings(path: Path | str) -> Iterator[None]:
             err.print(f"[yellow]warning:[/] {escape(f'{path}: {name_options(str(w.message))}')}")
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+
+
+def check_own_data_options(*, dataset: DatasetName | None, partition: PartitionKind | None,
+                            fraction: float, data_dir: Path | None, client_column: str,
+                            label_column: str) -> None:
+    """A data file brings its clients and rows: the options of a built-in recipe do not
+    apply, and its client and label columns must differ."""
+    given = [f"{name}={value}" for name, value in (
+        ("dataset", dataset.value if dataset is not None else None),
+        ("partition", partition.value if partition is not None else None),
+        ("fraction", fraction if fraction != 1.0 else None),
+        ("data_dir", str(data_dir) if data_dir is not None else None)) if value is not None]
+    if given:
+        raise ValueError(f"--data FILE brings its own clients and rows: --dataset, --partition, "
+                         f"--fraction and --data-dir are for the built-in data sets, got "
+                         f"{', '.join(given)} with data (leave them out)")
+    if client_column == label_column:
+        raise ValueError(f"client_column (--client-column) and label_column (--label-column) "
+                         f"must name different columns, got both {client_column!r}")

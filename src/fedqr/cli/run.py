@@ -159,7 +159,7 @@ def run(
         check_full_batch_rate(mechanism, sample_rate)
         check_accountant_applies(mechanism, accountant)
         check_budget_applies(mechanism, eps=eps, delta=delta)
-        check_theory_options_apply(lr_schedule, mu=mu, gamma=gamma)
+        check_theory_options_apply(lr_schedule, mu=mu, gamma=gamma, lr_decay=lr_decay)
         settings: dict[str, Any] = dict(
             mechanism=mechanism, eps=floats("eps", eps), delta=floats("delta", delta),
             clip=clip, accountant=accountant, rounds=int_or_auto("rounds", rounds, low=0),

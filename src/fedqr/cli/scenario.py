@@ -8,9 +8,19 @@ from typing import Any
 
 import torch
 
-from fedqr._cli_checks import check_budget_applies, check_hidden_applies
+from fedqr._cli_checks import (
+    check_alpha_applies,
+    check_budget_applies,
+    check_hidden_applies,
+    check_theory_options_apply,
+)
 from fedqr.cli._common import floats, progress
-from fedqr.cli.data_options import data_warnings, load_own, parse_hidden
+from fedqr.cli.data_options import (
+    check_own_data_options,
+    data_warnings,
+    load_own,
+    parse_hidden,
+)
 from fedqr.data import DatasetName, DataSpec, PartitionKind
 from fedqr.data.presets import PRESETS, default_partition
 from fedqr.data.source import DataSource, OwnData
@@ -39,6 +49,7 @@ def scenario_from_options(
     if lr_schedule is LrSchedule.THEORY:
         raise ValueError("lr_schedule must be inverse-time or constant for planning, "
                          "got lr_schedule='theory'")
+    check_theory_options_apply(lr_schedule, lr_decay=lr_decay)
     if data_dir is not None and not data_dir.is_dir():
         raise ValueError(f"data_dir must be an existing folder, got data_dir={str(data_dir)!r}")
     spec: DataSource = source if source is not None else DataSpec(
@@ -211,15 +222,18 @@ def workload(*, dataset: DatasetName | None, partition: PartitionKind | None, al
         for name, given in (("test_data", test_data), ("test_share", test_share)):
             if given is not None:
                 raise ValueError(f"{name} needs --data FILE, got {name}={given}")
+        check_alpha_applies((partition or default_partition(dataset or DatasetName.MNIST)).value,
+                            alpha)
         source: DataSource = DataSpec(
             dataset=dataset or DatasetName.MNIST, fraction=fraction, partition=partition,
             alpha=alpha,
             num_clients=10 if num_clients is None else num_clients, seed=seed,
             data_dir=data_dir)
     else:
-        _check_own_data_options(dataset=dataset, partition=partition, fraction=fraction,
+        check_own_data_options(dataset=dataset, partition=partition, fraction=fraction,
                                 data_dir=data_dir, client_column=client_column,
                                 label_column=label_column)
+        check_alpha_applies(None, alpha)
         for name, path in (("data", data), ("test_data", test_data)):
             if path is not None and not path.is_file():
                 what = "a folder, not a file" if path.is_dir() else "no such file"
@@ -232,27 +246,10 @@ def workload(*, dataset: DatasetName | None, partition: PartitionKind | None, al
             raise ValueError(f"num_clients must match the clients of --data "
                              f"({source.num_clients}), got num_clients={num_clients}")
     work = Workload.of(source, model, hidden=parse_hidden(hidden))
-    check_hidden_applies(work.kernel.name, hidden)
+    # a model file (FILE.py:NAME) is named as given: its factory may be called mlp
+    check_hidden_applies(model if model is not None and ":" in model else work.kernel.name,
+                         hidden)
     return work
-
-
-def _check_own_data_options(*, dataset: DatasetName | None, partition: PartitionKind | None,
-                            fraction: float, data_dir: Path | None, client_column: str,
-                            label_column: str) -> None:
-    """A data file brings its clients and rows: the options of a built-in recipe do not
-    apply, and its client and label columns must differ."""
-    given = [f"{name}={value}" for name, value in (
-        ("dataset", dataset.value if dataset is not None else None),
-        ("partition", partition.value if partition is not None else None),
-        ("fraction", fraction if fraction != 1.0 else None),
-        ("data_dir", str(data_dir) if data_dir is not None else None)) if value is not None]
-    if given:
-        raise ValueError(f"--data FILE brings its own clients and rows: --dataset, --partition, "
-                         f"--fraction and --data-dir are for the built-in data sets, got "
-                         f"{', '.join(given)} with data (leave them out)")
-    if client_column == label_column:
-        raise ValueError(f"client_column (--client-column) and label_column (--label-column) "
-                         f"must name different columns, got both {client_column!r}")
 
 
 def check_full_batch_rate(mechanism: Mechanism, sample_rate: str | None) -> None:
