@@ -82,7 +82,8 @@ def test_out_on_a_mount_point(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setattr(os, "replace", cross_device)
     res = invoke([*SMALL, "--out", str(out)])
     assert res.exit_code == 0, res.output
-    assert sorted(p.name for p in out.iterdir()) == ["result.json", "training.png"]
+    assert sorted(p.name for p in out.iterdir()) == ["model.npz", "result.json",
+                                                     "training.png"]
     doc = json.loads((out / "result.json").read_text())
     # fedqr flower simulate|deploy write their output the same way
     from fedqr.flower.cli import _write
@@ -197,7 +198,7 @@ def test_result_json_follows_the_umask(tmp_path: Path) -> None:
         os.umask(old)
     assert res.exit_code == 0, res.output
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in (tmp_path / "r").iterdir()}
-    assert modes == {"result.json": 0o640, "training.png": 0o640}
+    assert modes == {"result.json": 0o640, "training.png": 0o640, "model.npz": 0o640}
 
 
 # -- uncaught exceptions: typer's traceback without locals -------------------------------------

@@ -154,7 +154,8 @@ def simulate(
         warnings.warn(f"the run diverged (parameters left the floats at round "
                       f"{doc.get('diverged_round')}): its final test metrics are NaN; lower "
                       "lr or clip", RuntimeWarning, stacklevel=2)
-    return SimulationResult(document=doc)
+    return SimulationResult(document=doc, theta=result.final_theta.reshape(
+        config.repeats, *kernel.param_shape))
 
 
 def _hidden(model: object, hidden: Sequence[int] | None) -> Sequence[int]:

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
+from fedqr._atomic import write_file_atomic
 from fedqr.planner import Plan
 from fedqr.sim.result import write_json_atomic
 
@@ -59,9 +62,13 @@ class PlanResult:
 
 @dataclass(frozen=True)
 class SimulationResult:
-    """A finished simulation: ``document`` is the ``result.json`` document."""
+    """A finished simulation: ``document`` is the ``result.json`` document, ``theta`` the
+    final parameters of every repeat, ``(R, *param_shape)`` (softmax regression: ``(R, k,
+    p)``, the biases last with an intercept; a torch model: ``(R, P)`` in the order of
+    ``model.parameters()``; ``None`` where not kept)."""
 
     document: dict[str, Any]
+    theta: np.ndarray | None = field(default=None, compare=False)
 
     def __repr__(self) -> str:  # the outcome, not every round (``document`` has them)
         return (f"SimulationResult(final_test_loss={self.final_test_loss:.4g}, "
@@ -87,6 +94,19 @@ class SimulationResult:
     def save(self, path: str | Path) -> None:
         """Write ``result.json`` atomically."""
         write_json_atomic(Path(path), self.document)
+
+    def save_model(self, path: str | Path) -> None:
+        """Write the final parameters as ``.npz`` (array ``theta``, see the class) atomically.
+
+        Raises
+        ------
+        ValueError
+            If this result kept no parameters.
+        """
+        theta = self.theta
+        if theta is None:
+            raise ValueError("this result kept no parameters (theta is None)")
+        write_file_atomic(Path(path), lambda p: np.savez(p, theta=theta))
 
 
 def _number(value: object, diverged: bool) -> float:

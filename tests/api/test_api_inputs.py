@@ -245,3 +245,16 @@ def test_hidden_is_for_the_mlp_only(budget: dict[str, Any]) -> None:
         fedqr.plan(**{**budget, "model": None}, hidden=(8,))
     mlp = fedqr.simulate(**{**run, "model": "mlp"}, hidden=(8,))
     assert mlp.document["provenance"]["model"]["num_params"] == 6 * 8 + 8 + 8 * 2 + 2
+
+
+def test_a_run_keeps_its_final_parameters(budget: dict[str, Any], tmp_path: Path) -> None:
+    ran = fedqr.simulate(**budget, rounds=3, clients_per_round=2, repeats=2)
+    assert ran.theta is not None and ran.theta.shape[0] == 2  # (R, k, p): logreg
+    assert ran.theta.ndim == 3 and np.isfinite(ran.theta).all()
+    again = fedqr.simulate(**budget, rounds=3, clients_per_round=2, repeats=2)
+    np.testing.assert_array_equal(ran.theta, again.theta)  # from the seed
+    ran.save_model(tmp_path / "model.npz")
+    with np.load(tmp_path / "model.npz") as npz:
+        np.testing.assert_array_equal(npz["theta"], ran.theta)
+    with pytest.raises(ValueError, match="kept no parameters"):
+        fedqr.SimulationResult(document=ran.document).save_model(tmp_path / "none.npz")

@@ -80,7 +80,7 @@ from fedqr.cli.run_options import (
 )
 
 if TYPE_CHECKING:
-
+    from fedqr.api_results import SimulationResult
     from fedqr.data.source import DataSource
     from fedqr.models.kernel import Kernel
 
@@ -186,10 +186,10 @@ def run(
         raise fail(str(e), code=1) from None
     except ValueError as e:
         raise fail(str(e)) from None
-    doc = _simulate(source, kernel, settings)
+    result = _simulate(source, kernel, settings)
     from fedqr.cli.run_view import write_run
 
-    write_run(doc, plan_doc=plan_doc, out_dir=out_dir)
+    write_run(result, plan_doc=plan_doc, out_dir=out_dir)
 
 
 def _nothing_to_plan(planning: dict[str, Any]) -> None:
@@ -256,8 +256,8 @@ def _planned(source: "DataSource", kernel: "Kernel", settings: dict[str, Any], *
 
 
 def _simulate(source: "DataSource", kernel: "Kernel", settings: dict[str, Any]
-              ) -> dict[str, Any]:
-    """Run :func:`fedqr.simulate` with a progress bar; the result document."""
+              ) -> "SimulationResult":
+    """Run :func:`fedqr.simulate` with a progress bar; its result."""
     import warnings
 
     from rich.markup import escape
@@ -290,4 +290,4 @@ def _simulate(source: "DataSource", kernel: "Kernel", settings: dict[str, Any]
             err.print(f"[yellow]warning:[/] {escape(text)}")
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
-    return result.document
+    return result

@@ -4,11 +4,14 @@ and the final metrics."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.table import Table
 
 from fedqr.cli._common import out
+
+if TYPE_CHECKING:
+    from fedqr.api_results import SimulationResult
 
 __all__ = ["add_pilot_spend", "pilot_spent", "print_run_summary", "write_run"]
 
@@ -31,7 +34,8 @@ def print_run_summary(doc: dict[str, object], elapsed: float, out_dir: Path) -> 
     out.print(f"final test accuracy {_fmt(summary['final_test_accuracy_mean'])} "
               f"+- {_fmt(summary['final_test_accuracy_std'])}, test loss "
               f"{_fmt(summary['final_test_loss_mean'])}  ({elapsed:.1f} s)")
-    out.print(f"wrote {out_dir / 'result.json'} and {out_dir / 'training.png'}")
+    out.print(f"wrote {out_dir / 'result.json'}, {out_dir / 'training.png'} and "
+              f"{out_dir / 'model.npz'}")
 
 
 def _fmt(v: object) -> str:
@@ -78,11 +82,14 @@ def _each(values: object, shown: int = 12) -> str:
     return "[" + ", ".join(_fmt(v) for v in values[:shown]) + more + "]"
 
 
-def write_run(doc: dict[str, Any], *, plan_doc: dict[str, object] | None, out_dir: Path) -> None:
-    """Write result.json and the plot together (a failure leaves no partial output)."""
+def write_run(result: SimulationResult, *, plan_doc: dict[str, object] | None,
+              out_dir: Path) -> None:
+    """Write result.json, the plot and model.npz together (a failure leaves no partial
+    output)."""
     from fedqr.cli._common import staged, warn_diverged, write_json_atomic
     from fedqr.experiments.plots import plot_training
 
+    doc = result.document
     if plan_doc is not None:
         doc["plan"] = {**plan_doc,
                        "achieved_test_loss": doc["summary"]["final_test_loss_mean"]}
@@ -91,6 +98,7 @@ def write_run(doc: dict[str, Any], *, plan_doc: dict[str, object] | None, out_di
     with staged(out_dir) as stage:
         write_json_atomic(stage / "result.json", doc)
         plot_training(doc, stage / "training.png")
+        result.save_model(stage / "model.npz")
     print_run_summary(doc, doc["wall_time_s"], out_dir)
     if plan_doc is not None:
         pred = plan_doc["predicted_test_loss"]
