@@ -51,6 +51,10 @@ def test_proxy_columns_are_matched_by_name_not_by_position() -> None:
     np.testing.assert_array_equal(swapped.standardization.std, proxy.standardization.std[[2, 0, 1]])
     assert align_features(proxy, ("a", "b", "c")) is proxy
     assert align_features(proxy, None) is proxy  # an .npz deployment: columns in order
-    assert align_features(proxy, ("a", "b")) is proxy  # a count mismatch: refused elsewhere
     with pytest.raises(ValueError, match=r"lacks \['d'\] and has unexpected \['c'\]"):
         align_features(proxy, ("a", "b", "d"))
+    # a column more or less is named too, and only what differs is said
+    with pytest.raises(ValueError, match=r"the proxy '.*' has unexpected \['c'\]$"):
+        align_features(proxy, ("a", "b"))
+    with pytest.raises(ValueError, match=r"the proxy '.*' lacks \['d'\]$"):
+        align_features(proxy, ("a", "b", "c", "d"))

@@ -164,3 +164,14 @@ def non_finite(p: Path, name: str, shown: str, where: str, count: int | None) ->
     many = "" if count is None else f" ({count} NaN or infinite value(s) in the column)"
     raise ValueError(f"{p}: feature column {name!r} must be finite, got {shown} on {where}"
                      f"{many}")
+
+
+def column_difference(want: tuple[str, ...] | list[str], have: tuple[str, ...] | list[str]
+                      ) -> str:
+    """What ``have`` lacks of ``want`` and holds beyond it, in words (``""``: the same
+    columns): ``"lacks ['a'] and has unexpected ['b']"``, either part alone where the other
+    is empty."""
+    missing = [c for c in want if c not in have]
+    extra = [c for c in have if c not in want]
+    return " and ".join(part for part in (f"lacks {missing}" if missing else "",
+                                          f"has unexpected {extra}" if extra else "") if part)

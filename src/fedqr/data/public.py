@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from fedqr.data._cells import column_difference
 from fedqr.data._labels import EmptyClassWarning
 from fedqr.data.federated import FederatedData
 from fedqr.data.source import OwnData
@@ -149,14 +150,12 @@ def align_features(proxy: FederatedData, names: tuple[str, ...] | None) -> Feder
         Naming the columns the proxy lacks and those it has beyond the deployment's.
     """
     have = proxy.feature_names
-    if names is None or have is None or tuple(have) == tuple(names) or len(have) != len(names):
-        return proxy  # another number of features: the model's check names the counts
-    missing = [c for c in names if c not in have]
-    extra = [c for c in have if c not in names]
-    if missing or extra:
+    if names is None or have is None or tuple(have) == tuple(names):
+        return proxy
+    differ = column_difference(names, have)
+    if differ:
         raise ValueError(f"proxy_data must have the deployment's feature columns (matched by "
-                         f"name, any order): the proxy {proxy.name!r} lacks {missing} and has "
-                         f"unexpected {extra}")
+                         f"name, any order): the proxy {proxy.name!r} {differ}")
     order = [have.index(c) for c in names]
     stats = proxy.standardization
     return replace(proxy, x=np.ascontiguousarray(proxy.x[:, order]),

@@ -32,6 +32,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedqr._atomic import write_file_atomic
+from fedqr.data._cells import column_difference
 from fedqr.data._columns import Columns, csv_size, parquet_size, read_csv, read_parquet
 from fedqr.data._columns import write_csv as _write_csv
 from fedqr.data._columns import write_parquet as _write_parquet
@@ -174,11 +175,10 @@ def _align(test: Columns, names: tuple[str, ...], tp: Path) -> NDArray[np.float3
     """The test file's feature columns in the training file's order."""
     if test.feature_names == names:
         return test.x
-    missing = [c for c in names if c not in test.feature_names]
-    extra = [c for c in test.feature_names if c not in names]
-    if missing or extra:
-        raise ValueError(f"{tp} must have the feature columns of the training file; it lacks "
-                         f"{missing} and has unexpected {extra}")
+    differ = column_difference(names, test.feature_names)
+    if differ:
+        raise ValueError(f"{tp} must have the feature columns of the training file; it "
+                         f"{differ}")
     order = [test.feature_names.index(c) for c in names]
     return np.ascontiguousarray(test.x[:, order])
 
