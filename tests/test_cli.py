@@ -106,7 +106,7 @@ def test_gaussian_per_client_budgets(tmp_path: Path) -> None:
     ("args", "needle"),
     [
         (["--eps", "-1"], "eps must be > 0"),
-        (["--eps", "1,2"], "--eps must have 1 or --num-clients=4 values"),
+        (["--eps", "1,2"], "--eps must have 1 value or one per client (4 clients), got 2"),
         (["--eps", "abc"], "eps must be a number"),
         (["--delta", "2", "--mechanism", "gaussian"], "delta must be in (0, 1)"),
         (["--clients-per-round", "9"], "--clients-per-round must be in [1, --num-clients=4]"),

@@ -52,7 +52,7 @@ def test_simulate_reproduces_the_engine_and_writes_run_s_result(tmp_path: Path) 
     [
         (["--clients-per-round", "5"], "--clients-per-round must be in [1, --num-clients=3]"),
         (["--eps", "-1"], "eps must be > 0"),
-        (["--eps", "1,2"], "--eps must have 1 or --num-clients=3 values, got 2"),
+        (["--eps", "1,2"], "--eps must have 1 value or one per client (3 clients), got 2"),
         (["--round-timeout", "0"], "--round-timeout must be > 0"),
         (["--fraction", "2"], "fraction must be in (0, 1]"),
         (["--timeout", "-3"], "timeout must be > 0"),

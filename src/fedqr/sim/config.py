@@ -201,7 +201,8 @@ def _per_client(name: str, v: float | Sequence[float], n: int) -> tuple[float, .
     if len(values) == 1:
         return values * n
     if len(values) != n:
-        raise ValueError(f"{name} must have 1 or num_clients={n} values, got {len(values)}")
+        raise ValueError(f"{name} must have 1 value or one per client ({n} clients), got "
+                         f"{len(values)}")
     return values
 
 
