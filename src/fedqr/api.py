@@ -18,7 +18,7 @@ from fedqr._device import resolve_device
 from fedqr._precision import Arithmetic, arithmetic_of
 from fedqr._validate import check_int_range, float_tuple
 from fedqr.api_results import PlanResult, PrivateDataWarning, SimulationResult
-from fedqr.api_schedule import check_schedule, same_data, same_scenario
+from fedqr.api_schedule import check_schedule, model_identity, same_data, same_scenario
 from fedqr.data import DataSpec, FederatedData
 from fedqr.data._validate import parse_enum
 from fedqr.data.presets import default_clip, default_eval_every
@@ -267,6 +267,8 @@ def plan_document(plan: Plan, scenario: Scenario) -> dict[str, Any]:
                          "delta": list(s.delta) if s.spec.needs_delta else None,
                          "clip": s.clip, "accountant": used.value if used else None,
                          "model": model,
+                         "model_identity": (model_identity(s.kernel) if s.kernel is not None
+                                            else None),
                          "sample_rate": s.sample_rate if s.poisson else None,
                          "rounds": s.rounds, "clients_per_round": s.clients_per_round,
                          "lr": jsonable(s.lr), "weight_decay": s.weight_decay,

@@ -8,16 +8,20 @@ one) says nothing about it; such a run is refused, naming what differs.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from collections.abc import Callable, Sequence
 from typing import Any
 
 from fedqr.api_results import PlanResult
 from fedqr.data.source import DataSource
 from fedqr.models.kernel import Kernel
+from fedqr.models.torch_kernel import TorchKernel
+from fedqr.planner.kernels import kernel_identity
 from fedqr.sim.config import Selection, SimConfig
 from fedqr.sim.result import jsonable
 
-__all__ = ["check_schedule", "same_data", "same_scenario"]
+__all__ = ["check_schedule", "model_identity", "same_data", "same_model", "same_scenario"]
 
 
 def check_schedule(schedule: object, *, rounds: int | None, clients_per_round: int | None,
@@ -60,22 +64,63 @@ def same_data(schedule: PlanResult, source: DataSource) -> None:
 
 def same_scenario(schedule: PlanResult, config: SimConfig, *, kernel: Kernel,
                   planned_default: Callable[[], Kernel]) -> None:
-    """``ValueError`` unless the run has the plan's mechanism, clip, per-client budgets, model
-    and training rule (``planned_default``: the model a plan without one was made for)."""
+    """``ValueError`` unless the run has the plan's mechanism, clip, per-client budgets,
+    accountant, model (:func:`same_model`) and training rule (``planned_default``: the model
+    a plan without one was made for)."""
     sc, privacy, n = schedule.document["scenario"], config.privacy, config.num_clients
     checks: list[tuple[str, object, object]] = [
         ("mechanism", sc["mechanism"], privacy.mechanism.value)]
     if sc["mechanism"] == privacy.mechanism.value:  # then the same budgets and clip
+        used = privacy.spec.accountant(privacy.accountant)  # the one that sets the noise
         checks += [("clip", float(sc["clip"]), float(privacy.clip)),
                    ("eps", _per(sc["eps"], n), privacy.client_eps(n))]
         if privacy.spec.needs_delta:
             checks.append(("delta", _per(sc["delta"], n), privacy.client_delta(n)))
-    model = sc["model"] if sc["model"] is not None else planned_default().describe()
-    checks += [("model", model, kernel.describe()), ("lr", sc["lr"], jsonable(config.lr)),
-               ("selection", Selection.ROUND_ROBIN.value,  # what the twin plans
-                config.selection.value),
-               ("weight_decay", sc["weight_decay"], config.weight_decay),
-               ("aggregation", sc["aggregation"], config.aggregation.value)]
+        checks.append(("accountant", sc.get("accountant"), used.value if used else None))
+    _compare(checks)
+    same_model(sc, kernel=kernel, planned_default=planned_default)
+    _compare([("lr", sc["lr"], jsonable(config.lr)),
+              ("selection", Selection.ROUND_ROBIN.value,  # what the twin plans
+               config.selection.value),
+              ("weight_decay", sc["weight_decay"], config.weight_decay),
+              ("aggregation", sc["aggregation"], config.aggregation.value)])
+
+
+def same_model(scenario: dict[str, Any], *, kernel: Kernel,
+               planned_default: Callable[[], Kernel]) -> None:
+    """``ValueError`` unless ``kernel`` is the model of the plan's ``scenario`` document: the
+    same :func:`model_identity` where the plan records it (``model_identity``) or planned the
+    default model, else the same name and size (``model``, all an older plan records)."""
+    planned: object
+    planned_id: str | None
+    if scenario["model"] is None:
+        default = planned_default()
+        planned, planned_id = default.describe(), model_identity(default)
+    else:
+        planned, planned_id = scenario["model"], scenario.get("model_identity")
+    given = kernel.describe()
+    if planned_id is None:
+        _compare([("model", planned, given)])
+    elif planned_id != model_identity(kernel):
+        other = " (another model of that name and size: other layers, initial weights, " \
+            "loss or code)" if planned == given else ""
+        raise ValueError(f"schedule was planned for model={_show(planned)}{other}, the run "
+                         f"asks model={_show(given)}: plan again for this run's model")
+
+
+def model_identity(kernel: Kernel) -> str:
+    """What makes two models the same for a plan, as a digest: the planner's
+    :func:`~fedqr.planner.kernels.kernel_identity` (size, module structure, loss, initial
+    weights, the user's code), a torch model's name aside (one factory under another name,
+    a ``lambda`` around it, is the same model)."""
+    identity = kernel_identity(kernel)
+    if isinstance(kernel, TorchKernel):
+        identity["describe"] = {k: v for k, v in identity["describe"].items() if k != "name"}
+    text = json.dumps(identity, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _compare(checks: list[tuple[str, object, object]]) -> None:
     for name, planned, given in checks:
         if planned != given:
             raise ValueError(f"schedule was planned for {name}={_show(planned)}, the run asks "

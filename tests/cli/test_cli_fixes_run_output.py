@@ -115,6 +115,9 @@ def test_a_run_after_a_private_pilot_says_what_the_pilot_spent(tmp_path: Path) -
     assert res.exit_code == 0, res.output
     assert ("private pilot: spent eps [2.5, 5, 5, 10] of the clients' budgets on their data; "
             "the run spends the rest, eps [7.5, 15, 15, 30]") in _flat(res.stdout)
+    # the plan's loss was measured on the proxy's test rows, the run's on the clients' test set
+    assert "(planned on the public proxy's own test rows, achieved on your test set" in _flat(
+        res.stdout)
     doc = json.loads((out / "result.json").read_text())
     assert [c["epsilon_budget"] for c in doc["clients"]] == [7.5, 15.0, 15.0, 30.0]
     # the clients' entries hold the pilot's spend and the total, pilot plus run

@@ -71,3 +71,30 @@ def test_a_damaged_document_raises_before_anything_is_printed(path: tuple[str, .
     target[path[-1]] = value
     with pytest.raises((KeyError, TypeError, ValueError, AttributeError)):
         plan_view(doc)
+
+
+def test_a_plan_that_does_not_beat_the_label_frequencies_is_a_warning() -> None:
+    doc = _doc(sample_rate=None, reads_private=False)
+    doc["recommended"]["predicted_test_loss"] = {"mean": 0.51, "stderr": 0.01}
+    doc["label_prior_test_loss"] = 0.064
+    doc["recommended"]["beats_label_prior"] = False
+    assert plan_view(doc).warnings == (
+        "[yellow]warning:[/] the plan's predicted test loss 0.5100 does not beat predicting "
+        "the label frequencies (0.0640): under this budget the model learns less than the "
+        "class shares (the plan's message says what may help)",)
+    doc["recommended"]["beats_label_prior"] = True
+    assert plan_view(doc).warnings == ()
+    del doc["recommended"]["beats_label_prior"]  # an answer cached before the flag
+    assert plan_view(doc).warnings == ()
+
+
+def test_the_untrained_model_is_one_row_whatever_b() -> None:
+    doc = _doc(sample_rate=None, reads_private=False)
+    zero = [{"rounds": 0, "clients_per_round": b, "sample_rate": 1.0,
+             "predicted_test_loss": 0.6931, "stderr": 0.0, "fitted": False} for b in (1, 2)]
+    doc["predictions"] = [*doc["predictions"][:3], *zero, *doc["predictions"][3:]]
+    text = _text(plan_view(doc).lines)
+    cells = [[c.strip() for c in row.split("│")[1:-1]]
+             for row in text.splitlines() if row.startswith("│")]
+    assert [c[1] for c in cells] == ["10", "20", "30", "0", "40", "50"]
+    assert "the search's predictions" in text

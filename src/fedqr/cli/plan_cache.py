@@ -12,10 +12,12 @@ sees before those imports:
   (:func:`fedqr._precision.twin_products`) and the names, sizes and times of fedqr's own
   source files (an edited or reinstalled fedqr plans afresh);
 - the input files: ``--data``, ``--test-data``, ``--proxy-data``, the ``--model`` FILE.py
-  and a ``--proxy-classes`` label map; for a built-in data set (``--dataset`` without
-  ``--data``, ``--proxy-dataset``), every place its loader searches (``--data-dir``,
-  ``$FEDQR_DATA``, the download cache ``$XDG_CACHE_HOME/fedqr``), its own folders with their
-  subfolders. Each file counts by its name, size, modification and change times
+  with the user's modules it imports (:func:`model_imports`: found from its ``import``
+  statements without running it, transitively; not the standard library's, installed
+  packages' or fedqr's) and a ``--proxy-classes`` label map; for a built-in data set
+  (``--dataset`` without ``--data``, ``--proxy-dataset``), every place its loader searches
+  (``--data-dir``, ``$FEDQR_DATA``, the download cache ``$XDG_CACHE_HOME/fedqr``), its own
+  folders with their subfolders. Each file counts by its name, size, modification and change times
   (``mtime_ns``, ``ctime_ns``: every write moves the change time, which no tool sets back),
   not its content: the whole key takes 2 to 7 ms, hashing MNIST's folder (23 MB) alone 60 to
   150 ms, and a large ``--data`` file seconds.
@@ -26,20 +28,24 @@ A hit prints the stored document through the renderer of a fresh plan
 rounds, its seconds, cached), as for a re-plan from the simulations' cache. A miss plans as
 before and stores the document after success. ``--plot`` bypasses the fast path (the figure
 needs the planner's predictions; the answer is still stored), ``--no-cache`` neither reads
-nor writes, and an unreadable or damaged answer file is a miss. Not in the key: files a
-``--model`` file imports, and the versions of torch and NumPy.
+nor writes, and an unreadable or damaged answer file is a miss. Not in the key: modules a
+``--model`` file imports by name at run time (``importlib``), data files it reads, and the
+versions of torch and NumPy.
 """
 
 from __future__ import annotations
 
+import ast
 import contextlib
 import enum
 import hashlib
+import importlib.machinery
 import json
 import os
 import stat
+import sys
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +56,7 @@ from fedqr._precision import twin_products
 from fedqr.cli._common import err
 from fedqr.cli.plan_view import plan_view, show_plan
 
-__all__ = ["ANSWER_FORMAT", "answer_key", "answer_path", "replay", "store"]
+__all__ = ["ANSWER_FORMAT", "answer_key", "answer_path", "model_imports", "replay", "store"]
 
 ANSWER_FORMAT = 1
 """Version of the answer files (and of what their key covers)."""
@@ -144,7 +150,7 @@ def _inputs(o: Mapping[str, Any], seen: list[int]) -> dict[str, Any]:
     model = o["model"] or ""
     path_s, sep, _ = model.rpartition(":")
     if sep and path_s.endswith(".py"):
-        files.append(Path(path_s))
+        files += [Path(path_s), *model_imports(Path(path_s), seen)]
     classes = (o["proxy_classes"] or "").strip()
     if classes.lower().endswith(".json"):
         files.append(Path(classes))
@@ -156,6 +162,121 @@ def _inputs(o: Mapping[str, Any], seen: list[int]) -> dict[str, Any]:
         places += _search_places(str(_plain(name)), o["data_dir"])
     return {f"{os.path.abspath(p)}|{'deep' if deep else 'flat'}":
             _tree(p, deep=deep, seen=seen) for p, deep in places}
+
+
+def model_imports(model_file: Path, seen: list[int]) -> list[Path]:
+    """The user's source files that ``model_file`` imports, directly or through each other,
+    found without running them: the ``import`` statements of each file (:func:`_imports`),
+    resolved as Python would with the model file's folder first on ``sys.path`` (as
+    :func:`fedqr.models.zoo.load_factory` loads it), relative ones from the importing file's
+    package. Modules of the standard library, installed packages and fedqr are not followed
+    (:func:`_user_file`), nor imports made by name at run time (``importlib``)."""
+    first = model_file.resolve()
+    roots = [first.parent, *(Path(p or os.curdir) for p in sys.path)]
+    found: list[Path] = []
+    todo, done = [first], {first}
+    while todo:
+        for name, base in _imports(todo.pop()):
+            for path in _resolve(name, base, roots):
+                seen[0] += 1
+                if seen[0] > _MAX_ENTRIES:
+                    raise _TooMany
+                if path not in done and _user_file(path):
+                    done.add(path)
+                    found.append(path)
+                    todo.append(path)
+    return found
+
+
+def _imports(file: Path) -> list[tuple[str, Path | None]]:
+    """The modules ``file`` may import: dotted names, each with the folder a relative import
+    starts from (``None``: absolute). ``from a import b`` names ``a`` and ``a.b`` (``b`` may
+    be a submodule); a file that cannot be read or parsed names none (its own fingerprint is
+    in the key)."""
+    try:
+        tree = ast.parse(file.read_bytes(), filename=str(file))
+    except (OSError, SyntaxError, ValueError):
+        return []
+    out: list[tuple[str, Path | None]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            out += [(alias.name, None) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level > len(file.parents):  # above the file system's root
+                continue
+            base = file.parents[node.level - 1] if node.level else None
+            module = node.module or ""
+            out.append((module, base))
+            out += [(f"{module}.{a.name}".lstrip("."), base) for a in node.names
+                    if a.name != "*"]
+    return out
+
+
+def _resolve(name: str, base: Path | None, roots: list[Path]) -> list[Path]:
+    """The source files importing ``name`` runs (each package's ``__init__.py`` on the way,
+    then the module's), from ``base`` for a relative import, else from the first of ``roots``
+    that holds its top package; none for a module built in or of the standard library."""
+    parts = [p for p in name.split(".") if p]
+    if base is None:
+        if not parts or parts[0] in sys.builtin_module_names or \
+                parts[0] in sys.stdlib_module_names:
+            return []
+        base = _top(parts[0], roots)
+        if base is None:
+            return []
+    elif not parts:  # ``from . import x``: the package itself
+        return [f for f in [base / "__init__.py"] if f.is_file()]
+    return list(_walk_down(base, parts))
+
+
+def _top(name: str, roots: list[Path]) -> Path | None:
+    """The first of ``roots`` with a package or module ``name``, else the first with a
+    folder ``name`` (a namespace package, which Python takes only when no root has either);
+    ``None``: none has it."""
+    found = [(r, _find(r, name)) for r in roots]
+    return next((r for r, f in found if f is not None and not f.is_dir()),
+                next((r for r, f in found if f is not None), None))
+
+
+def _walk_down(folder: Path, parts: list[str]) -> Iterator[Path]:
+    """The files of ``folder/a/b/c`` for ``parts`` ``[a, b, c]``: each package's
+    ``__init__.py``, then the module's; down to the first part not found."""
+    for part in parts:
+        found = _find(folder, part)
+        if found is None:
+            return
+        if found.is_dir():  # a namespace package: no file of its own
+            folder = found
+        elif found.name == "__init__.py":
+            yield found
+            folder = found.parent
+        else:  # a module: nothing below it
+            yield found
+            return
+
+
+def _find(folder: Path, part: str) -> Path | None:
+    """What ``import part`` finds in ``folder``: a package's ``__init__.py``, a module's
+    extension or source file, a namespace package's folder; ``None``: nothing."""
+    package = folder / part
+    if (package / "__init__.py").is_file():
+        return package / "__init__.py"
+    for suffix in (*importlib.machinery.EXTENSION_SUFFIXES, ".py"):
+        if (folder / f"{part}{suffix}").is_file():
+            return folder / f"{part}{suffix}"
+    return package if package.is_dir() else None
+
+
+def _user_file(path: Path) -> bool:
+    """Whether ``path`` is the user's source: a ``.py`` file outside the standard library,
+    the installed packages (``site-packages``, ``dist-packages``) and fedqr (as
+    :func:`fedqr.planner.kernels.is_user_file`, which imports torch)."""
+    real = os.path.realpath(path)
+    parts = Path(real).parts
+    roots = (os.path.dirname(os.__file__), os.path.dirname(fedqr.__file__))
+    return (real.endswith(".py") and "site-packages" not in parts and
+            "dist-packages" not in parts and
+            not real.startswith(tuple(os.path.join(os.path.realpath(r), "") for r in roots)))
 
 
 def _search_places(name: str, data_dir: Path | None) -> list[tuple[Path, bool]]:

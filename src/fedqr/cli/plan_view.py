@@ -44,18 +44,28 @@ def plan_view(doc: dict[str, Any]) -> PlanView:
     """
     rec = doc["recommended"]
     used, shift = rec["data_used"], rec["proxy_shift"]
-    warnings = ((f"[yellow]warning:[/] {used['warning']}",)
-                if used.get("reads_private_data") else ())
+    warnings: tuple[str, ...] = ((f"[yellow]warning:[/] {used['warning']}",)
+                                 if used.get("reads_private_data") else ())
     useful = _bool(rec["useful"])
+    prior = doc.get("label_prior_test_loss")  # absent in answers cached before it
+    if useful and rec.get("beats_label_prior") is False:
+        warnings += (f"[yellow]warning:[/] the plan's predicted test loss "
+                     f"{rec['predicted_test_loss']['mean']:.4f} does not beat predicting the "
+                     f"label frequencies ({prior:.4f}): under this budget the model learns "
+                     f"less than the class shares (the plan's message says what may help)",)
     colour = "green" if useful else "red"
     q = rec["sample_rate"]
     head = (f"[bold {colour}]{'plan' if useful else 'no useful plan'}:[/] "
             f"T={_int(rec['rounds'])}, b={_int(rec['clients_per_round'])}"
             + ("" if q is None else f", q={q:g}") + f"  ({rec['message']})")
-    table = Table(title="best schedules (twin prediction)")
+    table = Table(title="best schedules (the search's predictions; the plan's figure is the "
+                        "re-simulation of its schedule)")
     for col in ("rank", "T", "b", "q", "test loss", "+-", "from"):
         table.add_column(col, justify="right")
-    for i, p in enumerate(doc["predictions"][:_TOP]):
+    rows = [p for i, p in enumerate(doc["predictions"])  # T = 0 is one model, whatever b
+            if _int(p["rounds"]) > 0 or not any(_int(o["rounds"]) == 0
+                                                 for o in doc["predictions"][:i])]
+    for i, p in enumerate(rows[:_TOP]):
         table.add_row(str(i + 1), str(_int(p["rounds"])), str(_int(p["clients_per_round"])),
                       f"{p['sample_rate']:g}", f"{p['predicted_test_loss']:.4f}",
                       f"{p['stderr']:.4f}", "fit" if _bool(p["fitted"]) else "twin")
@@ -68,7 +78,6 @@ def plan_view(doc: dict[str, Any]) -> PlanView:
                      f"to {hi:.4f})" + ("" if still is None else
                                         f"; the schedule stays the best of the candidates "
                                         f"on {still}"))
-    prior = doc.get("label_prior_test_loss")  # absent in answers cached before it
     lines.append(f"untrained model: {doc['untrained_test_loss']:.4f}"
                  + ("" if prior is None else f"; label frequencies: {prior:.4f}")
                  + "; data used: "

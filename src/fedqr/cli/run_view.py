@@ -103,5 +103,10 @@ def write_run(result: SimulationResult, *, plan_doc: dict[str, object] | None,
     if plan_doc is not None:
         pred = plan_doc["predicted_test_loss"]
         if isinstance(pred, dict):
+            used = plan_doc.get("data_used")
+            public = isinstance(used, dict) and used.get("kind") != "clear-proxy"
             out.print(f"planned test loss {pred['mean']:.4f} +- {pred['stderr']:.4f}, "
-                      f"achieved {doc['plan']['achieved_test_loss']:.4f}")
+                      f"achieved {doc['plan']['achieved_test_loss']:.4f}" + (
+                          " (planned on the public proxy's own test rows, achieved on your "
+                          "test set: the plan's loss is a guide to the schedule, not a "
+                          "promise of the loss)" if public else ""))

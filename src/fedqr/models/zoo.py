@@ -17,10 +17,12 @@ parameterised layer is Linear or Conv2d, else ``vmap``.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import importlib.util
 import math
-from collections.abc import Callable, Sequence
+import sys
+from collections.abc import Callable, Iterator, Sequence
 from numbers import Integral
 from pathlib import Path
 from typing import Any
@@ -74,7 +76,8 @@ def mlp_factory(hidden: Sequence[int]) -> UserFactory:
 
 
 def load_factory(spec: str) -> UserFactory:
-    """``FILE.py:FUNCTION`` as a callable (the file is imported as a module).
+    """``FILE.py:FUNCTION`` as a callable (the file is imported as a module, its folder first
+    on ``sys.path`` meanwhile, as ``python FILE.py`` has it: the modules beside it import).
 
     Raises
     ------
@@ -93,7 +96,8 @@ def load_factory(spec: str) -> UserFactory:
         raise ValueError(f"model file {str(path)!r} cannot be imported as Python")
     module = importlib.util.module_from_spec(module_spec)
     try:
-        module_spec.loader.exec_module(module)
+        with _first_on_path(path.resolve().parent):
+            module_spec.loader.exec_module(module)
     except Exception as e:  # the user's code: any error is reported with its file
         raise ValueError(f"model file {str(path)!r} failed to import: "
                          f"{type(e).__name__}: {e}") from e
@@ -102,6 +106,19 @@ def load_factory(spec: str) -> UserFactory:
         raise ValueError(f"model file {str(path)!r} has no function {func!r}")
     factory: UserFactory = fn
     return factory
+
+
+@contextlib.contextmanager
+def _first_on_path(folder: Path) -> Iterator[None]:
+    """``folder`` first on ``sys.path`` for the block, then that one entry taken out again:
+    ``sys.path`` is left as it was (a folder already on it stays, once)."""
+    entry = str(folder)
+    sys.path.insert(0, entry)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(ValueError):  # the user's code took it out itself
+            sys.path.remove(entry)
 
 
 def check_model(build: ModelFactory, *, input_shape: tuple[int, ...], num_classes: int,

@@ -10,22 +10,27 @@ with a ``ValueError`` naming it, never planned by another method behind the user
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import hashlib
 import math
+import os
+import sysconfig
 import types
 from pathlib import Path
 from typing import Any
 
 import torch
 
+import fedqr
 from fedqr.data import Dataset
 from fedqr.models.kernel import Kernel
 from fedqr.models.logreg_kernel import LogRegKernel
 from fedqr.models.torch_kernel import TorchKernel
 from fedqr.planner.scenario import Scenario
 
-__all__ = ["code_digest", "for_twin", "forward_flops", "kernel_identity", "scenario_kernel",
-           "twin_kernel"]
+__all__ = ["code_digest", "for_twin", "forward_flops", "is_user_file", "kernel_identity",
+           "scenario_kernel", "twin_kernel", "user_code"]
 
 
 def _input_shape(dataset: Dataset) -> tuple[int, ...]:
@@ -115,45 +120,155 @@ def kernel_identity(kernel: Kernel) -> dict[str, Any]:
 
 def code_digest(objects: list[Any]) -> str:
     """A digest of the user's code behind ``objects`` (module classes, a loss function): the
-    compiled code of every method of a class outside torch and fedqr, and the bytes of each
-    source file it was compiled from (a helper the forward pass calls, edited, changes it too).
-    Torch's modules and fedqr's own (``mlp``, ``cnn``, the default loss) are left out: the
-    pinned torch and ``PLANNER_VERSION`` fix them. A model whose ``forward`` changed is
-    another model, whatever its layers and initial weights."""
+    compiled code of every method of a class outside torch and fedqr and of every user
+    function it calls, and the bytes of the source files of every user module that code
+    depends on (:func:`user_code`: the modules of those classes and functions, the modules
+    and functions they name, transitively; a helper in another file that the forward pass
+    calls, edited, changes it too). Torch's modules, fedqr's own (``mlp``, ``cnn``, the
+    default loss), the standard library and installed packages are left out: the pinned
+    torch and ``PLANNER_VERSION`` fix them. A model whose ``forward`` changed is another
+    model, whatever its layers and initial weights."""
+    codes, files = user_code(objects)
     h = hashlib.sha256()
-    files: set[str] = set()
-    for code in _user_code(objects):
-        h.update(_code_bytes(code))
-        files.add(code.co_filename)
-    for name in sorted(files):
+    for part in sorted({_code_bytes(code) for code in codes}):
+        h.update(hashlib.sha256(part).digest())
+    for name in sorted(files | {code.co_filename for code in codes}):
         try:
-            h.update(Path(name).read_bytes())
+            h.update(name.encode() + b"\0" + Path(name).read_bytes())
         except OSError:  # code without a file (an interactive session): its bytecode only
             h.update(name.encode())
     return h.hexdigest()[:16]
 
 
-def _user_code(objects: list[Any]) -> list[types.CodeType]:
-    codes: list[types.CodeType] = []
+def user_code(objects: list[Any]) -> tuple[list[types.CodeType], set[str]]:
+    """The user's code behind ``objects`` (classes, functions, modules, callables): the code
+    of the user functions and methods reached, and the source files of the user modules
+    reached (see :func:`is_user_file`), following the globals, closures and module
+    attributes each names."""
+    walk = _Walk()
     for obj in objects:
-        owners = obj.__mro__ if isinstance(obj, type) else (obj,)
-        for owner in owners:
-            if getattr(owner, "__module__", "").split(".")[0] in ("torch", "builtins", "fedqr"):
-                continue
-            members = vars(owner).values() if isinstance(owner, type) else [owner]
-            for member in members:
-                code = getattr(getattr(member, "__func__", member), "__code__", None)
-                if isinstance(code, types.CodeType):
-                    codes.append(code)
-    return codes
+        walk.visit(obj if isinstance(obj, type | types.ModuleType | types.FunctionType |
+                                     types.MethodType | functools.partial) else type(obj))
+    return walk.codes, walk.files
+
+
+class _Walk:
+    """A walk over the user's classes, functions and modules (each visited once)."""
+
+    def __init__(self) -> None:
+        self.codes: list[types.CodeType] = []
+        self.files: set[str] = set()
+        self._seen: set[int] = set()
+
+    def visit(self, obj: object) -> None:
+        """Record ``obj`` and what it depends on, when it is the user's."""
+        if id(obj) in self._seen:
+            return
+        self._seen.add(id(obj))
+        if isinstance(obj, types.ModuleType):
+            self._namespace(vars(obj))
+        elif isinstance(obj, type):
+            self._class(obj)
+        elif isinstance(obj, types.MethodType | functools.partial):
+            self.visit(obj.__func__ if isinstance(obj, types.MethodType) else obj.func)
+        elif isinstance(obj, types.FunctionType):
+            self._function(obj)
+
+    def _class(self, cls: type) -> None:
+        for owner in cls.__mro__:
+            if _user_module_name(getattr(owner, "__module__", None)):
+                for member in vars(owner).values():
+                    for fn in _functions(member):
+                        self.visit(fn)
+
+    def _function(self, fn: types.FunctionType) -> None:
+        if not _user_module_name(fn.__module__) or not _user_code_file(fn.__code__):
+            return
+        self.codes.append(fn.__code__)
+        self._namespace(fn.__globals__)
+        named = fn.__globals__
+        for name in _names(fn.__code__):
+            if name in named:
+                self.visit(named[name])
+        for cell in fn.__closure__ or ():
+            with contextlib.suppress(ValueError):  # an empty cell
+                self.visit(cell.cell_contents)
+
+    def _namespace(self, ns: dict[str, Any]) -> None:
+        """A module's globals: its file, and the user modules, classes and functions in it."""
+        file = ns.get("__file__")
+        if not isinstance(file, str) or not _user_module_name(ns.get("__name__")) or \
+                not is_user_file(file) or file in self.files:
+            return
+        self.files.add(file)
+        for value in list(ns.values()):
+            if isinstance(value, types.ModuleType | type | types.FunctionType):
+                self.visit(value)
+
+
+def _functions(member: object) -> list[object]:
+    """The functions and classes behind a class attribute (a method, a static or class
+    method, a property's accessors, a nested class); none for data."""
+    if isinstance(member, staticmethod | classmethod):
+        return [member.__func__]
+    if isinstance(member, property):
+        return [f for f in (member.fget, member.fset, member.fdel) if f is not None]
+    return [member] if isinstance(member, types.FunctionType | type) else []
+
+
+def _names(code: types.CodeType) -> set[str]:
+    """The global and attribute names ``code`` and the code nested in it use."""
+    names = set(code.co_names)
+    for const in code.co_consts:
+        if isinstance(const, types.CodeType):
+            names |= _names(const)
+    return names
+
+
+_NOT_USER = frozenset({"torch", "builtins", "fedqr", "numpy"})
+
+
+def _user_module_name(name: object) -> bool:
+    return isinstance(name, str) and name.split(".")[0] not in _NOT_USER
+
+
+def _user_code_file(code: types.CodeType) -> bool:
+    """Whether ``code`` is the user's: from a user file, or from none (an interactive
+    session, ``exec``)."""
+    name = code.co_filename
+    return not Path(name).is_absolute() or is_user_file(name)
+
+
+@functools.cache
+def _not_user_roots() -> tuple[str, ...]:
+    paths = sysconfig.get_paths()
+    roots = {paths["stdlib"], paths["platstdlib"], str(Path(fedqr.__file__).parent)}
+    return tuple(os.path.join(os.path.realpath(r), "") for r in roots)
+
+
+def is_user_file(path: str) -> bool:
+    """Whether the source file ``path`` is the user's: not in the standard library, an
+    installed package (``site-packages``, ``dist-packages``) or fedqr itself."""
+    real = os.path.realpath(path)
+    parts = Path(real).parts
+    return ("site-packages" not in parts and "dist-packages" not in parts and
+            not real.startswith(_not_user_roots()))
 
 
 def _code_bytes(code: types.CodeType) -> bytes:
     """Bytecode, names and constants of ``code`` and of the code nested in it."""
     parts = [code.co_code, repr(code.co_names).encode(), repr(code.co_varnames).encode()]
-    parts += [_code_bytes(c) if isinstance(c, types.CodeType) else repr(c).encode()
+    parts += [_code_bytes(c) if isinstance(c, types.CodeType) else _const_bytes(c)
               for c in code.co_consts]
     return b"\0".join(parts)
+
+
+def _const_bytes(const: object) -> bytes:
+    """A constant's repr; a frozenset's (``x in {"a", "b"}``) sorted, as its order follows
+    the interpreter's string hashing, which differs between runs."""
+    if isinstance(const, frozenset):
+        return repr(sorted(repr(c) for c in const)).encode()
+    return repr(const).encode()
 
 
 def forward_flops(kernel: Kernel) -> int:

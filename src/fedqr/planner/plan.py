@@ -85,6 +85,8 @@ class Plan:
                 "proxy_shift": self.proxy_shift,
                 "method": self.method, "data_used": self.data_used,
                 "privacy_cost": self.privacy_cost, "useful": self.useful,
+                "beats_label_prior": (r.mean < self.prior_loss
+                                      if math.isfinite(self.prior_loss) else None),
                 "message": self.message,
                 "runner_ups": [p.as_dict() for p in self.runner_ups()]}
 
