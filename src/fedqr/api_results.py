@@ -64,8 +64,8 @@ class PlanResult:
 class SimulationResult:
     """A finished simulation: ``document`` is the ``result.json`` document, ``theta`` the
     final parameters of every repeat, ``(R, *param_shape)`` (softmax regression: ``(R, k,
-    p)``, the biases last with an intercept; a torch model: ``(R, P)`` in the order of
-    ``model.parameters()``; ``None`` where not kept)."""
+    p)``, the biases last with an intercept; a torch model: ``(R, P)``, its trainable
+    parameters in the order of ``model.parameters()``; ``None`` where not kept)."""
 
     document: dict[str, Any]
     theta: np.ndarray | None = field(default=None, compare=False)

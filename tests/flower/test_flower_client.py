@@ -130,6 +130,8 @@ def _rounds_reproduce(cfg: FlowerRunConfig, engine: SimResult, tmp_path: Path) -
         assert mine["epsilon_spent"] == pytest.approx(theirs["epsilon_spent"])
         assert mine["noise_std"] == theirs["noise_std"]
         assert mine["replies"] == theirs["replies"] == mine["replies_received"]
+        # the clipped share pooled over the replies' rows, as the engine pools it
+        assert mine["clipped_fraction"] == pytest.approx(theirs["clipped_fraction"], abs=1e-12)
 
 
 def test_femnist_cnn_rounds_reproduce_the_network_engine(
@@ -177,3 +179,16 @@ def test_lost_reply_counts_as_theta_t_and_too_few_replies_stop(tmp_path: Path) -
     expect = w[0] * rep.theta + w[1] * before[0].numpy() + w[2] * rep2.theta
     np.testing.assert_allclose(run.theta[0].numpy(), expect, atol=1e-6)
     assert run.missing == [{"round": 0, "client": 1, "reason": "no reply within round-timeout"}]
+
+
+def test_the_server_pools_the_clipped_share_over_the_replies_rows() -> None:
+    cfg = FlowerRunConfig(num_clients=4, clients_per_round=2, rounds=1,
+                          dataset=DatasetName.DIGITS, mechanism=Mechanism.GAUSSIAN, eps=2.0,
+                          clip=3.0, sample_rate=0.3, seed=5)
+    run = ServerRun.start(cfg)
+    theta = run.theta_numpy()
+    for rows, share in ((10, 1.0), (30, 0.0)):  # 10 of 40 sampled rows clipped: 0.25
+        run._account(0, ClientReply(client=0, theta=theta, rows=rows, clipped_fraction=share,
+                                    grad_norm=1.0, epsilon_spent=0.5))
+    run.record(0)
+    assert run.result()["clients"][0]["clipped_fraction"] == pytest.approx(0.25)  # not 0.5

@@ -79,6 +79,13 @@ def test_a_small_budget_cuts_the_search_and_replans_the_same_from_the_cache() ->
     again = make_plan(_scenario(_mlp()), settings=small)  # the same path from the cache
     assert again.from_cache and again.recommended == plan.recommended
     assert again.settings["simulated"]["skipped_for_budget"] == sim["skipped_for_budget"]
+    # a budget the smallest twin's first race exceeds is said to be exceeded, in the message
+    # and in what the plan simulated; a budget kept says nothing
+    assert sim["budget_kept"] is False and sim["budget_note"] in plan.message
+    assert "the time budget of 0.02 s (estimated) could not be kept" in plan.message
+    assert full.settings["simulated"]["budget_kept"] is True
+    assert full.settings["simulated"]["budget_note"] is None
+    assert "could not be kept" not in full.message
 
 
 def test_a_model_the_twin_cannot_run_is_refused_by_name() -> None:

@@ -101,6 +101,7 @@ class ServerRun:
     train_rows: bool = True  # whether the server holds training rows (else: no objective)
     history: list[RoundMetrics] = field(default_factory=list)
     stats: np.ndarray = field(default_factory=lambda: np.zeros(0))
+    rows: np.ndarray = field(default_factory=lambda: np.zeros(0))  # (2, 1, N): clipped, sampled
     reported_eps: list[float] = field(default_factory=list)
     missing: list[dict[str, Any]] = field(default_factory=list)
 
@@ -137,6 +138,7 @@ class ServerRun:
                    privacy=privacy, theta=theta.view(1, *kernel.param_shape), kernel=kernel,
                    model=kernel.attach(data), train_rows=not cfg.server_test_only,
                    stats=np.zeros((3, 1, sim.num_clients)),
+                   rows=np.zeros((2, 1, sim.num_clients)),
                    reported_eps=[0.0] * sim.num_clients)
 
     def selected(self, t: int) -> list[int]:
@@ -205,6 +207,7 @@ class ServerRun:
         std = float(self.privacy.noise_std[0, c])
         p = self.theta[0].numel()
         self.stats[0, 0, c] += reply.clipped_fraction
+        self.rows[:, 0, c] += (reply.clipped_fraction * reply.rows, reply.rows)  # pooled
         self.stats[1, 0, c] += reply.grad_norm / (std * math.sqrt(p)) if std > 0 else math.inf
         self.stats[2, 0, c] += 1
 
@@ -212,7 +215,7 @@ class ServerRun:
         """The ``result.json`` document of ``fedqr run``, plus a ``flower`` section."""
         res = SimResult.build(config=self.sim, dataset=self.dataset, sizes=self.sizes,
                               setup_privacy=self.privacy, history=self.history,
-                              stats=self.stats, theta=self.theta.numpy())
+                              stats=self.stats, theta=self.theta.numpy(), rows=self.rows)
         doc = res.to_json()
         final_eps = self._spent_eps()
         for i, client in enumerate(doc["clients"]):

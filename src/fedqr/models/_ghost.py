@@ -18,12 +18,27 @@ from fedqr.models.logreg import Norm
 from fedqr.models.losses import LossFn, per_sample_cross_entropy
 
 
+def _trains(p: Tensor | None) -> bool:
+    """Whether ``p`` is a parameter that is trained (present, ``requires_grad``)."""
+    return p is not None and p.requires_grad
+
+
 def ghost_layers(model: nn.Module) -> list[nn.Linear | nn.Conv2d]:
-    """Parameterised layers, checked for the ghost method."""
+    """Layers with trainable parameters, checked for the ghost method.
+
+    A module whose parameters are all frozen (``requires_grad=False``) is left out whatever
+    its type: it takes no gradient, its output gradients flow through it by autograd.
+
+    Raises
+    ------
+    ValueError
+        Naming a module with trainable parameters that is not a ``Linear`` or ``Conv2d``
+        (``groups=1``, numeric zero padding) layer.
+    """
     layers: list[nn.Linear | nn.Conv2d] = []
     for name, module in model.named_modules():
         own = list(module.parameters(recurse=False))
-        if not own:
+        if not any(p.requires_grad for p in own):
             continue
         if isinstance(module, nn.Conv2d) and module.groups == 1 and not isinstance(
                 module.padding, str) and module.padding_mode == "zeros":
@@ -32,13 +47,10 @@ def ghost_layers(model: nn.Module) -> list[nn.Linear | nn.Conv2d]:
             layers.append(module)
         else:
             raise ValueError(
-                f"method='ghost' supports parameters only in Linear and Conv2d (groups=1, "
-                f"numeric zero padding) layers, got {type(module).__name__} at "
+                f"method='ghost' supports trainable parameters only in Linear and Conv2d "
+                f"(groups=1, numeric zero padding) layers, got {type(module).__name__} at "
                 f"{name or 'the model root'}: use method='vmap'"
             )
-    for p in model.parameters():
-        if not p.requires_grad:
-            raise ValueError("every parameter must have requires_grad=True")
     return layers
 
 
@@ -98,15 +110,19 @@ def _layer_grads(
     """(per-sample weight grads, or None when rank-one; per-sample bias grads; rank-one input).
 
     Weight grads are ``[1, c, out, in]`` for a Linear layer with extra dimensions, and
-    ``[K, c, Cout, X]`` (see :func:`_conv_grads`) for a Conv2d layer.
+    ``[K, c, Cout, X]`` (see :func:`_conv_grads`) for a Conv2d layer; a frozen weight has
+    none (``(None, bias grads, None)``: nothing is formed for it).
     """
     c = a.shape[0]
+    frozen = not _trains(layer.weight)
     if isinstance(layer, nn.Linear) and a.dim() == 2:
-        return None, g, a
+        return None, g, None if frozen else a
     if isinstance(layer, nn.Linear):
         a3, g3 = a.reshape(c, -1, a.shape[-1]), g.reshape(c, -1, g.shape[-1])
+        if frozen:
+            return None, g3.sum(1), None
         return torch.bmm(g3.transpose(1, 2), a3).unsqueeze(0), g3.sum(1), None
-    return _conv_grads(layer, a, g), g.sum((2, 3)), None
+    return None if frozen else _conv_grads(layer, a, g), g.sum((2, 3)), None
 
 
 def ghost_chunk(
@@ -140,30 +156,37 @@ def ghost_chunk(
     total = torch.zeros(xc.shape[0], dtype=xc.dtype, device=xc.device)
     for layer, (pw, pb, a) in zip(layers, terms, strict=True):
         gb = torch.linalg.vector_norm(pb, ord=order, dim=1) ** order
-        if pw is None:  # rank-one linear: ||g a^T|| = ||g|| ||a||
-            assert a is not None
+        if a is not None:  # rank-one linear: ||g a^T|| = ||g|| ||a||
             total += gb * torch.linalg.vector_norm(a, ord=order, dim=1) ** order
-        else:  # [K, c, ...]: reduce every dimension but the sample one
+        elif pw is not None:  # [K, c, ...]: reduce every dimension but the sample one
             dims = (0, *range(2, pw.dim()))
             total += torch.linalg.vector_norm(pw, ord=order, dim=dims) ** order
-        if layer.bias is not None:
+        if _trains(layer.bias):
             total += gb
     norms = total if norm is Norm.L1 else total.sqrt()
     scale = (clip / norms).clamp(max=1.0)  # a zero gradient (norm 0) gives inf -> 1
     for layer, (pw, pb, a) in zip(layers, terms, strict=True):
-        w_sl = slices[id(layer.weight)]
         for k, lo, hi in pieces:
             s = scale[lo:hi]
-            dst = out[k, w_sl].view(layer.weight.shape)
-            if pw is None:
-                assert a is not None
-                dst.addmm_((pb[lo:hi] * s[:, None]).T, a[lo:hi])
-            else:
-                kk, m = pw.shape[0], hi - lo
-                summed = torch.bmm(s.view(1, 1, m).expand(kk, 1, m),
-                                   pw[:, lo:hi].reshape(kk, m, -1)).view(kk, -1)
-                dst.add_(_conv_layout(layer, summed) if isinstance(layer, nn.Conv2d)
-                         else summed.view(layer.weight.shape))
-            if layer.bias is not None:
+            if a is not None or pw is not None:  # a trainable weight
+                _add_weight_sum(layer, out[k, slices[id(layer.weight)]], pw, pb, a,
+                                s, lo, hi)
+            if _trains(layer.bias):
                 out[k, slices[id(layer.bias)]].addmv_(pb[lo:hi].T, s)
     return loss.detach(), scale
+
+
+def _add_weight_sum(layer: nn.Linear | nn.Conv2d, flat: Tensor, pw: Tensor | None, pb: Tensor,
+                    a: Tensor | None, s: Tensor, lo: int, hi: int) -> None:
+    """Add the clip-weighted sum ``sum_j s_j grad_j`` of rows ``lo:hi`` of the layer's
+    weight gradient into ``flat`` (the weight's slice of one segment's sum)."""
+    dst = flat.view(layer.weight.shape)
+    if a is not None:  # rank-one: one GEMM
+        dst.addmm_((pb[lo:hi] * s[:, None]).T, a[lo:hi])
+        return
+    assert pw is not None
+    kk, m = pw.shape[0], hi - lo
+    summed = torch.bmm(s.view(1, 1, m).expand(kk, 1, m),
+                       pw[:, lo:hi].reshape(kk, m, -1)).view(kk, -1)
+    dst.add_(_conv_layout(layer, summed) if isinstance(layer, nn.Conv2d)
+             else summed.view(layer.weight.shape))

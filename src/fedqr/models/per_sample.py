@@ -1,7 +1,9 @@
 """Sums of per-sample-clipped gradients of a torch model, in chunks of bounded memory.
 
-For rows ``j`` with cross-entropy gradients ``g_j`` (flattened over ``model.parameters()``)
-the functions here return, for every segment ``k`` of consecutive rows (one per client),
+For rows ``j`` with cross-entropy gradients ``g_j`` (flattened over the model's trainable
+parameters, :func:`trainable_parameters`: those with ``requires_grad``, in
+``model.parameters()`` order; a frozen parameter takes no gradient, no clipping share and no
+noise) the functions here return, for every segment ``k`` of consecutive rows (one per client),
 
     ``sum_{j in k} s_j g_j``  with  ``s_j = min(1, clip / ||g_j||)``,
 
@@ -17,8 +19,8 @@ clipped rows and the summed loss. Two methods give the same result:
     unfolded input (``torch.nn.functional.unfold``), one batched matmul, whose rows are
     weighted by ``s`` and summed. Per-sample gradients of sample j depend only on sample j
     (no batch normalisation), so the weighted sums need no second backward pass.
-    Models may hold parameters only in ``Linear`` and ``Conv2d`` (``groups = 1``) layers,
-    each called once per forward.
+    Models may hold trainable parameters only in ``Linear`` and ``Conv2d`` (``groups = 1``)
+    layers, each called once per forward (frozen parameters may sit anywhere).
 ``vmap``
     ``torch.func.vmap`` over ``torch.func.grad_and_value``: every per-sample gradient is
     materialised (``chunk_rows x P`` floats), for any model without batch-coupled layers.
@@ -66,8 +68,8 @@ class ClippedSums:
     Attributes
     ----------
     grad : Tensor
-        ``[S, P]``: sum of clipped per-sample gradients of each segment, flattened in
-        ``model.parameters()`` order.
+        ``[S, P]``: sum of clipped per-sample gradients of each segment, flattened over the
+        trainable parameters (:func:`trainable_parameters`).
     rows : Tensor
         ``int64 [S]``: rows in each segment.
     clipped : Tensor
@@ -116,9 +118,27 @@ def _pieces(off: np.ndarray, start: int, stop: int) -> list[tuple[int, int, int]
     return out
 
 
+def trainable_parameters(model: nn.Module) -> list[nn.Parameter]:
+    """The parameters of ``model`` that are trained: ``requires_grad``, in ``parameters()``
+    order (a frozen one, ``requires_grad=False``, keeps its value).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Any module.
+
+    Returns
+    -------
+    list of torch.nn.Parameter
+        The trainable parameters; their flattened concatenation is ``theta``.
+    """
+    return [p for p in model.parameters() if p.requires_grad]
+
+
 def _param_slices(model: nn.Module) -> dict[int, slice]:
+    """Each trainable parameter's slice of the flat gradient, by ``id``."""
     slices, pos = {}, 0
-    for p in model.parameters():
+    for p in trainable_parameters(model):
         slices[id(p)] = slice(pos, pos + p.numel())
         pos += p.numel()
     return slices
@@ -128,8 +148,8 @@ def _vmap_chunk(
     model: nn.Module, xc: Tensor, yc: Tensor, *, clip: float, norm: Norm, out: Tensor,
     pieces: list[tuple[int, int, int]], loss_fn: LossFn = per_sample_cross_entropy,
 ) -> tuple[Tensor, Tensor]:
-    names = [n for n, _ in model.named_parameters()]
-    params = {n: p.detach() for n, p in model.named_parameters()}
+    params = {n: p.detach() for n, p in model.named_parameters() if p.requires_grad}
+    names = list(params)  # the frozen parameters: the module's own, held fixed
 
     def sample_loss(ps: dict[str, Tensor], xi: Tensor, yi: Tensor) -> Tensor:
         logits = functional_call(model, ps, (xi.unsqueeze(0),))
@@ -162,7 +182,8 @@ def clipped_grad_sums(
     ----------
     model : torch.nn.Module
         Maps ``x`` to logits; no batch-coupled layers (batch norm). Its parameters'
-        ``.grad`` fields are not touched.
+        ``.grad`` fields are not touched; gradients are taken with respect to its trainable
+        parameters only (:func:`trainable_parameters`).
     x : Tensor
         Inputs ``[n, ...]`` in the shape ``model`` expects, on the model's device.
     y : Tensor
@@ -184,7 +205,8 @@ def clipped_grad_sums(
     Returns
     -------
     ClippedSums
-        Gradients ``[S, P]`` in ``x``'s dtype, row and clipped counts, loss sums.
+        Gradients ``[S, P]`` (P: the trainable parameters' size) in ``x``'s dtype, row and
+        clipped counts, loss sums.
     """
     clip_v = _check_clip(clip)
     nrm = parse_enum(Norm, "norm", norm)
@@ -196,7 +218,7 @@ def clipped_grad_sums(
         raise ValueError(f"y must have shape ({n},) like x's rows, got y.shape={tuple(y.shape)}")
     off = _check_offsets(offsets, n)
     segments = off.size - 1
-    num_p = sum(p.numel() for p in model.parameters())
+    num_p = sum(p.numel() for p in trainable_parameters(model))
     dev, dt = x.device, x.dtype
     out = torch.zeros(segments, num_p, dtype=dt, device=dev)
     loss_sum = torch.zeros(segments, dtype=dt, device=dev)

@@ -1,8 +1,16 @@
 """Any ``torch.nn.Module`` as a :class:`~fedqr.models.kernel.Kernel`: per-sample clipping.
 
-``theta`` of a repeat is the model's flattened parameters (``model.parameters()`` order); one
+``theta`` of a repeat is the model's flattened trainable parameters (``requires_grad``, in
+``model.parameters()`` order: :func:`~fedqr.models.per_sample.trainable_parameters`); one
 working copy of the model is loaded with each repeat's ``theta`` in turn (repeats run one after
-another: batching them would need R times the activation memory). Clipped sums come from
+another: batching them would need R times the activation memory).
+
+A frozen parameter (``requires_grad=False``) is not in ``theta``: it is neither trained nor
+clipped nor noised, and the parameter count (the noise's dimension, the reply's size) leaves
+it out. It keeps the value of the model built from seed 0 (the working copy's), in every
+repeat and on every Flower node (it is never sent); a factory that sets it deterministically
+(pre-trained or constant weights) gives exactly its own values, one that draws it at random
+is warned that every repeat shares one draw. Clipped sums come from
 :func:`fedqr.models.per_sample.clipped_grad_sums` (``ghost`` for Linear/Conv2d models, ``vmap``
 for any other per-sample model), with the loss the kernel was given (default cross-entropy).
 """
@@ -10,6 +18,7 @@ for any other per-sample model), with the loss the kernel was given (default cro
 from __future__ import annotations
 
 import functools
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -21,10 +30,16 @@ from torch.nn import functional as F
 from fedqr.data._validate import parse_enum
 from fedqr.models.kernel import GradSums, KernelData
 from fedqr.models.losses import LossFn, per_sample_cross_entropy
-from fedqr.models.per_sample import DEFAULT_CHUNK_ROWS, ClippedSums, Method, clipped_grad_sums
+from fedqr.models.per_sample import (
+    DEFAULT_CHUNK_ROWS,
+    ClippedSums,
+    Method,
+    clipped_grad_sums,
+    trainable_parameters,
+)
 
-__all__ = ["ModelFactory", "TorchKernel", "TorchOptions", "evaluate_model", "load_flat",
-           "place_model"]
+__all__ = ["ModelFactory", "TorchKernel", "TorchOptions", "evaluate_model", "flat_trainable",
+           "frozen_parameters", "load_flat", "place_model"]
 
 #: Builds a freshly initialised model from a CPU generator (the same model on every device).
 ModelFactory = Callable[[torch.Generator], nn.Module]
@@ -78,12 +93,40 @@ def place_model(model: nn.Module, device: torch.device, *, channels_last: bool) 
 
 
 def load_flat(model: nn.Module, theta: Tensor) -> None:
-    """Copy the flat ``theta`` into ``model``'s parameters (keeping their memory format)."""
+    """Copy the flat ``theta`` into ``model``'s trainable parameters (keeping their memory
+    format); frozen ones keep their values."""
     pos = 0
     with torch.no_grad():
-        for p in model.parameters():
+        for p in trainable_parameters(model):
             p.copy_(theta[pos:pos + p.numel()].view_as(p))
             pos += p.numel()
+
+
+def flat_trainable(model: nn.Module) -> Tensor:
+    """``model``'s trainable parameters flattened into one vector (the layout of ``theta``).
+
+    Parameters
+    ----------
+    model : torch.nn.Module
+        Any module with at least one trainable parameter.
+
+    Returns
+    -------
+    Tensor
+        ``(P,)`` in the parameters' dtype, detached.
+    """
+    return torch.cat([p.detach().flatten() for p in trainable_parameters(model)])
+
+
+def frozen_parameters(model: nn.Module) -> dict[str, Tensor]:
+    """``model``'s frozen parameters (``requires_grad=False``) by name, detached."""
+    return {n: p.detach() for n, p in model.named_parameters() if not p.requires_grad}
+
+
+def _drawn_frozen(reference: dict[str, Tensor], model: nn.Module) -> list[str]:
+    """Names of the frozen parameters whose values in ``model`` differ from ``reference``'s."""
+    return [n for n, p in frozen_parameters(model).items()
+            if n not in reference or not torch.equal(p, reference[n])]
 
 
 @torch.no_grad()
@@ -124,10 +167,22 @@ class TorchKernel:
         return self.label
 
     @functools.cached_property
-    def num_params(self) -> int:
-        """Number of scalar parameters (of a model built from a throwaway generator)."""
+    def _layout(self) -> tuple[int, dict[str, Tensor]]:
+        """The trainable size and the frozen parameters of the model built from seed 0 (the
+        working copy's: its frozen values are every repeat's)."""
         model = self.build(torch.Generator().manual_seed(0))
-        return sum(p.numel() for p in model.parameters())
+        return sum(p.numel() for p in trainable_parameters(model)), frozen_parameters(model)
+
+    @property
+    def num_params(self) -> int:
+        """Number of trainable scalar parameters (frozen ones are not trained: module
+        docstring)."""
+        return self._layout[0]
+
+    @property
+    def num_frozen(self) -> int:
+        """Number of frozen scalar parameters (``requires_grad=False``: never trained)."""
+        return sum(p.numel() for p in self._layout[1].values())
 
     @property
     def param_shape(self) -> tuple[int, ...]:
@@ -145,22 +200,41 @@ class TorchKernel:
         return False
 
     def init(self, *, repeats: int, generator: torch.Generator) -> Tensor:
-        """``repeats`` models drawn one after another from ``generator``, flat, ``(R, P)``."""
-        thetas = [torch.cat([p.detach().flatten() for p in self.build(generator).parameters()])
-                  for _ in range(repeats)]
-        return torch.stack(thetas).to(torch.float32)
+        """``repeats`` models drawn one after another from ``generator``, their trainable
+        parameters flat, ``(R, P)`` (a warning where the factory draws frozen ones at random:
+        every repeat keeps seed 0's, module docstring)."""
+        models = [self.build(generator) for _ in range(repeats)]
+        if self.num_frozen:
+            self._warn_drawn_frozen(models)
+        return torch.stack([flat_trainable(m) for m in models]).to(torch.float32)
+
+    def _warn_drawn_frozen(self, models: list[nn.Module]) -> None:
+        """Warn once per call if the frozen parameters of ``models`` differ from seed 0's."""
+        reference = self._layout[1]
+        drawn = sorted({n for m in models for n in _drawn_frozen(reference, m)})
+        if drawn:
+            warnings.warn(
+                f"model {self.name!r}: the frozen parameters {', '.join(drawn)} differ between "
+                "builds of the factory (drawn at random): every repeat (and every Flower "
+                "node) keeps the values of the model built from seed 0; set them "
+                "deterministically in the factory to choose them", RuntimeWarning,
+                stacklevel=3)
 
     def attach(self, data: KernelData) -> _Attached:
         """The working model on the data's device and the inputs in ``input_shape``."""
         model = place_model(self.build(torch.Generator().manual_seed(0)), data.x.device,
-                            channels_last=self.options.channels_last)
+                            channels_last=self.options.channels_last)  # frozen: seed 0's
         return _Attached(self, model, data, data.x.view(-1, *self.input_shape),
                          data.x_test.view(-1, *self.input_shape))
 
     def describe(self) -> dict[str, object]:
-        """Name, size and per-sample method."""
-        return {"name": self.name, "num_params": self.num_params,
-                "per_sample": self.options.method.value}
+        """Name, size (trainable parameters) and per-sample method; ``frozen_params`` where
+        the model has frozen parameters."""
+        out: dict[str, object] = {"name": self.name, "num_params": self.num_params,
+                                  "per_sample": self.options.method.value}
+        if self.num_frozen:
+            out["frozen_params"] = self.num_frozen
+        return out
 
 
 @dataclass(frozen=True)

@@ -16,10 +16,16 @@ wall and CPU time).
 client), fewer repeats (down to 2) and shorter first horizons (down to
 :data:`MIN_T_FIRST`; the race still doubles T while the loss falls), in this order of
 preference and each only where it saves at least 10% (fewer rows save little where the
-rounds' overhead dominates). The
+rounds' overhead dominates). Repeats go one at a time; where none of these steps is left and
+one repeat fewer saves less than 10% (10 or more repeats, as on a small proxy), a given
+budget cuts the repeats to the most that save 10%, down to 2, so its smallest twin has 2
+repeats however many the proxy's size asked for (a default budget is raised instead, as
+before, and keeps the automatic repeats). The
 search then spends the rest on refinements, longer horizons and the fine grid while the
 estimate stays within the budget (:class:`fedqr.planner.search.Searcher`), and the plan
-reports what it simulated, what it skipped, the estimate and the wall time.
+reports what it simulated, what it skipped, the estimate and the wall time. Where even the
+smallest twin's first race (which always runs) exceeds the budget, the plan says so
+(:func:`fedqr.planner.messages.budget_note`).
 """
 
 from __future__ import annotations
@@ -37,7 +43,8 @@ __all__ = ["COARSE_SHARE", "CONSTANTS", "DEFAULT_BUDGET_MAX_S", "DEFAULT_BUDGET_
            "TERMS", "TWIN_COST_VERSION", "CostModel", "TwinSize", "default_budget_s",
            "raised_budget_s", "size_twin"]
 
-TWIN_COST_VERSION = 2  # 2: the default budget is raised for the smallest twin's first race
+TWIN_COST_VERSION = 3  # 2: the default budget is raised for the smallest twin's first race;
+# 3: a given budget's smallest twin has 2 repeats (10 or more were never cut: one fewer saved < 10%)
 """Bumped when the constants or the default budget change (the plans a budget buys change
 with them)."""
 DEFAULT_BUDGET_S = (15.0, 45.0)
@@ -142,6 +149,12 @@ class TwinSize:
     coarse_s: float  # the estimate of the first coarse race
     follow_s: float | None = None  # a default budget's raise for the leader (planner.follow)
 
+    @property
+    def fits(self) -> bool:
+        """Whether the first race fits :data:`COARSE_SHARE` of the budget (``False``: the
+        smallest twin costs more, and its race runs anyway)."""
+        return self.coarse_s <= COARSE_SHARE * self.budget_s * (1 + 1e-9)
+
 
 MIN_T_FIRST = 8
 """The first race is shortened to no fewer horizons than 0, 1, 2, 4, 8."""
@@ -150,14 +163,17 @@ MIN_T_FIRST = 8
 def size_twin(*, budget_s: float, arms: Sequence[tuple[int, float]],
               grid_of: Callable[[int | None], Sequence[int]], t_first: int | None,
               cost: CostModel, real_sizes: np.ndarray, share: float, repeats: int | None,
-              auto_repeats: Callable[[int], int]) -> TwinSize:
+              auto_repeats: Callable[[int], int], last_resort: bool = True) -> TwinSize:
     """The largest twin (proxy share, test rows, repeats, first race) whose first race over
     ``arms`` on the horizons ``grid_of(t_first)`` is estimated to fit ``COARSE_SHARE *
     budget_s``.
 
     ``cost`` prices the unreduced twin (its proxy and test rows are the most the twin would
     use without a budget); ``repeats`` fixes the repeats (else ``auto_repeats(rows)`` of the
-    unreduced proxy, kept while the proxy shrinks); ``t_first=None`` keeps the grid.
+    unreduced proxy, kept while the proxy shrinks); ``t_first=None`` keeps the grid;
+    ``last_resort=False`` leaves out the last resort (repeats cut below the automatic ones
+    several at a time): a default budget is raised instead (:func:`raised_budget_s`), so that
+    an expensive model keeps its repeats.
     """
     if not (budget_s > 0 and math.isfinite(budget_s)):
         raise ValueError(f"time_budget_s must be > 0 and finite, got time_budget_s={budget_s}")
@@ -183,9 +199,19 @@ def size_twin(*, budget_s: float, arms: Sequence[tuple[int, float]],
                  (sh, tr, k - 1, tf) if repeats is None and k > 2 else None,
                  (sh, tr, k, max(MIN_T_FIRST, tf // 2))
                  if tf is not None and tf > MIN_T_FIRST else None]
+        if last_resort and repeats is None and not any(s is not None and coarse(*s) <= 0.9 * now
+                                                       for s in steps):
+            steps = [(sh, tr, j, tf) for j in _fewer_repeats(k)]  # the last resort
         useful = [s for s in steps if s is not None and coarse(*s) <= 0.9 * now]
         if not useful:
             break  # the smallest twin: the race is run anyway, the rest of the search waits
         sh, tr, k, tf = useful[0]
     return TwinSize(share=sh, test_rows=tr, repeats=k, t_first=tf, budget_s=budget_s,
                     coarse_s=coarse(sh, tr, k, tf))
+
+
+def _fewer_repeats(k: int) -> list[int]:
+    """The repeats the last resort of :func:`size_twin` tries, the most first: ``k - 2`` down
+    to 2 (``k - 1`` is an ordinary step; it saves less than 10% of a race of 10 or more
+    repeats, so without these such a twin would never get below its automatic repeats)."""
+    return list(range(k - 2, 1, -1))

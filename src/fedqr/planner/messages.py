@@ -7,11 +7,12 @@ from typing import Any
 
 import numpy as np
 
+from fedqr.planner.budget import COARSE_SHARE, TwinSize
 from fedqr.planner.proxy import Twin
 from fedqr.planner.scenario import Scenario
 from fedqr.planner.shift import headline_re_simulated
 
-__all__ = ["USEFUL_MARGIN", "message", "sampling_hint"]
+__all__ = ["USEFUL_MARGIN", "budget_note", "message", "sampling_hint"]
 
 USEFUL_MARGIN = 0.02
 """A plan helps only if its predicted loss is this share below the untrained model's."""
@@ -41,12 +42,50 @@ def sampling_hint(scenario: Scenario, twin: Twin) -> str:
             f"the planner choose the rate")
 
 
+def budget_note(size: TwinSize | None, estimated_s: float) -> str:
+    """Why a kernel twin's plan took more than its time budget (empty: it kept it).
+
+    Parameters
+    ----------
+    size : TwinSize or None
+        The twin's size (:func:`fedqr.planner.budget.size_twin`; ``None``: no budget, the
+        logistic twin).
+    estimated_s : float
+        The estimate the search spent in all (:attr:`fedqr.planner.search.Searcher.estimated_s`).
+
+    Returns
+    -------
+    str
+        ``""`` within the budget, else a sentence for the plan's message and ``result``: the
+        smallest twin's first race, which runs whatever the budget, and the budget it needs.
+    """
+    if size is None or size.fits or estimated_s <= size.budget_s * (1 + 1e-9):
+        return ""  # kept, or gone over by a follow of the leader (planner.follow says so)
+    first = ("T <= " + str(size.t_first)) if size.t_first is not None else "the scenario's T"
+    return (f"the time budget of {size.budget_s:g} s (estimated) could not be kept: "
+            f"{estimated_s:.1f} s estimated in all, because even the smallest twin "
+            f"({size.share:.1%} of the clients' rows, {size.test_rows} test rows, "
+            f"{size.repeats} repeats, {first}) is estimated at {size.coarse_s:.1f} s for its "
+            f"first race, which always runs; a budget of {size.coarse_s / COARSE_SHARE:.0f} s "
+            f"or more (--twin-budget, SearchSettings.time_budget_s) gives the race "
+            f"{COARSE_SHARE:.0%} of it and the search the rest")
+
+
 def message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
              cut_short: Any, at_limit: Any = (), followed: str = "", hint: str = "",
-             rose: bool = False) -> str:
+             rose: bool = False, budget: str = "") -> str:
     """What the plan says: the prediction (with its proxy shift and where the time budget
     cut a falling loss short), or why no schedule helps (``hint``: :func:`sampling_hint`;
-    ``rose``: the loss rose above the untrained model's at every schedule simulated)."""
+    ``rose``: the loss rose above the untrained model's at every schedule simulated);
+    ``budget``: :func:`budget_note`, ended by the message where not empty."""
+    text = _message(best, base, useful=useful, shift=shift, cut_short=cut_short,
+                    at_limit=at_limit, followed=followed, hint=hint, rose=rose)
+    return f"{text}; {budget}" if budget else text
+
+
+def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
+             cut_short: Any, at_limit: Any, followed: str, hint: str, rose: bool) -> str:
+    """:func:`message` without its budget note."""
     if not useful:
         return (f"no schedule is predicted to help: the best predicted test loss "
                 f"{best.mean:.4f} is not {USEFUL_MARGIN:.0%} below the untrained model's "

@@ -21,7 +21,7 @@ from fedqr.planner.cache import (
     load_memo,
     save_memo,
 )
-from fedqr.planner.messages import USEFUL_MARGIN, message, sampling_hint
+from fedqr.planner.messages import USEFUL_MARGIN, budget_note, message, sampling_hint
 from fedqr.planner.prior import prior_note, proxy_prior_loss
 from fedqr.planner.proxy import AUTO_PROXY_ROWS, ProxyChoice, Twin, build_twin, cost_model
 from fedqr.planner.scenario import DataUse, Scenario
@@ -202,7 +202,8 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     text = message(best, base, useful=useful, shift=shift, cut_short=searcher.cut_short,
                    at_limit=searcher.at_limit, followed=_followed(searcher, twin),
                    hint=sampling_hint(scenario, twin),
-                   rose=all(not p.mean <= base for p in predictions if p.rounds > 0))
+                   rose=all(not p.mean <= base for p in predictions if p.rounds > 0),
+                   budget=budget_note(twin.size, searcher.estimated_s))
     if useful:
         text += prior_note(best.mean, prior, public=choice.use is DataUse.PUBLIC_PROXY,
                            model=scenario.model_name, uniform=base)
@@ -254,7 +255,9 @@ def _simulated(searcher: Searcher, twin: Twin) -> dict[str, Any]:
         "products": twin.proxy.products if isinstance(twin.proxy, Proxy) else None,
         "still_falling_at_t_limit": [f"b={b} q={q:g} T={t}" for b, q, t in searcher.at_limit]}
     if twin.size is not None:
-        out.update({"time_budget_s": twin.size.budget_s,
+        note = budget_note(twin.size, searcher.estimated_s)
+        out.update({"time_budget_s": twin.size.budget_s, "budget_kept": not note,
+                    "budget_note": note or None,
                     "raised_for_leader_s": _raised_for_leader(searcher, twin),
                     "estimated_s": searcher.estimated_s,
                     "coarse_estimated_s": twin.size.coarse_s,

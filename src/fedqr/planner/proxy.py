@@ -177,7 +177,8 @@ def _kernel_twin(scenario: Scenario, kernel: Kernel, train: ClientData, info: di
                     settings, t_first=tf)),
                 t_first=None if scenario.rounds is not None else settings.t_first,
                 cost=cost, real_sizes=np.asarray(sizes), share=share,
-                repeats=settings.repeats, auto_repeats=auto_repeats)
+                repeats=settings.repeats, auto_repeats=auto_repeats,
+                last_resort=settings.time_budget_s is not None)  # a default is raised instead
 
         size = sized(settings.time_budget_s or default_budget_s(int(proxy.proxy_sizes.sum())))
         raised = raised_budget_s(size.budget_s, size.coarse_s)

@@ -127,8 +127,9 @@ def run_rounds(
     groups = privacy.group_of(r)
     history: list[RoundMetrics] = []
     stats = torch.zeros(3, r, config.num_clients, dtype=torch.float64, device=dev)
+    rows = torch.zeros(2, r, config.num_clients, dtype=torch.float64, device=dev)
     fixed = _Fixed.of(config, privacy, sizes=sizes, groups=groups, streams=streams,
-                      stats=stats, batched=kernel.batched)
+                      stats=stats, rows=rows, batched=kernel.batched)
     train_eval = TrainEvaluator(config=config, model=model, num_train=len(data.y), device=dev)
 
     def record(t: int, fused: GradSums | None, sel: np.ndarray | None) -> None:
@@ -155,7 +156,7 @@ def run_rounds(
     record(config.rounds, None, None)
     return SimResult.build(config=config, dataset=dataset, sizes=sizes, setup_privacy=privacy,
                            history=history, stats=stats.cpu().numpy(),
-                           theta=theta.cpu().numpy())
+                           theta=theta.cpu().numpy(), rows=rows.cpu().numpy())
 
 
 @dataclass(frozen=True)
@@ -168,6 +169,7 @@ class _Fixed:
     sizes: np.ndarray
     streams: Streams
     stats: Tensor  # (3, R, N): clipped share, gradient-to-noise, replies (float64)
+    rows: Tensor  # (2, R, N): clipped rows, sampled rows (float64): the clipped fraction
     batched: bool
     group: Tensor  # (R, 1): each repeat's schedule group
     reps: Tensor  # (R, 1): 0 .. R-1
@@ -176,10 +178,11 @@ class _Fixed:
 
     @classmethod
     def of(cls, config: SimConfig, privacy: ClientPrivacy, *, sizes: np.ndarray,
-           groups: np.ndarray, streams: Streams, stats: Tensor, batched: bool) -> _Fixed:
+           groups: np.ndarray, streams: Streams, stats: Tensor, rows: Tensor,
+           batched: bool) -> _Fixed:
         dev = stats.device
         return cls(config=config, privacy=privacy, sizes=sizes, streams=streams, stats=stats,
-                   batched=batched, group=torch.as_tensor(groups, device=dev)[:, None],
+                   rows=rows, batched=batched, group=torch.as_tensor(groups, device=dev)[:, None],
                    reps=torch.arange(len(groups), device=dev)[:, None],
                    noise_std=noise_tensor(privacy.noise_std, device=dev),  # rounded up
                    noise_param=torch.as_tensor(privacy.noise_param, dtype=torch.float64,
@@ -199,6 +202,8 @@ def _round(theta: Tensor, sums: GradSums, sel: np.ndarray, t: int, fixed: _Fixed
         sums.clipped.double() / sums.rows.double().clamp_min(1),
         out.g_data.double().norm(dim=-1) / (std.double() * out.g_data.shape[-1] ** 0.5),
         torch.ones_like(std, dtype=torch.float64)])
+    fixed.rows[:, fixed.reps, sel_t] += torch.stack([sums.clipped.double(),
+                                                     sums.rows.double()])
     c = torch.as_tensor(aggregation_weights(config, fixed.sizes, sel), dtype=torch.float32,
                         device=theta.device)
     return _aggregate(c, out.theta, batched=fixed.batched)

@@ -81,11 +81,26 @@ class SimResult:
         history: list[RoundMetrics],
         stats: np.ndarray,
         theta: np.ndarray,
+        rows: np.ndarray | None = None,
     ) -> SimResult:
-        """Assemble per-client and per-repeat records (``stats``: clipped, snr, replies)."""
+        """Assemble per-client and per-repeat records.
+
+        Parameters
+        ----------
+        stats : numpy.ndarray
+            ``(3, R, N)``, summed over each client's replies: the share of the reply's rows
+            clipped, the gradient-to-noise ratio, and 1 (the replies).
+        rows : numpy.ndarray or None, optional
+            ``(2, R, N)``: the clipped rows and the sampled rows, summed over each client's
+            replies; a client's ``clipped_fraction`` is then their ratio over every reply of
+            every repeat (:func:`_clipped_fraction`). ``None`` (a caller that has each
+            reply's share only): the mean of ``stats[0]`` per reply.
+        """
         priv = setup_privacy
         final_eps = priv.ledgers.spent_eps()
         counts = np.maximum(stats[2], 1)
+        clipped = (_clipped_fraction(rows) if rows is not None
+                   else (stats[0] / counts).mean(axis=0))
         clients = []
         group = [0 if priv.replies.shape[0] == 1 else r for r in range(config.repeats)]
         for i in range(config.num_clients):
@@ -107,7 +122,7 @@ class SimResult:
                 # every repeat's value under "per_repeat"
                 **{k: _largest(v) for k, v in per_repeat.items()},
                 "per_repeat": per_repeat,
-                "clipped_fraction": float((stats[0, :, i] / counts[:, i]).mean()),
+                "clipped_fraction": float(clipped[i]),
                 "snr": float((stats[1, :, i] / counts[:, i]).mean()),
             })
         runs = []
@@ -196,6 +211,19 @@ def _round_record(h: RoundMetrics, r: int, g: int) -> dict[str, Any]:
     if h.train_loss_stderr is not None:
         record["train_loss_stderr"] = h.train_loss_stderr[r]
     return record
+
+
+def _clipped_fraction(rows: np.ndarray) -> np.ndarray:
+    """Each client's clipped rows over its sampled rows, pooled over every reply of every
+    repeat, shape ``(N,)`` (``rows``: ``(2, R, N)`` sums; 0 where no row was sampled).
+
+    A reply's own share would weigh an empty Poisson batch (nothing clipped, nothing
+    sampled) as a reply with no row clipped, and a one-row batch as much as a full one.
+    """
+    clipped, sampled = rows[0].sum(axis=0), rows[1].sum(axis=0)
+    share: np.ndarray = np.divide(clipped, sampled, out=np.zeros_like(clipped, dtype=np.float64),
+                                  where=sampled > 0)
+    return share
 
 
 def _nonfinite(value: Any) -> bool:

@@ -49,7 +49,8 @@ class TorchObjective:
         self.local_steps = local_steps
         self.local_lr = local_lr
         self.model = kernel.build(torch.Generator().manual_seed(seed))
-        named = list(self.model.named_parameters())
+        # theta holds the trainable parameters only; frozen ones come from the module itself
+        named = [(n, p) for n, p in self.model.named_parameters() if p.requires_grad]
         self.names = [n for n, _ in named]
         self.shapes = [p.shape for _, p in named]
         self.sizes = [p.numel() for _, p in named]
