@@ -172,3 +172,15 @@ def test_a_file_of_one_client_is_named_not_num_clients(tmp_path: Path) -> None:
     assert res.exit_code == 2, res.output
     assert "--data must hold at least 2 clients for the bound's constants, got 1 client" in text
     assert "--num-clients" not in text and not out.exists()
+
+
+def test_a_model_with_frozen_parameters_is_estimated_over_the_trainable_ones(
+        small_file: Path, tmp_path: Path) -> None:
+    model = tmp_path / "frozen.py"
+    model.write_text("import torch\nfrom torch import nn\n\n\ndef net(shape, k):\n"
+                     "    m = nn.Sequential(nn.Linear(shape[0], 4), nn.Tanh(), nn.Linear(4, k))\n"
+                     "    with torch.no_grad():\n        m[0].weight.fill_(0.1)\n"
+                     "    m[0].weight.requires_grad_(False)\n    return m\n")
+    doc = _estimate(["--data", str(small_file), "--model", f"{model}:net", "--mechanism",
+                     "gaussian", "--clip", "1"], tmp_path / "frozen.json")
+    assert doc["p"] == 4 + 4 * 3 + 3  # the first layer's bias and the second layer
