@@ -69,8 +69,10 @@ def test_labels_1_to_k_warn_once_naming_class_0() -> None:
     text = _one_warning(y=[1, 2, 3, 1, 2, 3], y_test=[1, 3])
     assert text == ("labels should be 0..k-1 with a row of every class, but class(es) 0 of "
                     "0..3 have no training row in the labels y: the model gets 4 outputs, 1 of "
-                    "them never trained. Relabel the 3 classes as 0..2, or give num_classes (an "
-                    "array num_classes in an .npz file) to keep empty classes on purpose")
+                    "them never trained. Relabel the 3 classes as 0..2, or give num_classes "
+                    "(FederatedData.from_file(num_classes=K) or from_arrays in Python, an array "
+                    "num_classes in an .npz file; a .csv or .parquet file has no column for it) "
+                    "to keep empty classes on purpose")
     text = _one_warning(y=[1, 2, 3, 1, 2, 3] * 2, test_share=0.25)
     assert "class(es) 0 of 0..3 have no row in the labels y" in text
 

@@ -56,7 +56,9 @@ def _numpy(p: Path, table: Any, name: str, *, kinds: str) -> NDArray[Any]:
           or ((pa.types.is_string(t) or pa.types.is_large_string(t)) and "s" in kinds))
     if not ok:
         want = {"if": "numeric", "i": "integer"}.get(kinds, "integer or string")
-        raise ValueError(f"{p}: column {name!r} must be {want}, got type {given}")
+        hint = (" (number a label's classes 0 to k - 1, one-hot encode a categorical feature)"
+                if pa.types.is_string(t) or pa.types.is_large_string(t) else "")
+        raise ValueError(f"{p}: column {name!r} must be {want}, got type {given}{hint}")
     if col.null_count:
         first = int(np.argmax(col.is_null().to_numpy(zero_copy_only=False)))
         raise ValueError(f"{p}: column {name!r} must have no missing values, got "

@@ -170,8 +170,8 @@ def classes_of(num_classes: int | None, y: NDArray[np.int64], y_test: NDArray[np
             f"y_test (the test set) holds label(s) {_listed(only.tolist(), only.size)} that "
             f"no training row has, but the training labels y lie in {int(y.min())}.."
             f"{int(y.max())}: a model trained on these rows could never predict them. Label "
-            f"the test rows like the training rows (integers 0..k-1), or give num_classes (an "
-            f"array num_classes in an .npz file) to keep classes without training rows")
+            f"the test rows like the training rows (integers 0..k-1), or give num_classes "
+            f"({_NUM_CLASSES_WAYS}) to keep classes without training rows")
     _check_count(k, y.size, names=names)
     present = np.unique(np.concatenate([y, y_test]) if held_out else y)
     # the first _SHOWN missing classes lie below present.size + _SHOWN: no array of size k
@@ -179,6 +179,11 @@ def classes_of(num_classes: int | None, y: NDArray[np.int64], y_test: NDArray[np
     in_test = () if held_out else tuple(int(c) for c in first[np.isin(first, y_test)])
     return k, EmptyClasses(first=tuple(int(c) for c in first), count=k - present.size,
                            in_test=in_test, held_out=held_out)
+
+
+_NUM_CLASSES_WAYS = ("FederatedData.from_file(num_classes=K) or from_arrays in Python, an "
+                     "array num_classes in an .npz file; a .csv or .parquet file has no "
+                     "column for it")
 
 
 def _caller_level() -> int:
@@ -202,8 +207,8 @@ def warn_empty_classes(empty: EmptyClasses, num_classes: int) -> None:
         f"labels should be 0..k-1 with a row of every class, but class(es) "
         f"{_listed(list(empty.first), empty.count)} of 0..{num_classes - 1} have no {rows} "
         f"in the labels y{note}: the model gets {num_classes} outputs, {empty.count} of them "
-        f"never trained. Relabel the {used} classes as 0..{used - 1}, or give num_classes (an "
-        f"array num_classes in an .npz file) to keep empty classes on purpose",
+        f"never trained. Relabel the {used} classes as 0..{used - 1}, or give num_classes "
+        f"({_NUM_CLASSES_WAYS}) to keep empty classes on purpose",
         EmptyClassWarning, stacklevel=_caller_level())
 
 
