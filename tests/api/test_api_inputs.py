@@ -258,3 +258,14 @@ def test_a_run_keeps_its_final_parameters(budget: dict[str, Any], tmp_path: Path
         np.testing.assert_array_equal(npz["theta"], ran.theta)
     with pytest.raises(ValueError, match="kept no parameters"):
         fedqr.SimulationResult(document=ran.document).save_model(tmp_path / "none.npz")
+
+
+def test_a_model_of_another_float_format_is_refused_naming_the_parameter() -> None:
+    from torch import nn
+
+    def wide(shape: tuple[int, ...], k: int) -> nn.Module:
+        return nn.Sequential(nn.Linear(shape[0], 4), nn.Tanh(), nn.Linear(4, k)).double()
+
+    with pytest.raises(ValueError, match=r"model 'wide' must hold float32 parameters .* got "
+                                         r"torch.float64 for '0.weight': leave out .double"):
+        fedqr.make_kernel(wide, input_shape=(3,), num_classes=2)

@@ -152,6 +152,11 @@ def check_model(build: ModelFactory, *, input_shape: tuple[int, ...], num_classe
                          "remove it or set p=0 (the clients' noise regularises already)")
     if not any(p.requires_grad for p in model.parameters()):
         raise ValueError(f"model {label!r} has no trainable parameters")
+    other = [(n, p.dtype) for n, p in model.named_parameters() if p.dtype != torch.float32]
+    if other:
+        raise ValueError(f"model {label!r} must hold float32 parameters (fedqr feeds float32 "
+                         f"rows and draws float32 noise), got {other[0][1]} for "
+                         f"{other[0][0]!r}: leave out .double() / .half() in the factory")
     x = torch.zeros(2, *input_shape)
     y = torch.zeros(2, dtype=torch.int64)
     try:
