@@ -175,8 +175,9 @@ def test_result_json_matches_the_shipped_schema(tmp_path: Path, selection: str) 
     assert res.exit_code == 0, res.output
     doc = json.loads((out / "result.json").read_text())
     jsonschema.validate(doc, schema())
-    # the request echoes the default rdp and delta; what accounted the budgets says pure
-    assert doc["config"]["privacy"]["accountant"] == "rdp"
+    # the configuration records the accountant that accounted the budgets (the mechanism's
+    # own where none was asked for), as the accounting block does; delta echoes the request
+    assert doc["config"]["privacy"]["accountant"] == "pure"
     assert doc["accounting"] == {"accountant": "pure", "neighbours": "replace-one",
                                  "normaliser": "d_i: a public constant, fixed independently "
                                                "of any one record (docs/privacy.md)",

@@ -171,10 +171,12 @@ def _hidden(model: object, hidden: Sequence[int] | None) -> Sequence[int]:
 
 
 def _accountant(mechanism: Mechanism, accountant: Accountant | str | None) -> Accountant:
-    """The accountant asked for (``None``: RDP, the Gaussian mechanism's default, and what the
-    others ignore), refused where the mechanism accounts its budgets otherwise."""
+    """The accountant asked for, refused where the mechanism accounts its budgets otherwise;
+    ``None``: the mechanism's own (RDP for the Gaussian mechanism, pure composition for
+    Laplace, PLD for discrete Laplace; RDP, unused, without a mechanism), so that a run's
+    ``config`` records the accountant that accounted it."""
     if accountant is None:
-        return Accountant.RDP
+        return mechanism_for(mechanism).accountant(Accountant.RDP) or Accountant.RDP
     asked = parse_enum(Accountant, "accountant", accountant)
     check_accountant_applies(mechanism, asked)
     return asked

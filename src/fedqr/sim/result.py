@@ -164,8 +164,8 @@ class SimResult:
             "fedqr_result": 1,
             "dataset": self.dataset,
             "config": jsonable(self.config),
-            # what accounted the budgets: config.privacy echoes the request (a Laplace run
-            # ignores its accountant and delta: pure eps-DP, basic composition)
+            # what accounted the budgets: config.privacy holds the request (a Laplace run
+            # ignores a requested delta: pure eps-DP, basic composition)
             "accounting": {"accountant": used.value if used is not None else None,
                            "neighbours": privacy.spec.neighbours.value,
                            "normaliser": _normaliser(privacy),
