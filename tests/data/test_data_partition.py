@@ -226,3 +226,11 @@ def test_dirichlet_gives_up_with_clear_message() -> None:
         partition_dirichlet(
             labels=labels, num_clients=5, alpha=1e-3, rng=np.random.default_rng(0), max_draws=3
         )
+
+
+def test_dirichlet_refuses_a_concentration_its_draw_cannot_hold() -> None:
+    y = np.arange(100) % 5
+    huge = partition_dirichlet(labels=y, num_clients=4, alpha=1e100, rng=np.random.default_rng(0))
+    assert sorted(np.concatenate(huge.indices).tolist()) == list(range(100))
+    with pytest.raises(ValueError, match=r"alpha must be at most 1e\+100 .* got alpha=1e\+308"):
+        partition_dirichlet(labels=y, num_clients=4, alpha=1e308, rng=np.random.default_rng(0))

@@ -165,6 +165,11 @@ def partition_two_digits(
     )
 
 
+MAX_ALPHA = 1e100
+"""The largest Dirichlet concentration :func:`partition_dirichlet` takes (NumPy's gamma draws
+overflow near 1e300)."""
+
+
 def partition_dirichlet(
     *,
     labels: ArrayLike,
@@ -207,6 +212,10 @@ def partition_dirichlet(
     y = check_labels(labels)
     k = _check_num_clients(num_clients, y.size)
     a = check_positive_float("alpha", alpha)
+    if a > MAX_ALPHA:  # the Dirichlet draw overflows to NaN proportions long before 1e308
+        raise ValueError(f"alpha must be at most {MAX_ALPHA:g} (far below it every client gets "
+                         f"the same share of each class, as --partition iid deals), got "
+                         f"alpha={a!r}")
     draws = check_int("max_draws", max_draws, low=1)
     gen = check_rng(rng)
     members = [np.flatnonzero(y == c) for c in np.unique(y)]
