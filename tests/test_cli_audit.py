@@ -67,8 +67,11 @@ def test_out_that_is_a_folder_or_unwritable_is_refused(tmp_path: Path) -> None:
     blocker = tmp_path / "file"
     blocker.write_text("x")
     res = runner.invoke(app, [*SMALL, "--out", str(blocker / "a.json")])
-    assert res.exit_code == 2 and "writable folder" in res.output
+    assert res.exit_code == 2 and "is a file" in res.output
     assert blocker.read_text() == "x"
+    res = runner.invoke(app, [*SMALL, "--out", "/proc/fedqr-audit.json"])  # no files there
+    assert res.exit_code == 2 and "--out must be a writable location" in " ".join(
+        res.output.split())
 
 
 def test_a_violation_exits_1_and_still_writes_the_audit(tmp_path: Path,

@@ -117,8 +117,22 @@ def check_seed(name: str, value: int) -> int:
     return check_int_range(name, value, 0, SEED_MAX)
 
 
-def int_or_auto(name: str, text: str | None, *, low: int) -> int | None:
-    """``None`` for ``auto`` (the planner chooses), else an integer ``>= low``."""
+MAX_ROUNDS = 10_000_000
+"""The most rounds T a run or a plan takes (a larger T is a typo: at a millisecond a round it
+would take three hours)."""
+MAX_REPEATS = 1_000
+"""The most repeats a run (or the twin) takes: repeats share each pass as columns of one
+product, so their memory grows with them."""
+
+
+MIN_SAMPLE_RATE = 1e-9
+"""The least Poisson rate a command takes (below it no client of a billion rows samples a row;
+1e-320 broke the accountant's arithmetic)."""
+
+
+def int_or_auto(name: str, text: str | None, *, low: int, high: int | None = None
+                ) -> int | None:
+    """``None`` for ``auto`` (the planner chooses), else an integer in ``[low, high]``."""
     if text is None or text.strip().lower() == AUTO:
         return None
     try:
@@ -126,13 +140,14 @@ def int_or_auto(name: str, text: str | None, *, low: int) -> int | None:
     except ValueError:
         raise ValueError(f"{name} must be an integer >= {low} or 'auto', "
                          f"got {name}={text!r}") from None
-    if value < low:
-        raise ValueError(f"{name} must be an integer >= {low} or 'auto', got {name}={value}")
+    if value < low or (high is not None and value > high):
+        allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
+        raise ValueError(f"{name} must be an integer {allowed} or 'auto', got {name}={value}")
     return value
 
 
 def rate_or_auto(text: str | None, *, default: float | None) -> float | None:
-    """The sample rate: ``None`` for ``auto``, else a number in (0, 1]."""
+    """The sample rate: ``None`` for ``auto``, else a number in ``[MIN_SAMPLE_RATE, 1]``."""
     if text is None:
         return default
     if text.strip().lower() == AUTO:
@@ -142,6 +157,7 @@ def rate_or_auto(text: str | None, *, default: float | None) -> float | None:
     except ValueError:
         raise ValueError(f"sample_rate must be a number in (0, 1] or 'auto', "
                          f"got sample_rate={text!r}") from None
-    if not 0 < value <= 1:
-        raise ValueError(f"sample_rate must be in (0, 1] or 'auto', got sample_rate={value}")
+    if not MIN_SAMPLE_RATE <= value <= 1:
+        raise ValueError(f"sample_rate must be in [{MIN_SAMPLE_RATE:g}, 1] or 'auto', got "
+                         f"sample_rate={value}")
     return value

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -28,6 +27,10 @@ NUM_SAMPLES = 100
 MAX_TRIALS = 10_000_000
 MAX_ONE_REPLY_TRIALS = 100_000_000
 MAX_SEED = 2**63 - 1
+MAX_EPS = 100.0
+"""The largest claim audited: a canary game of MAX_TRIALS trials bounds eps at about
+ln(MAX_TRIALS) = 16, so larger claims are all alike to it (and their noise is too small for
+the accountant's arrays: eps 1e308 asked for 2 PiB)."""
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -77,8 +80,10 @@ class AuditConfig:
                              f"{', '.join(m.value for m in _noise.AUDITED)} (the densities "
                              "the canary game is derived for; none claims no privacy), got "
                              f"mechanism={self.mechanism.value}")
-        if not (isinstance(self.eps, int | float) and 0 < self.eps < math.inf):
-            raise ValueError(f"eps must be > 0 and finite, got eps={self.eps}")
+        if not (isinstance(self.eps, int | float) and 0 < self.eps <= MAX_EPS):
+            raise ValueError(f"eps must be in (0, {MAX_EPS:g}] (an audit of at most "
+                             f"{MAX_TRIALS} trials cannot tell larger ones apart), got "
+                             f"eps={self.eps}")
         if not (isinstance(self.delta, int | float) and 0 <= self.delta < 1):
             raise ValueError(f"delta must be in [0, 1), got delta={self.delta}")
         if not (isinstance(self.trials, int) and 10 <= self.trials <= MAX_TRIALS):

@@ -4,7 +4,6 @@
 # import torch, dp-accounting and flwr when they run), and no
 # "from __future__ import annotations" (typer reads the options from the annotations at
 # every start; strings would cost ~1,000 compiles and evals, a tenth of the budget).
-import os
 from pathlib import Path
 from typing import Annotated
 
@@ -12,21 +11,13 @@ import typer
 from rich.table import Table
 
 from fedqr._enums import Accountant, Mechanism, ThreatModel
-from fedqr.cli._common import fail, mechanism_for, out, write_json_atomic
+from fedqr.cli._common import check_out_file, fail, mechanism_for, out, write_json_atomic
 
 
 def _check_out(path: Path | None) -> None:
-    """Refuse an output path that cannot be written, before any work."""
-    if path is None:
-        return
-    if path.is_dir():
-        raise ValueError(f"out_file must be a file path, got out_file={str(path)!r} (a folder)")
-    parent = path.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"out_file must be in a writable folder, got out_file={str(path)!r} "
-                         f"({str(parent)!r} is not a writable folder)")
+    """Refuse an output path that cannot be written, before any work (a trial file, as every
+    command's ``--out``: a folder the user may not write into, ``/proc``, is found out)."""
+    check_out_file("out_file", path)
 
 
 def audit(

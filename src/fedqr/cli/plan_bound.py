@@ -96,6 +96,10 @@ def plan_bound(
         raise fail(str(e), code=1) from None
     except ValueError as e:
         raise fail(str(e)) from None
+    except (OverflowError, ZeroDivisionError):  # eps 1e308 or 1e-320 in the closed forms
+        raise fail(f"eps must be a budget the bound's closed forms can compute in floating "
+                   f"point, got eps={' '.join(f'{e:g}' for e in eps_list)} (they overflow "
+                   f"there: a budget between about 1e-6 and 1e6 works)") from None
     result = {"mechanism": mechanism.value, "rounding": rounding.value, "source": source,
               "constants": json.loads(json.dumps(doc_constants(base))), "table": rows}
     if plot is not None:

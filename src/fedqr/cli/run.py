@@ -25,7 +25,7 @@ from fedqr._options import (
     MechanismOpt,
     NumClientsOpt,
 )
-from fedqr._validate import int_or_auto, rate_or_auto
+from fedqr._validate import MAX_ROUNDS, int_or_auto, rate_or_auto
 from fedqr.cli._common import (
     check_out_dir,
     err,
@@ -162,7 +162,8 @@ def run(
         check_theory_options_apply(lr_schedule, mu=mu, gamma=gamma, lr_decay=lr_decay)
         settings: dict[str, Any] = dict(
             mechanism=mechanism, eps=floats("eps", eps), delta=floats("delta", delta),
-            clip=clip, accountant=accountant, rounds=int_or_auto("rounds", rounds, low=0),
+            clip=clip, accountant=accountant,
+            rounds=int_or_auto("rounds", rounds, low=0, high=MAX_ROUNDS),
             clients_per_round=int_or_auto("clients_per_round", clients_per_round, low=1)
             if clients_per_round is not None else default_clients_per_round(
                 source.num_clients),

@@ -14,6 +14,7 @@ from fedqr._cli_checks import (
     check_hidden_applies,
     check_theory_options_apply,
 )
+from fedqr._validate import MAX_REPEATS
 from fedqr.cli._common import floats, progress
 from fedqr.cli.data_options import (
     check_own_data_options,
@@ -177,8 +178,9 @@ def run_planner(scenario: Scenario, choice: ProxyChoice, *, twin_repeats: int | 
                 device: torch.device, use_cache: bool, pilot_share: float | None,
                 twin_budget: float | None = None) -> Plan:
     """Plan with a progress bar; a private pilot plans for the budget left after it."""
-    if twin_repeats is not None and twin_repeats < 2:
-        raise ValueError(f"twin_repeats must be >= 2, got twin_repeats={twin_repeats}")
+    if twin_repeats is not None and not 2 <= twin_repeats <= MAX_REPEATS:
+        raise ValueError(f"twin_repeats must be in [2, {MAX_REPEATS}], got "
+                         f"twin_repeats={twin_repeats}")
     if twin_budget is not None and not 0 < twin_budget < float("inf"):
         raise ValueError(f"twin_budget must be > 0 seconds and finite, got "
                          f"twin_budget={twin_budget}")
@@ -270,7 +272,7 @@ def check_full_batch_rate(mechanism: Mechanism, sample_rate: str | None) -> None
 def twin_plan(o: dict[str, Any]) -> tuple[Plan, Scenario]:
     """``fedqr plan --method twin``: the plan and its scenario (``o``: the options of
     :func:`fedqr.cli.plan.plan`); ``ValueError`` on bad input, before any work."""
-    from fedqr._validate import int_or_auto, rate_or_auto
+    from fedqr._validate import MAX_ROUNDS, int_or_auto, rate_or_auto
     from fedqr.cli._common import FIGURE_SUFFIXES, check_out_file
     from fedqr.cli._common import device as _device
 
@@ -294,7 +296,7 @@ def twin_plan(o: dict[str, Any]) -> tuple[Plan, Scenario]:
         accountant=o["accountant"], lr=o["lr"], lr_decay=o["lr_decay"],
         lr_schedule=o["lr_schedule"], weight_decay=o["weight_decay"],
         aggregation=o["aggregation"], seed=o["seed"], source=source, kernel=kernel,
-        rounds=int_or_auto("rounds", o["rounds"], low=1),
+        rounds=int_or_auto("rounds", o["rounds"], low=1, high=MAX_ROUNDS),
         clients_per_round=int_or_auto("clients_per_round", o["clients_per_round"], low=1))
     choice = proxy_choice(data_use=o["data_use"], proxy_share=o["proxy_share"],
                           proxy_dataset=o["proxy_dataset"], scenario=scenario,

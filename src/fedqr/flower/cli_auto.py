@@ -12,7 +12,7 @@ from pathlib import Path
 
 from rich.console import Console
 
-from fedqr._validate import int_or_auto, rate_or_auto
+from fedqr._validate import MAX_ROUNDS, int_or_auto, rate_or_auto
 from fedqr.data import DatasetName
 from fedqr.flower.auto import AutoChoice, FederationPlan, federation_scenario, plan_federation
 from fedqr.flower.config import FlowerRunConfig
@@ -42,7 +42,7 @@ def parse_schedule(*, rounds: str, clients_per_round: str, sample_rate: str | No
     ValueError
         Naming the option, its range and the value given.
     """
-    return Schedule(rounds=int_or_auto("rounds", rounds, low=1),
+    return Schedule(rounds=int_or_auto("rounds", rounds, low=1, high=MAX_ROUNDS),
                     clients_per_round=int_or_auto("clients_per_round", clients_per_round,
                                                   low=1),
                     sample_rate=rate_or_auto(sample_rate, default=default_rate))

@@ -12,7 +12,7 @@ import math
 from dataclasses import dataclass, field
 
 from fedqr._enums import DataUse, Method
-from fedqr._validate import check_int_range, check_nonnegative
+from fedqr._validate import MAX_ROUNDS, check_int_range, check_nonnegative
 from fedqr.data import DataSpec
 from fedqr.data.presets import default_model_name
 from fedqr.data.source import DataSource
@@ -73,8 +73,8 @@ class Scenario:
             if getattr(self, name) is not None:
                 object.__setattr__(self, name, check_int_range(name, getattr(self, name),
                                                                -2**63))
-        if self.rounds is not None and self.rounds < 1:
-            raise ValueError(f"rounds must be >= 1, got rounds={self.rounds}")
+        if self.rounds is not None and not 1 <= self.rounds <= MAX_ROUNDS:
+            raise ValueError(f"rounds must be in [1, {MAX_ROUNDS}], got rounds={self.rounds}")
         if self.clients_per_round is not None and not 1 <= self.clients_per_round <= n:
             raise ValueError(f"clients_per_round must be in [1, num_clients={n}], "
                              f"got clients_per_round={self.clients_per_round}")

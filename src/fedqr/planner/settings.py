@@ -8,7 +8,7 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.typing import NDArray
 
-from fedqr._validate import check_int_range, check_seed
+from fedqr._validate import MAX_REPEATS, check_int_range, check_seed
 from fedqr.planner.grids import b_grid, log_grid, q_grid
 from fedqr.planner.scenario import Scenario
 
@@ -66,7 +66,8 @@ class SearchSettings:
 
     def __post_init__(self) -> None:
         if self.repeats is not None:
-            object.__setattr__(self, "repeats", check_int_range("repeats", self.repeats, 2))
+            object.__setattr__(self, "repeats", check_int_range("repeats", self.repeats, 2,
+                                                                  MAX_REPEATS))
         object.__setattr__(self, "seed", check_seed("seed", self.seed))
         if not 1 <= self.t_first <= self.t_limit:
             raise ValueError(f"need 1 <= t_first <= t_limit, got t_first={self.t_first}, "

@@ -12,6 +12,8 @@ from fedqr._enums import LrSchedule as LrSchedule
 from fedqr._enums import Selection as Selection
 from fedqr._precision import Arithmetic as Arithmetic
 from fedqr._validate import (
+    MAX_REPEATS,
+    MAX_ROUNDS,
     check_in_range,
     check_int_range,
     check_positive,
@@ -272,14 +274,14 @@ class SimConfig:
         for name in ("num_clients", "clients_per_round", "rounds", "repeats", "eval_every",
                      "chunk_rows", "seed"):  # NumPy integers become ints; 1.5 or True do not
             object.__setattr__(self, name, check_int_range(name, getattr(self, name), -2**63))
-        check_int_range("num_clients", self.num_clients, 1)
+        check_int_range("num_clients", self.num_clients, 1, MAX_ROUNDS)  # the same cap
         if not 1 <= self.clients_per_round <= self.num_clients:
             raise ValueError(
                 f"clients_per_round must be in [1, num_clients={self.num_clients}], "
                 f"got clients_per_round={self.clients_per_round}"
             )
-        check_int_range("rounds", self.rounds, 0)
-        check_int_range("repeats", self.repeats, 1)
+        check_int_range("rounds", self.rounds, 0, MAX_ROUNDS)
+        check_int_range("repeats", self.repeats, 1, MAX_REPEATS)
         if not (self.weight_decay >= 0) or math.isinf(self.weight_decay):
             raise ValueError(f"weight_decay must be >= 0, got weight_decay={self.weight_decay}")
         check_int_range("eval_every", self.eval_every, 1)
