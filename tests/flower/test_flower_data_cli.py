@@ -73,6 +73,9 @@ def listening() -> Iterator[int]:
      "--work-dir must be a folder path, got --work-dir='/dev/null/x'"),
     (["--data", "{in}/own.npz", "--state-dir", "/dev/null/x"],
      "--state-dir must be a folder path, got --state-dir='/dev/null/x'"),
+    (["--dataset", "digits", "--num-clients", "0"], "--num-clients must be >= 1, got "
+                                                     "--num-clients=0"),
+    (["--dataset", "digits", "--eps", ""], "(leave --eps out for the default), got --eps=''"),
     (["--data", "{in}/own.npz", "--insecure"],
      "--insecure and --root-certificates are options of fedqr flower run"),
     (["--data", "{in}/own.npz", "--root-certificates", "{in}/own.csv"],

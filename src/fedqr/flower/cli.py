@@ -25,7 +25,7 @@ import typer
 from rich.console import Console
 
 from fedqr._atomic import check_writable_dir
-from fedqr._cli_checks import check_accountant_applies
+from fedqr._cli_checks import check_accountant_applies, given
 from fedqr._cli_messages import name_options
 from fedqr._enums import Accountant, Aggregation, DatasetName, Mechanism
 from fedqr._options import (
@@ -157,12 +157,18 @@ def _configure(mode: str, opts: "o.FlowerOptions"
     from fedqr.privacy import mechanism_for
 
     _check_mode(mode, opts)
+    if given("eps") and not opts.eps.strip():
+        raise ValueError("eps must be a number or a comma-separated list of per-client "
+                         "numbers (leave --eps out for the default), got eps=''")
     check_accountant_applies(opts.mechanism, opts.accountant)
     remote = None
     if opts.superlink is not None:
         remote = _remote(opts.superlink, opts.root_certificates, insecure=opts.insecure)
     own = own_data(opts, remote=remote is not None)
-    n = own.num_clients if own is not None else opts.num_clients or 10
+    n = own.num_clients if own is not None else (
+        10 if opts.num_clients is None else opts.num_clients)
+    if n < 1:  # before b's default (every client of a small federation) names b instead
+        raise ValueError(f"num_clients must be >= 1, got num_clients={n}")
     default_rate = mechanism_for(opts.mechanism).default_sample_rate
     schedule = parse_schedule(  # b: 10, or every client of a smaller federation by default
         rounds=opts.rounds, clients_per_round=opts.clients_per_round or str(
@@ -276,12 +282,16 @@ def _execute(cfg: "FlowerRunConfig", *, mode: str, work_dir: Path | None, timeou
         doc["plan"] = {**planned.record(),
                        "achieved_test_loss": doc["summary"]["final_test_loss_mean"]}
     _write(out_dir, doc, outcome.theta)
+    if doc.get("diverged"):  # its metrics are null: said once, printed as "-"
+        err.print(f"[yellow]warning:[/] the run diverged: non-finite loss from round "
+                  f"{doc.get('diverged_round')} on (saved as null in result.json); try a "
+                  "smaller --lr, a smaller --clip or more noise budget")
     final = doc["summary"]
     missing = doc["flower"]["missing_replies"]
     out.print(f"{mode}: {cfg.rounds} rounds, N={cfg.num_clients}, b={cfg.clients_per_round}, "
               f"{len(missing)} replies lost; final test accuracy "
-              f"{final['final_test_accuracy_mean']:.4f}, test loss "
-              f"{final['final_test_loss_mean']:.4f} ({doc['wall_time_s']:.1f} s)")
+              f"{_metric(final['final_test_accuracy_mean'])}, test loss "
+              f"{_metric(final['final_test_loss_mean'])} ({doc['wall_time_s']:.1f} s)")
     out.print(f"wrote {out_dir / 'result.json'}, {out_dir / 'training.png'}, "
               f"{out_dir / 'model.npz'}")
 
@@ -299,6 +309,11 @@ def _progress(total: int) -> Iterator[Callable[[list[dict[str, Any]]], None]]:
             bar.update(task, completed=len(lines),
                        description=f"acc {last['test_accuracy']:.3f} lost {len(last['lost'])}")
         yield update
+
+
+def _metric(value: object) -> str:
+    """A final metric as printed: four decimals, ``-`` where the run diverged (null)."""
+    return "-" if value is None else f"{value:.4f}"
 
 
 def _write(out_dir: Path, doc: dict[str, Any], theta: Any) -> None:
