@@ -160,3 +160,19 @@ def test_a_port_in_time_wait_is_free_and_a_listener_is_not() -> None:
     client.close()
     listener.close()
     check_port_free("--port", "127.0.0.1", port)  # no error
+
+
+@pytest.mark.parametrize(("args", "needle"), [
+    (["{tmp}/file"], "directory must be a folder path, got directory="),
+    (["/proc/fedqr-certs"], "directory must be a writable location"),
+    (["{tmp}/c", "--nodes", str(10**30)], "--nodes must be in [1, 10000]"),
+    (["{tmp}/c", "--host", ""], "--host must be a host name or address (1 to 64 characters, "
+                                "no spaces), got --host=''"),
+    (["{tmp}/c", "--host", "a b"], "got --host='a b'"),
+])
+def test_certs_refuse_bad_places_and_values(tmp_path: Path, args: list[str],
+                                            needle: str) -> None:
+    (tmp_path / "file").write_text("x")
+    code, text = _invoke(["certs", *[a.replace("{tmp}", str(tmp_path)) for a in args]])
+    assert code == 2 and needle in text, text
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]

@@ -25,6 +25,8 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
+from fedqr._atomic import check_writable_dir
+
 VALID_DAYS = 365
 
 
@@ -49,6 +51,10 @@ def _san(hosts: list[str]) -> x509.SubjectAlternativeName:
     return x509.SubjectAlternativeName(names)
 
 
+MAX_NODES = 10_000
+"""The most SuperNode key pairs one call makes."""
+
+
 def make_certs(out: Path, *, hosts: list[str], num_nodes: int) -> list[Path]:
     """Write the CA, the SuperLink's certificate for ``hosts`` and ``num_nodes`` key pairs.
 
@@ -62,8 +68,13 @@ def make_certs(out: Path, *, hosts: list[str], num_nodes: int) -> list[Path]:
     """
     if not hosts:
         raise ValueError("--host must name at least one host name or address of the SuperLink")
-    if num_nodes < 1:
-        raise ValueError(f"--nodes must be >= 1, got --nodes={num_nodes}")
+    if not 1 <= num_nodes <= MAX_NODES:
+        raise ValueError(f"--nodes must be in [1, {MAX_NODES}], got --nodes={num_nodes}")
+    bad = [h for h in hosts if not 1 <= len(h) <= 64 or any(c.isspace() for c in h)]
+    if bad:
+        raise ValueError(f"--host must be a host name or address (1 to 64 characters, no "
+                         f"spaces), got --host={bad[0]!r}")
+    check_writable_dir("directory", out)  # a file, or a place nothing can be written
     if (out / "ca.pem").exists():
         raise ValueError(f"{out} already holds ca.pem: give an empty folder (nothing is "
                          "overwritten)")
