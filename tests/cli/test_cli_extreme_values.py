@@ -39,6 +39,8 @@ def constants(tmp_path_factory: pytest.TempPathFactory) -> Path:
       "--plot", "{out}.png"], "--eps must be a budget the bound's closed forms can compute"),
     (["plan", "--constants", "{c}", "--mechanism", "laplace", "--eps", "1e-320",
       "--plot", "{out}.png"], "--eps must be a budget the bound's closed forms can compute"),
+    (["run", "--dataset", "digits", "--rounds", "1", "--model", "mlp", "--hidden", HUGE,
+      "--out", "{out}"], "--hidden must be comma-separated widths in [1, 1000000]"),
     (["audit", "--rounds", "1", "--trials", "10", "--one-reply-trials", "10", "--eps", "1e308",
       "--out", "{out}.json"], "--eps must be in (0, 100]"),
     (["audit", "--rounds", "1", "--trials", "10", "--one-reply-trials", "10", "--num-clients",

@@ -76,14 +76,19 @@ TwinBudgetOpt = Annotated[float | None, typer.Option(
              "loss still falls; a given budget is never raised).")]
 
 
+MAX_WIDTH = 1_000_000
+"""The widest hidden layer ``--hidden`` takes (wider is a typo: it would not fit in memory)."""
+
+
 def parse_hidden(text: str) -> tuple[int, ...]:
     """``"64,32"`` as ``(64, 32)``; a clear error naming ``hidden`` otherwise."""
     try:
         widths = tuple(int(v) for v in text.split(",") if v.strip())
     except ValueError:
         widths = ()
-    if not widths or min(widths) < 1:
-        raise ValueError(f"hidden must be comma-separated widths >= 1, got hidden={text!r}")
+    if not widths or min(widths) < 1 or max(widths) > MAX_WIDTH:
+        raise ValueError(f"hidden must be comma-separated widths in [1, {MAX_WIDTH}], got "
+                         f"hidden={text!r}")
     return widths
 
 

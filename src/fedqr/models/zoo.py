@@ -61,8 +61,8 @@ def seeded(factory: UserFactory, input_shape: tuple[int, ...], num_classes: int)
 def mlp_factory(hidden: Sequence[int]) -> UserFactory:
     """A multilayer perceptron: flatten, then Linear-ReLU per hidden width, then Linear."""
     widths = [int(h) for h in hidden]
-    if not widths or any(h < 1 for h in widths):
-        raise ValueError(f"hidden must list widths >= 1, got hidden={list(hidden)}")
+    if not widths or any(not 1 <= h <= 1_000_000 for h in widths):
+        raise ValueError(f"hidden must list widths in [1, 1000000], got hidden={list(hidden)}")
 
     def build(input_shape: tuple[int, ...], num_classes: int) -> nn.Module:
         layers: list[nn.Module] = [nn.Flatten()]
