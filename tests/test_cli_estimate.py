@@ -116,6 +116,12 @@ def test_a_model_file_is_estimated_but_not_cached(small_file: Path, tmp_path: Pa
     (["--data", "{small}", "--model", "mlp", "--hidden", "8,x"], "hidden must be"),
     (["--data", "{small}", "--test-data", "nowhere.npz"], "--test-data must be an existing"),
     (["--test-share", "0.2"], "--test-share needs --data FILE"),
+    (["--dataset", "digits", "--delta", "1e-6"], "--delta must be left out for --mechanism "
+                                                 "laplace"),
+    (["--dataset", "digits", "--sample-rate", "0.5"], "uses each client's full local data"),
+    (["--dataset", "digits", "--alpha", "2"], "--alpha must be left out: it sets the "
+                                              "concentration of --partition dirichlet"),
+    (["--data", "{small}", "--alpha", "2"], "the clients of --data FILE are its own"),
 ])
 def test_bad_data_input_exits_2_naming_the_option(small_file: Path, tmp_path: Path,
                                                   args: list[str], needle: str) -> None:

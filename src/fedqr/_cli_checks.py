@@ -48,9 +48,11 @@ def check_left_out(names: tuple[str, ...], *, why: str) -> None:
         return
     for name in names:
         if given(name):
-            flag = next((p.opts[0] for p in ctx.command.params if p.name == name),
-                        "--" + name.replace("_", "-"))
+            param = next((p for p in ctx.command.params if p.name == name), None)
+            flag = param.opts[0] if param is not None else "--" + name.replace("_", "-")
             value: object = ctx.params.get(name)
+            if value is False and param is not None and param.secondary_opts:
+                raise ValueError(f"{param.secondary_opts[0]} {why}")  # --no-standardize
             shown = getattr(value, "value", value)  # an enum's option text
             raise ValueError(f"{flag} {why}, got {flag}={str(shown)!r}")
 

@@ -185,6 +185,24 @@ def test_options_of_a_recipe_or_schedule_that_is_not_used_are_refused(
     assert not out.exists()
 
 
+@pytest.mark.parametrize("command", ["run", "plan"])
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--client-column", "site"], "--client-column is an option of --data FILE (its columns "
+                                  "and scaling), not of the built-in data sets, got "
+                                  "--client-column='site'"),
+    (["--label-column", "y"], "got --label-column='y'"),
+    (["--no-standardize"], "--no-standardize is an option of --data FILE"),
+])
+def test_data_file_options_without_a_data_file_are_refused(
+        tmp_path: Path, command: str, extra: list[str], message: str) -> None:
+    out = tmp_path / "out"
+    tail = ["--rounds", "1", "--out", str(out)] if command == "run" else ["--no-cache"]
+    res = runner.invoke(app, [command, "--dataset", "digits", *extra, *tail])
+    assert res.exit_code == 2, res.output
+    assert message in " ".join(res.output.split())
+    assert not out.exists()
+
+
 def test_alpha_with_the_dirichlet_partition_runs(tmp_path: Path) -> None:
     res = runner.invoke(app, ["run", "--dataset", "digits", "--partition", "dirichlet",
                               "--alpha", "2", "--rounds", "1", "--out", str(tmp_path / "o")])

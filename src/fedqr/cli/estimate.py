@@ -125,6 +125,15 @@ def estimate(
     from fedqr.theory import constants_from_json
 
     try:
+        from fedqr._cli_checks import check_alpha_applies, check_budget_applies
+        from fedqr.cli.scenario import check_full_batch_rate
+        from fedqr.data.presets import default_partition
+
+        check_budget_applies(mechanism, delta=delta)  # Laplace: pure eps-DP, no delta
+        check_full_batch_rate(mechanism, None if sample_rate is None else str(sample_rate))
+        if data is None:  # a data file's alpha is refused with its other recipe options
+            check_alpha_applies((partition or default_partition(
+                dataset or DatasetName.MNIST)).value, alpha)
         delta_used = mechanism_for(mechanism).client_delta(delta)
         check_budget(eps, delta_used, mechanism)
         check_out_file("out_path", out_path)

@@ -12,6 +12,7 @@ from fedqr._cli_checks import (
     check_alpha_applies,
     check_budget_applies,
     check_hidden_applies,
+    check_left_out,
     check_theory_options_apply,
 )
 from fedqr._validate import MAX_REPEATS
@@ -226,6 +227,9 @@ def workload(*, dataset: DatasetName | None, partition: PartitionKind | None, al
                 raise ValueError(f"{name} needs --data FILE, got {name}={given}")
         check_alpha_applies((partition or default_partition(dataset or DatasetName.MNIST)).value,
                             alpha)
+        check_left_out(("client_column", "label_column", "standardize"),
+                       why="is an option of --data FILE (its columns and scaling), not of the "
+                           "built-in data sets")
         source: DataSource = DataSpec(
             dataset=dataset or DatasetName.MNIST, fraction=fraction, partition=partition,
             alpha=alpha,
