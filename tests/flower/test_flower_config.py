@@ -32,7 +32,7 @@ def test_sim_config_is_per_reply_round_robin() -> None:
 @pytest.mark.parametrize(
     ("table", "needle"),
     [
-        ({"num-clients": 0}, "num_clients must be >= 1, got num_clients=0"),
+        ({"num-clients": 0}, "num_clients must be in [1, 10000000], got num_clients=0"),
         ({"clients-per-round": 11}, "clients_per_round must be in [1, num_clients=10]"),
         ({"eps": "-1"}, "eps must be > 0"),
         ({"eps": "a,b"}, "eps must be a number or comma-separated per-client numbers"),

@@ -21,7 +21,7 @@ from typing import Any
 from fedqr.data import Dataset, DatasetName, DataSpec, FederatedData, Partition, PartitionKind
 from fedqr.data.presets import default_model_name
 from fedqr.flower.run_values import parse_floats, parse_value, parse_widths
-from fedqr.privacy import Accountant, Mechanism
+from fedqr.privacy import Accountant, Mechanism, mechanism_for
 from fedqr.sim.config import (
     Aggregation,
     EvalTrain,
@@ -149,7 +149,9 @@ class FlowerRunConfig:
             lr=LearningRate(eta0=self.lr, decay=self.lr_decay), weight_decay=self.weight_decay,
             privacy=PrivacyConfig(mechanism=self.mechanism, eps=self.eps, delta=self.delta,
                                   clip=self.clip, sample_rate=self.sample_rate,
-                                  accountant=self.accountant),
+                                  # the one that accounts it (Laplace: pure), as fedqr run's
+                                  accountant=mechanism_for(self.mechanism).accountant(
+                                      self.accountant) or self.accountant),
             repeats=1, seed=self.seed, eval_every=1, noise_seeding=NoiseSeeding.PER_REPLY,
             train_eval=EvalTrain.NONE if self.server_test_only else EvalTrain.EVERY)
 
