@@ -17,15 +17,6 @@ import fedqr
 from fedqr._validate import float_tuple
 
 
-@pytest.fixture(scope="module")
-def data() -> fedqr.FederatedData:
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(600, 6)).astype(np.float32)
-    y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int64)
-    return fedqr.FederatedData.from_arrays(x=x, y=y, client=rng.integers(0, 4, 600),
-                                           test_share=0.25, seed=0)
-
-
 @pytest.fixture
 def budget(data: fedqr.FederatedData) -> dict[str, Any]:
     return {"data": data, "model": "logreg", "mechanism": "laplace", "eps": 4.0, "clip": 5.0}

@@ -8,7 +8,6 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
 import torch
 from torch import nn
@@ -99,15 +98,6 @@ def test_the_identity_covers_initial_weights_and_loss() -> None:
     assert model_identity(_kernel(zeroed)) != base
     assert model_identity(_kernel(mlp, loss_fn=loss)) != base
     assert model_identity(_kernel("logreg")) != model_identity(_kernel("linear"))
-
-
-@pytest.fixture
-def data() -> fedqr.FederatedData:
-    rng = np.random.default_rng(0)
-    x = rng.normal(size=(600, 6)).astype(np.float32)
-    y = (x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int64)
-    return fedqr.FederatedData.from_arrays(x=x, y=y, client=rng.integers(0, 4, 600),
-                                           test_share=0.25, seed=0)
 
 
 @pytest.fixture

@@ -12,14 +12,13 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import numpy as np
 import pytest
-import typer
 from torch import nn
 from typer.testing import CliRunner
 
 from fedqr.cli import app, plan_cache
 from fedqr.models.zoo import load_factory
+from tests.cli.test_cli_plan_cache import _options, _write_csv  # the answer key's options
 
 runner = CliRunner()
 
@@ -115,16 +114,6 @@ def test_modules_are_found_without_torch(model: Path) -> None:
     assert done.stdout.split() == ["3", "False", "False"], done.stdout
 
 
-def _write_csv(path: Path) -> Path:
-    """Three clients, 40 rows each, four features, two classes."""
-    rng = np.random.default_rng(0)
-    lines = ["client,label,a,b,c,d"]
-    for i in range(120):
-        y = int(rng.integers(2))
-        lines.append(f"{i % 3},{y}," + ",".join(f"{v:.4f}" for v in rng.normal(size=4) + y))
-    path.write_text("\n".join(lines) + "\n")
-    return path
-
 
 @pytest.fixture
 def args(tmp_path: Path, model: Path) -> list[str]:
@@ -134,19 +123,6 @@ def args(tmp_path: Path, model: Path) -> list[str]:
             "--eps", "5", "--clip", "5", "--twin-repeats", "2", "--rounds", "5",
             "--model", f"{model}:make", "--json"]
 
-
-def _options(args: list[str]) -> dict[str, Any]:
-    """The options ``fedqr plan`` hands :func:`plan_cache.answer_key` (nothing planned)."""
-    seen: dict[str, Any] = {}
-
-    def record(o: dict[str, Any]) -> str:
-        seen.update(o)
-        raise typer.Exit(0)
-
-    with pytest.MonkeyPatch.context() as m:
-        m.setattr(plan_cache, "answer_key", record)
-        assert runner.invoke(app, args).exit_code == 0
-    return seen
 
 
 def test_the_key_follows_every_user_module_the_model_file_imports(args: list[str],
@@ -167,17 +143,8 @@ def test_the_key_follows_every_user_module_the_model_file_imports(args: list[str
 
 
 def test_an_edited_helper_plans_again(args: list[str], model: Path,
-                                      monkeypatch: pytest.MonkeyPatch) -> None:
-    import fedqr.cli.scenario as scenario
-
-    calls: list[int] = []
-    real = scenario.twin_plan
-
-    def counted(o: dict[str, Any]) -> Any:
-        calls.append(1)
-        return real(o)
-
-    monkeypatch.setattr(scenario, "twin_plan", counted)
+                                      planner_calls: list[int]) -> None:
+    calls = planner_calls
 
     def plan() -> dict[str, Any]:
         _forget(model.parent)  # each `fedqr plan` is a new process

@@ -55,21 +55,6 @@ def args(tmp_path: Path) -> list[str]:
             "--eps", "5", "--clip", "5", "--twin-repeats", "2", "--rounds", "5"]
 
 
-@pytest.fixture
-def planner_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """Counts the calls of the planner (``fedqr.cli.scenario.twin_plan``)."""
-    import fedqr.cli.scenario as scenario
-
-    calls: list[int] = []
-    real = scenario.twin_plan
-
-    def counted(o: dict[str, Any]) -> Any:
-        calls.append(1)
-        return real(o)
-
-    monkeypatch.setattr(scenario, "twin_plan", counted)
-    return calls
-
 
 def _ok(argv: list[str]) -> Result:
     res = runner.invoke(app, argv)
