@@ -164,7 +164,7 @@ def test_refused_reply_stops_the_run_with_the_client_s_message(flwr_apps,
     with pytest.raises(Exception, match="client 0 refused to reply"):
         _serve(flwr_apps, cfg, tmp_path, run_id=8)  # a second run on the same ledgers
     err = json.loads((out / "error.json").read_text())["error"]
-    assert "PrivacyBudgetExceeded: client 0: reply refused" in err
+    assert "BudgetRefused: client 0: this run's" in err  # refused before its first reply
     assert not (out / "result.json").exists()
 
 

@@ -14,9 +14,10 @@ from fedqr.data import Dataset, DatasetName, Partition, PartitionKind
 from fedqr.flower.client_logic import answer_round
 from fedqr.flower.client_state import ReplayRefused, read_state, state_path
 from fedqr.flower.config import FlowerRunConfig
+from fedqr.flower.own_data import BudgetRefused
 from fedqr.flower.server_logic import ClientReply, FlowerRunError, ServerRun
 from fedqr.models.factory import ModelName, default_model
-from fedqr.privacy import Mechanism, PrivacyBudgetExceeded, PrivacyLedger
+from fedqr.privacy import Mechanism, PrivacyLedger
 from fedqr.sim.engine import simulate
 from fedqr.sim.network import simulate_network
 from fedqr.sim.result import SimResult
@@ -61,8 +62,10 @@ def test_over_budget_reply_is_refused_and_nothing_recorded(tmp_path: Path) -> No
     _answer(LAPLACE, tmp_path, rnd=0)
     _answer(LAPLACE, tmp_path, rnd=1)
     before = state_path(tmp_path / "client-1").read_bytes()
-    with pytest.raises(PrivacyBudgetExceeded, match="client 1: reply refused"):
-        _answer(LAPLACE, tmp_path, rnd=0, run="run-2")  # a second run on a spent ledger
+    # a second run on a spent ledger: refused at its first reply, as its whole schedule
+    # does not fit what is left (before the reply's own check, which would refuse too)
+    with pytest.raises(BudgetRefused, match="client 1: this run's 2 replies do not fit"):
+        _answer(LAPLACE, tmp_path, rnd=0, run="run-2")
     assert state_path(tmp_path / "client-1").read_bytes() == before
 
 
@@ -192,3 +195,33 @@ def test_the_server_pools_the_clipped_share_over_the_replies_rows() -> None:
                                     grad_norm=1.0, epsilon_spent=0.5))
     run.record(0)
     assert run.result()["clients"][0]["clipped_fraction"] == pytest.approx(0.25)  # not 0.5
+
+
+def test_a_run_that_does_not_fit_what_earlier_runs_left_is_refused_before_any_reply(
+        tmp_path: Path) -> None:
+    """A node's ledger holds eps 2 over runs; each run asks eps 1 (Laplace: basic
+    composition), so two runs fit and a third is refused at its first reply, charging
+    nothing, instead of spending what is left on replies it cannot finish."""
+    from fedqr.flower.client_logic import client_budget
+    from fedqr.flower.client_state import Budget
+    from fedqr.flower.own_data import BudgetRefused
+
+    cfg = FlowerRunConfig(num_clients=2, clients_per_round=1, rounds=4,
+                          dataset=DatasetName.DIGITS, mechanism=Mechanism.LAPLACE, eps=1.0,
+                          clip=20.0, sample_rate=1.0, seed=5)
+    run = ServerRun.start(cfg)
+    budget = client_budget(cfg.sim_config(), client=0)
+    assert budget is not None
+    lifetime = Budget(client_id=0, eps=2.0, delta=budget.delta, accountant=budget.accountant)
+    state = tmp_path / "client-0"
+    for key in ("first", "second"):
+        for t in (0, 2):  # client 0's rounds of the round-robin schedule
+            answer_round(cfg, client=0, round=t, theta=run.theta_numpy(), run_key=key,
+                         state_dir=state, ledger_budget=lifetime)
+    before = (state / "state.json").read_bytes() if (state / "state.json").exists() else None
+    with pytest.raises(BudgetRefused, match=r"this run's 2 replies do not fit its budget "
+                                            r"eps=2 .* refused before its first reply"):
+        answer_round(cfg, client=0, round=0, theta=run.theta_numpy(), run_key="third",
+                     state_dir=state, ledger_budget=lifetime)
+    after = (state / "state.json").read_bytes() if (state / "state.json").exists() else None
+    assert before == after  # nothing charged

@@ -22,8 +22,9 @@ import torch
 from fedqr.flower.client_data import ClientData, load_client_data
 from fedqr.flower.client_state import Budget, ReplayRefused, locked_state
 from fedqr.flower.config import FlowerRunConfig
+from fedqr.flower.own_data import BudgetRefused
 from fedqr.models.kernel import GradSums
-from fedqr.privacy import noise_tensor
+from fedqr.privacy import PrivacyLedger, noise_tensor
 from fedqr.sim.budget import client_noise  # the engine's calibration
 from fedqr.sim.config import SimConfig
 from fedqr.sim.reply import client_replies
@@ -193,6 +194,8 @@ def answer_round(cfg: FlowerRunConfig, *, client: int, round: int, theta: np.nda
                                 "answered for another model; a second answer would spend "
                                 "budget twice: refused")
         event = plan.event
+        if not answered and state.ledger.would_exceed(event, plan.replies):
+            raise BudgetRefused(_does_not_fit(state.ledger, client=client, replies=plan.replies))
 
         def charge() -> None:  # charge and persist before the noise is drawn
             if prior is None:
@@ -205,6 +208,16 @@ def answer_round(cfg: FlowerRunConfig, *, client: int, round: int, theta: np.nda
                                          charge=charge)
         return _reply(new, sums, gnorm, size=data.x.shape[0], noise_std=plan.noise_std,
                       eps=state.ledger.spent()[0], charged=state.ledger.replies)
+
+
+def _does_not_fit(ledger: PrivacyLedger, *, client: int, replies: int) -> str:
+    """Why a run is refused at its first reply: its whole schedule does not fit what the
+    client's ledger has left after earlier runs (nothing of this run is charged)."""
+    spent, _ = ledger.spent()
+    return (f"client {client}: this run's {replies} replies do not fit its budget eps="
+            f"{ledger.eps_budget:g} (delta={ledger.delta_budget:g}) beside the eps={spent:.6g} "
+            f"its ledger spent in earlier runs: refused before its first reply (nothing "
+            f"charged); run with a smaller --eps, fewer rounds, or a node with budget left")
 
 
 def _reply(theta: np.ndarray, sums: GradSums, gnorm: float, *, size: int, noise_std: float,
