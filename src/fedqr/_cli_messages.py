@@ -13,10 +13,11 @@ Light on purpose: imported by every command's failure path (click only).
 from __future__ import annotations
 
 import re
+from typing import Any
 
 import click
 
-__all__ = ["ALIASES", "name_options"]
+__all__ = ["ALIASES", "diverged_note", "name_options"]
 
 ALIASES = {"test_path": "test_data", "path": "data", "decay": "lr_decay"}
 """Library parameters whose command-line option carries another name: a data file's
@@ -59,3 +60,13 @@ def name_options(message: str, ctx: click.Context | None = None) -> str:
             message = re.sub(word + r"(?==)", option, message)
             message = re.sub(rf"^{re.escape(name)}(?= must |: )", option, message)
     return message
+
+
+def diverged_note(doc: dict[str, Any]) -> str | None:
+    """The one line every command prints for a run whose metrics became non-finite (saved as
+    null in ``doc``, a result.json document); ``None`` for a run that stayed finite."""
+    if not doc.get("diverged"):
+        return None
+    return (f"the run diverged: non-finite loss from round {doc.get('diverged_round')} on "
+            "(saved as null in result.json); try a smaller --lr, a smaller --clip or more "
+            "noise budget")

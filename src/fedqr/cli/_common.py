@@ -15,7 +15,7 @@ from fedqr._atomic import (
     write_file_atomic,
     write_json_atomic,
 )
-from fedqr._cli_messages import name_options
+from fedqr._cli_messages import diverged_note, name_options
 
 if TYPE_CHECKING:
     import torch
@@ -95,10 +95,9 @@ __all__ = ["FIGURE_SUFFIXES", "check_out_dir", "check_out_file", "device", "err"
 
 def warn_diverged(doc: dict[str, Any]) -> None:
     """One line on stderr when a run's metrics became non-finite (saved as null)."""
-    if doc.get("diverged"):
-        err.print(f"[yellow]warning:[/] the run diverged: non-finite loss from round "
-                  f"{doc['diverged_round']} on (saved as null in result.json); try a smaller "
-                  "--lr, a smaller --clip or more noise budget")
+    note = diverged_note(doc)
+    if note is not None:
+        err.print(f"[yellow]warning:[/] {note}")
 
 
 def progress(label: str) -> Progress:

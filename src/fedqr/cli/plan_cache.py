@@ -53,6 +53,7 @@ import fedqr
 from fedqr._atomic import write_bytes_atomic
 from fedqr._cache import PLANNER_VERSION, cache_home
 from fedqr._precision import twin_products
+from fedqr._user_files import is_user_file
 from fedqr.cli._common import err
 from fedqr.cli.plan_view import plan_view, show_plan
 
@@ -268,15 +269,8 @@ def _find(folder: Path, part: str) -> Path | None:
 
 
 def _user_file(path: Path) -> bool:
-    """Whether ``path`` is the user's source: a ``.py`` file outside the standard library,
-    the installed packages (``site-packages``, ``dist-packages``) and fedqr (as
-    :func:`fedqr.planner.kernels.is_user_file`, which imports torch)."""
-    real = os.path.realpath(path)
-    parts = Path(real).parts
-    roots = (os.path.dirname(os.__file__), os.path.dirname(fedqr.__file__))
-    return (real.endswith(".py") and "site-packages" not in parts and
-            "dist-packages" not in parts and
-            not real.startswith(tuple(os.path.join(os.path.realpath(r), "") for r in roots)))
+    """Whether ``path`` is the user's Python source (:func:`fedqr._user_files.is_user_file`)."""
+    return str(path).endswith(".py") and is_user_file(path)
 
 
 def _search_places(name: str, data_dir: Path | None) -> list[tuple[Path, bool]]:

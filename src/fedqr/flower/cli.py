@@ -26,7 +26,7 @@ from rich.console import Console
 
 from fedqr._atomic import check_writable_dir
 from fedqr._cli_checks import check_accountant_applies, given
-from fedqr._cli_messages import name_options
+from fedqr._cli_messages import diverged_note, name_options
 from fedqr._enums import Accountant, Aggregation, DatasetName, Mechanism
 from fedqr._options import (
     AggregationOpt,
@@ -282,10 +282,9 @@ def _execute(cfg: "FlowerRunConfig", *, mode: str, work_dir: Path | None, timeou
         doc["plan"] = {**planned.record(),
                        "achieved_test_loss": doc["summary"]["final_test_loss_mean"]}
     _write(out_dir, doc, outcome.theta)
-    if doc.get("diverged"):  # its metrics are null: said once, printed as "-"
-        err.print(f"[yellow]warning:[/] the run diverged: non-finite loss from round "
-                  f"{doc.get('diverged_round')} on (saved as null in result.json); try a "
-                  "smaller --lr, a smaller --clip or more noise budget")
+    note = diverged_note(doc)  # its metrics are null: said once, printed as "-"
+    if note is not None:
+        err.print(f"[yellow]warning:[/] {note}")
     final = doc["summary"]
     missing = doc["flower"]["missing_replies"]
     out.print(f"{mode}: {cfg.rounds} rounds, N={cfg.num_clients}, b={cfg.clients_per_round}, "

@@ -14,15 +14,13 @@ import contextlib
 import functools
 import hashlib
 import math
-import os
-import sysconfig
 import types
 from pathlib import Path
 from typing import Any
 
 import torch
 
-import fedqr
+from fedqr._user_files import is_user_file
 from fedqr.data import Dataset
 from fedqr.models.kernel import Kernel
 from fedqr.models.logreg_kernel import LogRegKernel
@@ -237,22 +235,6 @@ def _user_code_file(code: types.CodeType) -> bool:
     session, ``exec``)."""
     name = code.co_filename
     return not Path(name).is_absolute() or is_user_file(name)
-
-
-@functools.cache
-def _not_user_roots() -> tuple[str, ...]:
-    paths = sysconfig.get_paths()
-    roots = {paths["stdlib"], paths["platstdlib"], str(Path(fedqr.__file__).parent)}
-    return tuple(os.path.join(os.path.realpath(r), "") for r in roots)
-
-
-def is_user_file(path: str) -> bool:
-    """Whether the source file ``path`` is the user's: not in the standard library, an
-    installed package (``site-packages``, ``dist-packages``) or fedqr itself."""
-    real = os.path.realpath(path)
-    parts = Path(real).parts
-    return ("site-packages" not in parts and "dist-packages" not in parts and
-            not real.startswith(_not_user_roots()))
 
 
 def _code_bytes(code: types.CodeType) -> bytes:
