@@ -174,3 +174,41 @@ def test_reply_stats() -> None:
         ReplyStats(noise_std=-1.0, clipped_fraction=0.5, snr=1.0)
     with pytest.raises(ValueError, match="snr must be >= 0"):
         ReplyStats(noise_std=1.0, clipped_fraction=0.5, snr=math.nan)
+
+
+def test_summed_gaussian_noise_has_the_law_of_the_weighted_sum_of_replies_noise() -> None:
+    """``draw_sum``: one draw of sum_j w_j N(0, s_j^2) per coordinate against the weighted sum
+    of per-reply draws: the same variance (2% at about 10 SE, as above) and Gaussian kurtosis;
+    the summed std is rounded up, never down, to float32."""
+    spec = mechanism_for(Mechanism.GAUSSIAN)
+    w = torch.tensor([[0.1, 0.25, 0.3, 0.35], [0.7, 0.1, 0.1, 0.1]])
+    s = torch.tensor([[0.5, 1.0, 2.0, 7.5], [3.0, 0.2, 0.0, 1.0]])
+    summed = spec.draw_sum(weights=w, std=s, num_params=P, generator=_gen(7))
+    per_reply = (w.unsqueeze(-1).double() * spec.draw(
+        std=s, param=torch.zeros_like(s), shape=(2, 4, P), generator=_gen(8)).double()).sum(1)
+    want = (w.double() ** 2 * s.double() ** 2).sum(dim=1)
+    for x in (summed.double(), per_reply):
+        torch.testing.assert_close(x.var(dim=1), want, rtol=0.02, atol=0.0)
+        _, var, excess_kurtosis, _ = _pooled_moments(x / want.sqrt().unsqueeze(-1))
+        assert var == pytest.approx(1.0, rel=0.02)
+        assert excess_kurtosis == pytest.approx(0.0, abs=0.025)
+    from fedqr.privacy.continuous import summed_std
+    rng = torch.Generator().manual_seed(3)
+    w, s = torch.rand(1000, 5, generator=rng), torch.rand(1000, 5, generator=rng) * 10
+    got = summed_std(w, s)
+    exact = (w.double() ** 2 * s.double() ** 2).sum(dim=1).sqrt()
+    assert got.dtype == torch.float32 and bool((got.double() >= exact).all())
+    assert bool((got.double() < exact * (1 + 2.0**-22)).all())
+
+
+@pytest.mark.parametrize("kind", [Mechanism.LAPLACE, Mechanism.DISCRETE_LAPLACE])
+def test_noise_not_closed_under_sums_is_drawn_reply_by_reply(kind: Mechanism) -> None:
+    spec = mechanism_for(kind)
+    assert not spec.closed_under_sums
+    with pytest.raises(ValueError, match="not closed under sums"):
+        spec.draw_sum(weights=torch.ones(1, 2), std=torch.ones(1, 2), num_params=3,
+                      generator=_gen(0))
+    none = mechanism_for(Mechanism.NONE)
+    assert none.closed_under_sums
+    assert not none.draw_sum(weights=torch.ones(2, 3), std=torch.zeros(2, 3), num_params=4,
+                             generator=_gen(0)).any()

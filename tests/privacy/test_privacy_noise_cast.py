@@ -60,7 +60,6 @@ def test_the_engine_s_noise_stds_are_at_least_the_calibrated_ones() -> None:
     privacy = plan_client_privacy(config, sizes=sizes, schedule=schedule)
     fixed = _Fixed.of(config, privacy, sizes=sizes, groups=np.zeros(1, dtype=np.int64),
                       streams=Streams(config=config, device=torch.device("cpu"), batched=True),
-                      stats=torch.zeros(3, 1, 3, dtype=torch.float64),
-                      rows=torch.zeros(2, 1, 3, dtype=torch.float64), batched=True)
+                      tallies=torch.zeros(5, 1, 3, dtype=torch.float64), batched=True)
     assert fixed.noise_std.dtype == torch.float32
     assert (fixed.noise_std.double().numpy() >= privacy.noise_std).all()

@@ -1,7 +1,9 @@
 """A plain per-client FedSGD-DPC loop (Algorithm 1 verbatim), the engine's reference.
 
 Per-sample gradients come from autograd one client at a time; randomness is drawn through the
-engine's own helpers in the engine's order, so both see the same Poisson batches and noise.
+engine's own helpers in the engine's order, so both see the same Poisson batches and noise:
+Laplace noise reply by reply, Gaussian noise as the engine draws it, once per repeat for the
+aggregate, N(0, sum_j c_j^2 s_j^2) (its std computed here from the definition).
 """
 
 from __future__ import annotations
@@ -48,8 +50,14 @@ def reference_run(ds: Dataset, part: Partition, cfg: SimConfig) -> np.ndarray:
             batches = [[pos[a, j][valid[a, j]] for j in range(b)] for a in range(r)]
         group = privacy.group_of(r)
         std = torch.as_tensor(privacy.noise_std[group[:, None], sel], dtype=torch.float32)
-        noise = draw_noise(mech, std, theta[0].numel(), gen).double()
         weights = aggregation_weights(cfg, sizes, sel)
+        w32 = torch.as_tensor(weights, dtype=torch.float32).double()
+        if mech is Mechanism.LAPLACE:  # every reply's own draw
+            noise = draw_noise(mech, std, theta[0].numel(), gen).double()
+        else:  # Gaussian: the aggregate's noise N(0, sum_j w_j^2 s_j^2), one draw per repeat
+            total = (w32.pow(2) * std.double().pow(2)).sum(dim=1).sqrt().float()
+            summed = draw_noise(mech, total, theta[0].numel(), gen).double()
+            noise = torch.zeros(r, b, theta[0].numel(), dtype=torch.float64)
         new = torch.zeros_like(theta)
         for a in range(r):
             for j, i in enumerate(sel[a]):
@@ -62,5 +70,7 @@ def reference_run(ds: Dataset, part: Partition, cfg: SimConfig) -> np.ndarray:
                 g = g + cfg.weight_decay * theta[a]
                 reply = theta[a] - cfg.lr.at(t) * (g + noise[a, j].view_as(g))
                 new[a] += weights[a, j] * reply
+            if mech is not Mechanism.LAPLACE:
+                new[a] -= cfg.lr.at(t) * summed[a].view_as(new[a])
         theta = new
     return theta.numpy()

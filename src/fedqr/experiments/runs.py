@@ -32,11 +32,12 @@ from fedqr.sim.result import SimResult, jsonable
 
 __all__ = ["RunSpec", "RunStore", "execute", "prepare_data", "simulate_spec"]
 
-STORE_VERSION = 3
+STORE_VERSION = 4
 """Bumped whenever the same configuration and seed would give other numbers (2: the Laplace
 sampler draws from float64 uniforms, and constant columns leave the GEMMs; 3: the data recipe
-:class:`fedqr.data.DataSpec` draws a training share from its own stream), so a stored run is
-never mixed with runs of a newer engine."""
+:class:`fedqr.data.DataSpec` draws a training share from its own stream; 4: Gaussian noise is
+drawn once for each round's aggregate, :meth:`fedqr.sim.streams.Streams.noise_sum`), so a
+stored run is never mixed with runs of a newer engine."""
 
 
 @dataclass(frozen=True)

@@ -35,7 +35,18 @@ from fedqr.privacy.spec import (
     check_finite_clip,
 )
 
-__all__ = ["GaussianMechanism", "LaplaceMechanism", "NoNoise"]
+__all__ = ["GaussianMechanism", "LaplaceMechanism", "NoNoise", "summed_std"]
+
+
+def summed_std(weights: Tensor, std: Tensor) -> Tensor:
+    """Std of ``sum_j w_j N(0, s_j^2)``, ``sqrt(sum_j w_j^2 s_j^2)`` over the last axis:
+    computed in float64, rounded up to ``std``'s dtype as every std is."""
+    return noise_tensor((weights.double() * std.double()).square().sum(dim=-1).sqrt(),
+                        dtype=std.dtype, device=std.device)
+
+
+def _not_closed(kind: Mechanism) -> ValueError:
+    return ValueError(f"{kind.value} noise is not closed under sums: draw it reply by reply")
 
 
 @dataclass(frozen=True)
@@ -84,6 +95,14 @@ class LaplaceMechanism(FullBatch, _Additive):
              generator: torch.Generator) -> Tensor:
         scale = noise_tensor(std.double() / 2**0.5, dtype=std.dtype)  # rounded up, as std
         return sample_laplace(scale.unsqueeze(-1), shape, generator=generator)
+
+    @property
+    def closed_under_sums(self) -> bool:
+        return False  # a sum of Laplace noises is not Laplace
+
+    def draw_sum(self, *, weights: Tensor, std: Tensor, num_params: int,
+                 generator: torch.Generator) -> Tensor:
+        raise _not_closed(self.kind)
 
 
 @dataclass(frozen=True)
@@ -136,6 +155,18 @@ class GaussianMechanism(_Additive):
              generator: torch.Generator) -> Tensor:
         return sample_gaussian(std.unsqueeze(-1), shape, generator=generator)
 
+    @property
+    def closed_under_sums(self) -> bool:
+        return True
+
+    def draw_sum(self, *, weights: Tensor, std: Tensor, num_params: int,
+                 generator: torch.Generator) -> Tensor:
+        """``sum_j w_j N(0, s_j^2) = N(0, sum_j w_j^2 s_j^2)`` in every coordinate: one draw
+        of :func:`summed_std`."""
+        total = summed_std(weights, std)
+        return self.draw(std=total, param=torch.zeros_like(total),
+                         shape=(*total.shape, num_params), generator=generator)
+
 
 @dataclass(frozen=True)
 class NoNoise(_Additive):
@@ -179,5 +210,14 @@ class NoNoise(_Additive):
     def draw(self, *, std: Tensor, param: Tensor, shape: tuple[int, ...],
              generator: torch.Generator) -> Tensor:
         return torch.zeros(shape, dtype=std.dtype, device=std.device)
+
+    @property
+    def closed_under_sums(self) -> bool:
+        return True
+
+    def draw_sum(self, *, weights: Tensor, std: Tensor, num_params: int,
+                 generator: torch.Generator) -> Tensor:
+        return torch.zeros((*weights.shape[:-1], num_params), dtype=std.dtype,
+                           device=std.device)
 
 

@@ -213,6 +213,15 @@ class DiscreteLaplaceMechanism(FullBatch):
         z = sample_discrete_laplace(np.maximum(t, 1), source=source)
         return torch.as_tensor(z, dtype=torch.float64, device=std.device)
 
+    @property
+    def closed_under_sums(self) -> bool:
+        return False  # integer noise on each reply's own grid: drawn reply by reply
+
+    def draw_sum(self, *, weights: Tensor, std: Tensor, num_params: int,
+                 generator: torch.Generator) -> Tensor:
+        raise ValueError(f"{self.kind.value} noise is not closed under sums: draw it reply by "
+                         "reply")
+
     def release(self, *, g_data: Tensor, decay: Tensor, noise: Tensor, std: Tensor,
                 param: Tensor) -> Tensor:
         """``gamma (round(g_data / gamma) + Z) + decay``, the integer sum taken exactly."""

@@ -174,6 +174,20 @@ class NoiseMechanism(Protocol):
         """The noisy gradient a reply carries: ``g_data + decay`` with the noise applied."""
         ...
 
+    @property
+    def closed_under_sums(self) -> bool:
+        """Whether the release is ``g_data + decay + noise`` and a weighted sum of replies'
+        noises is again this noise (Gaussian; none): a simulation may then draw the noise of
+        the server's aggregate at once (:meth:`draw_sum`) instead of every reply's."""
+        ...
+
+    def draw_sum(self, *, weights: Tensor, std: Tensor, num_params: int,
+                 generator: torch.Generator) -> Tensor:
+        """The noise of ``sum_j weights[..., j] noise_j`` for replies with per-reply ``std``
+        (shape ``weights.shape``), shape ``weights.shape[:-1] + (num_params,)``, drawn once;
+        ``ValueError`` unless :attr:`closed_under_sums`."""
+        ...
+
 
 def check_finite_clip(kind: Mechanism, clip: float) -> None:
     """Raise ``ValueError`` unless ``clip`` is finite (every private mechanism needs one)."""

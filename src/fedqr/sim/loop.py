@@ -11,6 +11,12 @@ One round t, for every repeat r (a leading repeat axis R and a client axis b):
    (:func:`fedqr.sim.reply.client_replies`).
 5. The server aggregates theta_{t+1} = sum_{i in P_t} c_i theta^i.
 
+Where the mechanism is closed under sums (Gaussian, none) and the replies share a run's
+generators, the noise of step 4 is drawn once for the aggregate: ``sum_i c_i eta_t n_i`` has
+exactly the law of ``eta_t N(0, sum_i c_i^2 s_i^2)``, so theta_{t+1} has the same
+distribution at a b-th of the draws (:meth:`Streams.noise_sum`; each reply's own noise is
+drawn with ``noise_seeding="per-reply"``, the path a Flower client shares).
+
 Randomness (:class:`Streams`): a batched kernel (logistic regression) draws every repeat's
 Poisson batches and noise from one generator seeded by ``seed``; a sequential kernel (torch
 models) gives repeat r its own generator seeded from ``(seed, r)``, so a repeat does not depend
@@ -126,10 +132,10 @@ def run_rounds(
     q = config.privacy.spec.batch_rate(config.privacy.sample_rate)
     groups = privacy.group_of(r)
     history: list[RoundMetrics] = []
-    stats = torch.zeros(3, r, config.num_clients, dtype=torch.float64, device=dev)
-    rows = torch.zeros(2, r, config.num_clients, dtype=torch.float64, device=dev)
+    tallies = torch.zeros(5, r, config.num_clients, dtype=torch.float64, device=dev)
+    stats, rows = tallies[:3], tallies[3:]  # views: one indexed add a round fills both
     fixed = _Fixed.of(config, privacy, sizes=sizes, groups=groups, streams=streams,
-                      stats=stats, rows=rows, batched=kernel.batched)
+                      tallies=tallies, batched=kernel.batched)
     train_eval = TrainEvaluator(config=config, model=model, num_train=len(data.y), device=dev)
 
     def record(t: int, fused: GradSums | None, sel: np.ndarray | None) -> None:
@@ -168,8 +174,8 @@ class _Fixed:
     privacy: ClientPrivacy
     sizes: np.ndarray
     streams: Streams
-    stats: Tensor  # (3, R, N): clipped share, gradient-to-noise, replies (float64)
-    rows: Tensor  # (2, R, N): clipped rows, sampled rows (float64): the clipped fraction
+    tallies: Tensor  # (5, R, N) float64: clipped share, gradient-to-noise, replies (the
+    # run's stats), then clipped rows and sampled rows (the pooled clipped fraction)
     batched: bool
     group: Tensor  # (R, 1): each repeat's schedule group
     reps: Tensor  # (R, 1): 0 .. R-1
@@ -178,11 +184,11 @@ class _Fixed:
 
     @classmethod
     def of(cls, config: SimConfig, privacy: ClientPrivacy, *, sizes: np.ndarray,
-           groups: np.ndarray, streams: Streams, stats: Tensor, rows: Tensor,
-           batched: bool) -> _Fixed:
-        dev = stats.device
-        return cls(config=config, privacy=privacy, sizes=sizes, streams=streams, stats=stats,
-                   rows=rows, batched=batched, group=torch.as_tensor(groups, device=dev)[:, None],
+           groups: np.ndarray, streams: Streams, tallies: Tensor, batched: bool) -> _Fixed:
+        dev = tallies.device
+        return cls(config=config, privacy=privacy, sizes=sizes, streams=streams,
+                   tallies=tallies, batched=batched,
+                   group=torch.as_tensor(groups, device=dev)[:, None],
                    reps=torch.arange(len(groups), device=dev)[:, None],
                    noise_std=noise_tensor(privacy.noise_std, device=dev),  # rounded up
                    noise_param=torch.as_tensor(privacy.noise_param, dtype=torch.float64,
@@ -194,16 +200,20 @@ def _round(theta: Tensor, sums: GradSums, sel: np.ndarray, t: int, fixed: _Fixed
     config, privacy = fixed.config, fixed.privacy
     sel_t = torch.as_tensor(sel, device=theta.device)
     std, param = fixed.noise_std[fixed.group, sel_t], fixed.noise_param[fixed.group, sel_t]
+    summed = fixed.streams.draws_sums  # the aggregate's noise at once, after the charge
     out = client_replies(sums.grad, sizes=fixed.sizes[sel], theta=theta.unsqueeze(1),
                          config=config, round=t, std=std, param=param,
-                         noise=functools.partial(fixed.streams.noise, sel=sel, round=t),
+                         noise=None if summed else functools.partial(fixed.streams.noise,
+                                                                     sel=sel, round=t),
                          charge=functools.partial(privacy.ledgers.charge_round, sel))
-    fixed.stats[:, fixed.reps, sel_t] += torch.stack([
-        sums.clipped.double() / sums.rows.double().clamp_min(1),
-        out.g_data.double().norm(dim=-1) / (std.double() * out.g_data.shape[-1] ** 0.5),
-        torch.ones_like(std, dtype=torch.float64)])
-    fixed.rows[:, fixed.reps, sel_t] += torch.stack([sums.clipped.double(),
-                                                     sums.rows.double()])
+    clipped, sampled = sums.clipped.double(), sums.rows.double()
+    fixed.tallies[:, fixed.reps, sel_t] += torch.stack([
+        clipped / sampled.clamp_min(1),
+        out.g_data.norm(dim=-1).double() / (std.double() * out.g_data.shape[-1] ** 0.5),
+        torch.ones_like(clipped), clipped, sampled])
     c = torch.as_tensor(aggregation_weights(config, fixed.sizes, sel), dtype=torch.float32,
                         device=theta.device)
-    return _aggregate(c, out.theta, batched=fixed.batched)
+    nxt = _aggregate(c, out.theta, batched=fixed.batched)
+    if summed:  # sum_i c_i (theta^i - eta n_i) = sum_i c_i theta^i - eta sum_i c_i n_i
+        nxt -= config.lr.at(t) * fixed.streams.noise_sum(c, std, out.theta.shape[-1])
+    return nxt

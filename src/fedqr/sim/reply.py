@@ -38,7 +38,7 @@ class Replies:
 
 def client_replies(
     grad_sum: Tensor, *, sizes: np.ndarray, theta: Tensor, config: SimConfig, round: int,
-    std: Tensor, param: Tensor, noise: NoiseDraw, charge: Callable[[], None] | None,
+    std: Tensor, param: Tensor, noise: NoiseDraw | None, charge: Callable[[], None] | None,
 ) -> Replies:
     """``theta_t - eta_t (g + w)`` for a batch of replies, charged before the noise is drawn.
 
@@ -57,7 +57,9 @@ def client_replies(
     std, param
         Per-reply noise std and noise parameter (shape ``grad_sum.shape[:-1]``).
     noise
-        Draws the noise (see :data:`NoiseDraw`).
+        Draws the noise (see :data:`NoiseDraw`); ``None`` when the caller draws the noise of
+        the replies' aggregate once, after this call has charged them (a mechanism
+        ``closed_under_sums``: the replies are then ``theta_t - eta_t (g + w)``, noise-free).
     charge
         Charges the ledgers of these replies (raising ``PrivacyBudgetExceeded`` stops the
         reply before any noise is drawn); ``None`` when the caller has charged already.
@@ -69,6 +71,12 @@ def client_replies(
     decay = config.weight_decay * theta
     if charge is not None:
         charge()
-    drawn = noise(std, param, g_data.shape[-1])
-    g = spec.release(g_data=g_data, decay=decay, noise=drawn, std=std, param=param)
+    if noise is None:
+        if not spec.closed_under_sums:
+            raise ValueError(f"{spec.kind.value} noise must be drawn reply by reply, got "
+                             "noise=None")
+        g = g_data + decay
+    else:
+        drawn = noise(std, param, g_data.shape[-1])
+        g = spec.release(g_data=g_data, decay=decay, noise=drawn, std=std, param=param)
     return Replies(theta=theta - config.lr.at(round) * g, g_data=g_data)

@@ -104,6 +104,27 @@ class Streams:
                                                  sample_rate=q, generator=self.gens[r]),
                               strict=True)) for r, row in enumerate(sel)], dev)
 
+    @property
+    def draws_sums(self) -> bool:
+        """Whether a round's noise is drawn for each repeat's aggregate at once
+        (:meth:`noise_sum`) rather than reply by reply: with the run's generators (not
+        per-reply seeding, whose point is each reply's own draw) and a mechanism closed under
+        sums (Gaussian, none). The aggregate then has exactly the distribution of the sum
+        of the replies' noises, at a b-th of the draws."""
+        return not self.per_reply and self.config.privacy.spec.closed_under_sums
+
+    def noise_sum(self, weights: Tensor, std: Tensor, num_params: int) -> Tensor:
+        """The noise of each repeat's aggregate ``sum_j weights[r, j] noise_rj``,
+        ``(R, num_params)``, for replies with per-reply ``std`` ``(R, b)`` (needs
+        :attr:`draws_sums`)."""
+        spec = self.config.privacy.spec
+        if self.batched:
+            return spec.draw_sum(weights=weights, std=std, num_params=num_params,
+                                 generator=self.gens[0])
+        return torch.stack([spec.draw_sum(weights=weights[r], std=std[r],
+                                          num_params=num_params, generator=self.gens[r])
+                            for r in range(std.shape[0])])
+
     def noise(self, std: Tensor, param: Tensor, num_params: int, *, sel: np.ndarray,
               round: int) -> Tensor:
         """The noise of every reply, ``std.shape + (num_params,)``."""
