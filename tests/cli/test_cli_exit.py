@@ -69,3 +69,25 @@ def test_leave_returns_where_a_stream_cannot_be_flushed() -> None:
                    "sys.exit(4)\n")
     assert done.returncode == 4
     assert done.stderr == "returned"
+
+
+def test_sigterm_while_the_output_folder_is_written_leaves_no_folder(tmp_path) -> None:
+    """SIGTERM arriving while ``fedqr run`` moves its files into ``--out`` stops it as Ctrl-C
+    does: the new folder and its staging folder are removed (they were left behind)."""
+    out = tmp_path / "run"
+    proc = _python(f"""
+import os, signal, sys
+import fedqr._atomic as atomic
+real = atomic.move_into
+def move_into(src, dst):
+    os.kill(os.getpid(), signal.SIGTERM)
+    return real(src, dst)
+atomic.move_into = move_into
+sys.argv = ["fedqr", "run", "--dataset", "digits", "--mechanism", "gaussian", "--eps", "4",
+            "--clip", "5", "--sample-rate", "0.2", "--rounds", "3", "--clients-per-round", "2",
+            "--num-clients", "4", "--out", {str(out)!r}]
+from fedqr.cli import main
+main()
+""")
+    assert proc.returncode != 0, proc.stderr
+    assert not out.exists(), sorted(p.name for p in out.rglob("*"))

@@ -159,3 +159,14 @@ def test_an_edited_helper_plans_again(args: list[str], model: Path,
     edited = plan()
     assert edited["from_cache"] is False and calls == [1, 1]
     assert edited["scenario"]["model"] == first["scenario"]["model"]
+
+
+def test_a_module_beside_the_model_file_that_shadows_the_standard_library_is_followed(
+        tmp_path: Path) -> None:
+    """The model file's folder is first on ``sys.path``, so its ``code.py`` is what ``import
+    code`` runs: the answer key follows it (an edit of its activation is another answer);
+    a standard-library name with no file beside the model is not followed."""
+    (tmp_path / "model.py").write_text("from code import Act\nimport json\n")
+    (tmp_path / "code.py").write_text("from torch import nn\nAct = nn.Tanh\n")
+    assert plan_cache.model_imports(tmp_path / "model.py", [0]) == [
+        (tmp_path / "code.py").resolve()]

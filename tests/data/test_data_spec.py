@@ -105,3 +105,33 @@ def test_by_writer_needs_writers() -> None:
     spec = DataSpec(dataset=DatasetName.DIGITS, partition=PartitionKind.BY_WRITER)
     with pytest.raises(ValueError, match="by-writer needs a data set with writers"):
         spec.build()
+
+
+def _rewrite(path: Path, data: bytes) -> None:
+    """Write ``data`` and put the modification time back: only size or change time tell."""
+    st = path.stat()
+    path.write_bytes(data)
+    import os
+
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_femnist_identity_stamps_the_files_it_reads_and_mnist_s_does_not(tmp_path: Path) -> None:
+    """FEMNIST's files are not checked against canonical digests, so the recipe's identity
+    (the planner's and the estimate's cache keys) stamps the file found: another file of the
+    same name and modification time is another identity; MNIST's (md5-verified) and the
+    digits' identities name no files."""
+    from fedqr.data.spec import files_stamp
+
+    folder = tmp_path / "femnist"
+    folder.mkdir()
+    npz = folder / "femnist_leaf_writers.npz"
+    npz.write_bytes(b"one")
+    spec = DataSpec(dataset=DatasetName.FEMNIST, num_clients=3, data_dir=folder)
+    first = spec.identity()
+    assert first["files"] == files_stamp(DatasetName.FEMNIST, data_dir=folder)
+    assert spec.identity() == first
+    _rewrite(npz, b"two")  # same size, same mtime: the change time moves
+    assert spec.identity()["files"] != first["files"]
+    assert "files" not in DataSpec(dataset=DatasetName.DIGITS).identity()
+    assert files_stamp(DatasetName.MNIST, data_dir=folder) is None

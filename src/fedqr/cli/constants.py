@@ -11,7 +11,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +20,7 @@ import numpy as np
 from fedqr._atomic import DamagedFileError, read_json, write_json_atomic
 from fedqr.cli._common import err
 from fedqr.data import ClientData, DatasetName, DataSpec, PartitionKind
+from fedqr.data.spec import files_stamp
 from fedqr.models.kernel import Kernel
 from fedqr.models.logreg import Norm
 from fedqr.models.logreg_kernel import LogRegKernel
@@ -31,7 +32,7 @@ from fedqr.theory.estimate import EstimatedConstants, EstimateSettings, estimate
 # own stream, default_rng([seed, 2]), since the data recipe became fedqr.data.DataSpec)
 ESTIMATE_VERSION = 3  # 3: a user's data defaults to linear (was logreg)
 
-_OPTIONAL = ("model", "hidden", "data")
+_OPTIONAL = ("model", "hidden", "data", "files")
 """Fields left out of the key while ``None``: the keys of the built-in data sets' paper models
 stay those of the estimates cached before these fields existed."""
 
@@ -61,6 +62,7 @@ class EstimateSpec:
     model: str | None = None
     hidden: str | None = None
     data: str | None = None
+    files: str | None = None  # a built-in set's files_stamp (FEMNIST: its files are unverified)
 
     def __post_init__(self) -> None:
         if (self.dataset is None) == (self.data is None):
@@ -139,6 +141,8 @@ def estimate_for(spec: EstimateSpec, *, data_dir: Path | None, eps: float, delta
     ``workload``: the client data and kernel ``spec`` describes when the caller holds them
     (a data file's, with its ``identity`` for the document); built from ``spec`` otherwise.
     """
+    if spec.dataset is not None and spec.files is None:  # other FEMNIST files: another key
+        spec = replace(spec, files=files_stamp(spec.dataset, data_dir=data_dir))
     path = cache_dir() / f"{spec.key()}.json"
     doc: dict[str, Any] | None = _cached(path) if use_cache else None
     if doc is None:

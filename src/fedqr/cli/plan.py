@@ -50,7 +50,6 @@ from fedqr.cli.data_options import (
 )
 from fedqr.cli.estimate import (
     AlphaOpt,
-    CacheOpt,
     ClipOpt,
     DataDirOpt,
     PartitionOpt,
@@ -97,6 +96,10 @@ _ProxyDatasetOpt = Annotated[DatasetName | None, typer.Option(
         help="Public proxy data set (public-proxy, private-pilot).")]
 _PilotShareOpt = Annotated[float | None, typer.Option(
         help="private-pilot: share of each budget the pilot spends, in (0, 1).")]
+_PlanCacheOpt = Annotated[bool, typer.Option(
+    "--cache/--no-cache",
+    help="Reuse a stored answer, the twin's cached simulations and a cached estimate for "
+         "the same inputs (--no-cache plans from scratch).")]
 _AsJsonOpt = Annotated[bool, typer.Option("--json", help="Print JSON instead of tables.")]
 _PlotOpt = Annotated[Path | None, typer.Option(
         help="Write the predicted loss over (T, b) (twin) or U (bound) as a PNG here.")]
@@ -160,7 +163,7 @@ def plan(
     seed: SeedOpt = 0,
     device: DeviceOpt = "auto",
     data_dir: DataDirOpt = None,
-    cache: CacheOpt = True,
+    cache: _PlanCacheOpt = True,
     as_json: _AsJsonOpt = False,
     plot: _PlotOpt = None,
     constants: _ConstantsOpt = None,

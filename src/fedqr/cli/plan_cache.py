@@ -216,13 +216,18 @@ def _imports(file: Path) -> list[tuple[str, Path | None]]:
 def _resolve(name: str, base: Path | None, roots: list[Path]) -> list[Path]:
     """The source files importing ``name`` runs (each package's ``__init__.py`` on the way,
     then the module's), from ``base`` for a relative import, else from the first of ``roots``
-    that holds its top package; none for a module built in or of the standard library."""
+    that holds its top package; none for a module built in, or of the standard library unless
+    the model file's folder (``roots[0]``, first on ``sys.path``) shadows it."""
     parts = [p for p in name.split(".") if p]
     if base is None:
-        if not parts or parts[0] in sys.builtin_module_names or \
-                parts[0] in sys.stdlib_module_names:
+        if not parts or parts[0] in sys.builtin_module_names:
             return []
-        base = _top(parts[0], roots)
+        if parts[0] in sys.stdlib_module_names:
+            if _find(roots[0], parts[0]) is None:
+                return []
+            base = roots[0]
+        else:
+            base = _top(parts[0], roots)
         if base is None:
             return []
     elif not parts:  # ``from . import x``: the package itself

@@ -13,6 +13,7 @@ training writers (LEAF's convention).
 
 from __future__ import annotations
 
+import hashlib
 import math
 from dataclasses import dataclass
 from functools import lru_cache
@@ -26,10 +27,36 @@ from fedqr.data.datasets import Dataset, DatasetName, load_dataset
 from fedqr.data.partition import Partition, PartitionKind, make_partition
 from fedqr.data.presets import default_partition
 
-__all__ = ["ClientData", "DataSpec", "default_partition"]
+__all__ = ["ClientData", "DataSpec", "default_partition", "files_stamp"]
 
 SEED_MAX = 2**63 - 1
 """Largest seed (NumPy and torch seeds are unsigned 64-bit; fedqr keeps them int64-safe)."""
+
+
+def files_stamp(dataset: DatasetName, *, data_dir: Path | None = None) -> str | None:
+    """A stamp of the files a built-in data set would be read from, where their contents are
+    not checked against canonical digests (FEMNIST: any npz or LEAF folder is read); ``None``
+    for MNIST (every file is md5-verified), the bundled digits, or FEMNIST not found.
+
+    The stamp hashes each file's path, size, modification and change time (every write moves
+    the change time): cached plans and estimates of other files are then not reused.
+    """
+    if dataset is not DatasetName.FEMNIST:
+        return None
+    from fedqr.data._files import DataNotFoundError
+    from fedqr.data.femnist import FemnistFormatError, locate_femnist
+
+    try:
+        source = locate_femnist(data_dir=data_dir)
+    except (DataNotFoundError, FemnistFormatError, OSError):
+        return None
+    root = source.path.resolve()
+    files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+    h = hashlib.sha256()
+    for f in files:
+        st = f.stat()
+        h.update(f"{f}\0{st.st_size}\0{st.st_mtime_ns}\0{st.st_ctime_ns}\n".encode())
+    return h.hexdigest()[:20]
 
 
 @dataclass(frozen=True)
@@ -91,12 +118,18 @@ class DataSpec:
         return default_partition(self.dataset) if self.partition is None else self.partition
 
     def identity(self) -> dict[str, Any]:
-        """Everything the client data depend on, as JSON-ready data (``data_dir`` excluded)."""
+        """Everything the client data depend on, as JSON-ready data (``data_dir`` excluded;
+        for a data set whose files are not checked against canonical digests, FEMNIST, the
+        stamp of the files found, :func:`files_stamp`)."""
         kind = self.partition_kind
-        return {"dataset": self.dataset.value, "fraction": self.fraction,
-                "partition": kind.value,
-                "alpha": self.alpha if kind is PartitionKind.DIRICHLET else None,
-                "num_clients": self.num_clients, "seed": self.seed}
+        doc: dict[str, Any] = {"dataset": self.dataset.value, "fraction": self.fraction,
+                               "partition": kind.value,
+                               "alpha": self.alpha if kind is PartitionKind.DIRICHLET else None,
+                               "num_clients": self.num_clients, "seed": self.seed}
+        stamp = files_stamp(self.dataset, data_dir=self.data_dir)
+        if stamp is not None:
+            doc["files"] = stamp
+        return doc
 
     def load(self) -> Dataset:
         """The (fractional, normalised) data set, before partitioning."""
