@@ -33,7 +33,7 @@ from __future__ import annotations
 import functools
 import warnings
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import torch
@@ -54,6 +54,8 @@ from fedqr.sim.train_eval import TrainEvaluator
 __all__ = ["RoundCallback", "aggregation_weights", "kernel_data", "run_rounds"]
 
 RoundCallback = Callable[[int], None]
+
+_SELECTIONS_KEPT = 4096  # distinct selections whose tensors a run keeps (random: the first)
 
 
 def aggregation_weights(config: SimConfig, sizes: np.ndarray, sel: np.ndarray) -> np.ndarray:
@@ -181,6 +183,25 @@ class _Fixed:
     reps: Tensor  # (R, 1): 0 .. R-1
     noise_std: Tensor  # (S, N) float32
     noise_param: Tensor  # (S, N) float64
+    _selected: dict[bytes, tuple[Tensor, Tensor, Tensor, Tensor]] = field(
+        default_factory=dict, compare=False, repr=False)
+
+    def selected(self, sel: np.ndarray) -> tuple[Tensor, Tensor, Tensor, Tensor]:
+        """The selection ``(R, b)`` as a tensor, its replies' noise std and parameter and the
+        server's weights ``c`` (float32): computed once per distinct selection (round robin
+        repeats N / b of them), a few small operations less a round."""
+        key = sel.tobytes()
+        hit = self._selected.get(key)
+        if hit is not None:
+            return hit
+        dev = self.tallies.device
+        sel_t = torch.as_tensor(sel, device=dev)
+        out = (sel_t, self.noise_std[self.group, sel_t], self.noise_param[self.group, sel_t],
+               torch.as_tensor(aggregation_weights(self.config, self.sizes, sel),
+                               dtype=torch.float32, device=dev))
+        if len(self._selected) < _SELECTIONS_KEPT:
+            self._selected[key] = out
+        return out
 
     @classmethod
     def of(cls, config: SimConfig, privacy: ClientPrivacy, *, sizes: np.ndarray,
@@ -198,21 +219,17 @@ class _Fixed:
 def _round(theta: Tensor, sums: GradSums, sel: np.ndarray, t: int, fixed: _Fixed) -> Tensor:
     """Steps 3-5 of round t: replies (charged, noised) and their aggregate theta_{t+1}."""
     config, privacy = fixed.config, fixed.privacy
-    sel_t = torch.as_tensor(sel, device=theta.device)
-    std, param = fixed.noise_std[fixed.group, sel_t], fixed.noise_param[fixed.group, sel_t]
+    sel_t, std, param, c = fixed.selected(sel)
     summed = fixed.streams.draws_sums  # the aggregate's noise at once, after the charge
     out = client_replies(sums.grad, sizes=fixed.sizes[sel], theta=theta.unsqueeze(1),
                          config=config, round=t, std=std, param=param,
                          noise=None if summed else functools.partial(fixed.streams.noise,
                                                                      sel=sel, round=t),
                          charge=functools.partial(privacy.ledgers.charge_round, sel))
-    clipped, sampled = sums.clipped.double(), sums.rows.double()
-    fixed.tallies[:, fixed.reps, sel_t] += torch.stack([
-        clipped / sampled.clamp_min(1),
-        out.g_data.norm(dim=-1).double() / (std.double() * out.g_data.shape[-1] ** 0.5),
-        torch.ones_like(clipped), clipped, sampled])
-    c = torch.as_tensor(aggregation_weights(config, fixed.sizes, sel), dtype=torch.float32,
-                        device=theta.device)
+    fixed.tallies[:, fixed.reps, sel_t] += torch.stack([  # float32 terms, float64 sums
+        sums.clipped / sums.rows.clamp_min(1),
+        out.g_data.norm(dim=-1) / (std * out.g_data.shape[-1] ** 0.5),
+        torch.ones_like(std), sums.clipped, sums.rows]).double()
     nxt = _aggregate(c, out.theta, batched=fixed.batched)
     if summed:  # sum_i c_i (theta^i - eta n_i) = sum_i c_i theta^i - eta sum_i c_i n_i
         nxt -= config.lr.at(t) * fixed.streams.noise_sum(c, std, out.theta.shape[-1])
