@@ -37,8 +37,8 @@ def test_float_tuple_takes_numbers_and_sequences_never_strings() -> None:
     ({"eps": None}, "eps must be a number"),
     ({"mechanism": "Laplace"}, "mechanism must be one of 'laplace'"),
     ({"accountant": "x"}, "accountant must be one of"),
-    ({"accountant": "pld"}, "accountant must be left out for the laplace mechanism, whose "
-                            "budgets the pure accountant composes, got accountant='pld'"),
+    ({"accountant": "pld"}, "accountant must be left out or 'pure' for the laplace mechanism, "
+                            "whose budgets the pure accountant composes, got accountant='pld'"),
     ({"mechanism": "none", "accountant": "rdp"}, "which spends no budget"),
     ({"clip": "5"}, "clip must be a number, got clip='5'"),
     ({"clients_per_round": 1.5}, "clients_per_round must be an integer"),
@@ -164,7 +164,7 @@ def test_a_plan_that_is_not_useful_is_not_run(budget: dict[str, Any], tmp_path: 
     ({"seed": -1}, "seed must be in"),
     ({"data_use": "private-pilot"}, "the Python API plans with 'clear-proxy'"),
     ({"data_use": "clear"}, "data_use must be one of"),
-    ({"accountant": "rdp"}, "accountant must be left out for the laplace mechanism"),
+    ({"accountant": "rdp"}, "accountant must be left out or 'pure' for the laplace mechanism"),
 ])
 def test_plan_refuses_bad_input_by_name(budget: dict[str, Any], change: dict[str, Any],
                                         message: str) -> None:

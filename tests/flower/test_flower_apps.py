@@ -118,7 +118,7 @@ def test_apps_through_messages_reproduce_the_engine(flwr_apps, tmp_path: Path) -
     ds, part = cfg.load_data()
     engine = simulate(ds, part, cfg.sim_config())
     with np.load(tmp_path / "out" / "model.npz") as f:
-        np.testing.assert_allclose(f["theta"], engine.final_theta[0], atol=1e-5, rtol=0)
+        np.testing.assert_allclose(f["theta"], engine.final_theta, atol=1e-5, rtol=0)
     assert doc["summary"] == pytest.approx(engine.to_json()["summary"], abs=1e-6)
     assert len((tmp_path / "out" / "progress.jsonl").read_text().splitlines()) == cfg.rounds
 

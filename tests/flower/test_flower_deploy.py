@@ -53,6 +53,6 @@ def test_deploy_three_supernodes_three_rounds_reproduces_the_engine(
     engine = simulate(ds, part, cfg.sim_config())
     with np.load(out / "model.npz") as f:
         theta = f["theta"]
-    np.testing.assert_allclose(theta, engine.final_theta[0], atol=1e-5, rtol=0)
+    np.testing.assert_allclose(theta, engine.final_theta, atol=1e-5, rtol=0)
     accuracy = doc["summary"]["final_test_accuracy_mean"]
     assert accuracy == pytest.approx(float(engine.final("test_accuracy")[0]), abs=1e-6)

@@ -111,7 +111,7 @@ def test_federation_over_tls_with_node_authentication(tmp_path: Path) -> None:
         with np.load(out / "model.npz") as f:
             theta = f["theta"]
         engine = simulate(ds, part, cfg.sim_config())  # fedqr run's engine, same data, seeds
-        np.testing.assert_allclose(theta, engine.final_theta[0], atol=1e-5, rtol=0)
+        np.testing.assert_allclose(theta, engine.final_theta, atol=1e-5, rtol=0)
         doc = json.loads((out / "result.json").read_text())
         assert [c["epsilon_spent"] for c in doc["clients"]] == pytest.approx(EPS)
         deadline = time.monotonic() + 30

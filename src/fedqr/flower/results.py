@@ -17,8 +17,9 @@ REPORTS = "reports.json"  # a survey run: the clients' sizes and budgets
 
 
 def write_result(out: Path, *, doc: dict[str, Any], theta: np.ndarray) -> None:
-    """``model.npz`` (``theta``, shape ``(k, p)``), then ``result.json``: both atomically, the
-    result last, so a reader that sees ``result.json`` also finds the model."""
+    """``model.npz`` (``theta``, shape ``(1, *param_shape)``: ``fedqr run``'s layout with its
+    one repeat), then ``result.json``: both atomically, the result last, so a reader that sees
+    ``result.json`` also finds the model."""
     write_file_atomic(out / MODEL, lambda p: np.savez(p, theta=theta))
     write_json_atomic(out / RESULT, finite_json(doc))
 

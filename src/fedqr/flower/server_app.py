@@ -22,7 +22,6 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
-import numpy as np
 from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, MessageType, RecordDict
 from flwr.serverapp import Grid, ServerApp
 
@@ -282,7 +281,7 @@ def main(grid: Grid, context: Context) -> None:
             return
         run = run_rounds(grid, cfg, progress=out / "progress.jsonl" if out is not None else None)
         if out is not None:
-            write_result(out, doc=run.result(), theta=np.asarray(run.theta[0].numpy()))
+            write_result(out, doc=run.result(), theta=run.theta.numpy())
     except Exception as exc:
         out = out or _out_dir_of(context)
         if out is not None:

@@ -257,7 +257,9 @@ def check_accountant_applies(mechanism: Mechanism | str, accountant: Accountant 
     used = mechanism_for(mech).accountant(asked)
     if used == asked:
         return
-    how = ("which spends no budget" if used is None
-           else f"whose budgets the {used.value} accountant composes")
-    raise ValueError(f"accountant must be left out for the {mech.value} mechanism, {how}, "
-                     f"got accountant={asked.value!r}")
+    if used is None:
+        raise ValueError(f"accountant must be left out for the {mech.value} mechanism, which "
+                         f"spends no budget, got accountant={asked.value!r}")
+    raise ValueError(f"accountant must be left out or {used.value!r} for the {mech.value} "
+                     f"mechanism, whose budgets the {used.value} accountant composes, got "
+                     f"accountant={asked.value!r}")

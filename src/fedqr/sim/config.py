@@ -133,7 +133,7 @@ class PrivacyConfig:
     eps:
         Per-client epsilon budget: one value for all clients or one per client.
     delta:
-        Per-client delta (Gaussian only; Laplace is pure DP with delta = 0).
+        Per-client delta (Gaussian only; Laplace is pure DP: any delta given is recorded as 0).
     clip:
         Per-sample gradient norm bound xi (l1 for Laplace, l2 for Gaussian); ``inf`` = no clip.
     sample_rate:
@@ -163,6 +163,8 @@ class PrivacyConfig:
         for d in _as_tuple(self.delta):  # whatever the mechanism: a delta is a probability
             check_in_range("delta", d, 0, 1, low_open=self.spec.needs_delta,
                            high_open=True)
+        if not self.spec.needs_delta:  # pure DP (or none): the run's record says delta 0
+            object.__setattr__(self, "delta", 0.0)
         _positive("clip", self.clip, allow_inf=True)
         if not 0 < self.sample_rate <= 1:
             raise ValueError(f"sample_rate must be in (0, 1], got sample_rate={self.sample_rate}")
