@@ -29,9 +29,10 @@ out = Console()
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print ``message`` to stderr and return the exit to raise (2: bad input, whose
-    message names the command's options: :func:`fedqr._cli_messages.name_options`)."""
-    err.print(f"[bold red]error:[/] {name_options(message) if code == 2 else message}")
+    """Print ``message`` to stderr and return the exit to raise (2: bad input; 1: data not
+    found or unreadable), the library's parameter names written as the command's options
+    (:func:`fedqr._cli_messages.name_options`: ``data_dir=...`` is ``--data-dir=...``)."""
+    err.print(f"[bold red]error:[/] {name_options(message)}")
     return typer.Exit(code)
 
 

@@ -95,8 +95,9 @@ def verify_md5(path: Path, expected: str) -> None:
     if actual != expected.lower():
         raise ChecksumError(
             f"md5 mismatch for {path}: expected {expected.lower()}, got {actual}. "
-            "The file is corrupt or not the canonical one: delete it and load again "
-            "(with download=True) or replace it with a good copy."
+            "The file is corrupt or not the canonical one: delete it and load again (a "
+            "missing file is downloaded where a mirror is reachable) or replace it with a "
+            "good copy."
         )
 
 
