@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 import pytest
 
-from fedqr._cli_messages import name_options
+from fedqr._cli_messages import exit_code, name_options
 
 CTX = click.Context(click.Command("plan", params=[
     click.Option(["--eps"]), click.Option(["--data"]), click.Option(["--proxy-classes"]),
@@ -54,3 +54,15 @@ def test_prose_paths_and_other_names_are_left_alone(prose: str) -> None:
 
 def test_without_a_command_nothing_changes() -> None:
     assert name_options("eps must be > 0, got eps=-1") == "eps must be > 0, got eps=-1"
+
+
+def test_a_data_set_found_nowhere_is_bad_input_like_a_corrupt_file() -> None:
+    """Exit 2 for a data set no --data-dir, FEDQR_DATA or cache holds (it was 1, while a
+    corrupt file was 2); 1 for a fault such as a file that exists but cannot be read."""
+    from fedqr.data import ChecksumError, DataNotFoundError
+
+    assert exit_code(DataNotFoundError("FEMNIST not found")) == 2
+    assert exit_code(ChecksumError("md5 mismatch")) == 2
+    assert exit_code(ValueError("eps must be > 0")) == 2
+    assert exit_code(PermissionError(13, "Permission denied")) == 1
+    assert exit_code(FileNotFoundError("a cache file vanished")) == 1

@@ -176,8 +176,11 @@ def test_result_json_matches_the_shipped_schema(tmp_path: Path, selection: str) 
     doc = json.loads((out / "result.json").read_text())
     jsonschema.validate(doc, schema())
     # the configuration records the accountant that accounted the budgets (the mechanism's
-    # own where none was asked for), as the accounting block does; delta echoes the request
+    # own where none was asked for), as the accounting block does, and the delta the run used
+    # (pure eps-DP: 0, as every client's delta_budget; --delta's default is not spent)
     assert doc["config"]["privacy"]["accountant"] == "pure"
+    assert doc["config"]["privacy"]["delta"] == [0.0]
+    assert {c["delta_budget"] for c in doc["clients"]} == {0.0}
     assert doc["accounting"] == {"accountant": "pure", "neighbours": "replace-one",
                                  "normaliser": "d_i: a public constant, fixed independently "
                                                "of any one record (docs/privacy.md)",

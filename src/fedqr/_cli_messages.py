@@ -13,11 +13,12 @@ Light on purpose: imported by every command's failure path (click only).
 from __future__ import annotations
 
 import re
+import sys
 from typing import Any
 
 import click
 
-__all__ = ["ALIASES", "diverged_note", "name_options"]
+__all__ = ["ALIASES", "diverged_note", "exit_code", "name_options"]
 
 ALIASES = {"test_path": "test_data", "path": "data", "decay": "lr_decay"}
 """Library parameters whose command-line option carries another name: a data file's
@@ -60,6 +61,20 @@ def name_options(message: str, ctx: click.Context | None = None) -> str:
             message = re.sub(word + r"(?==)", option, message)
             message = re.sub(rf"^{re.escape(name)}(?= must |: )", option, message)
     return message
+
+
+def exit_code(exc: BaseException) -> int:
+    """The exit status of a command stopped by the library's ``exc``, for ``fedqr`` and
+    ``fedqr flower`` alike.
+
+    2, bad input, for a ``ValueError`` (a corrupt data file's md5 mismatch included) and for a
+    built-in data set found nowhere (:class:`fedqr.data.DataNotFoundError`: the message names
+    the places searched, ``--data-dir`` and ``FEDQR_DATA``); 1, a fault, for anything else
+    (another ``OSError``: a file that exists but cannot be read or written).
+    """
+    files = sys.modules.get("fedqr.data._files")  # not loaded: exc cannot be its error
+    missing = files is not None and isinstance(exc, files.DataNotFoundError)
+    return 2 if missing or isinstance(exc, ValueError) else 1
 
 
 def diverged_note(doc: dict[str, Any]) -> str | None:

@@ -81,7 +81,9 @@ def simulate(
         default) or ``"pld"`` for the Gaussian mechanism; Laplace is accounted by ``"pure"``
         composition, and another accountant given for it (any for ``none``) is refused.
     rounds, clients_per_round, schedule:
-        T and b, or a :class:`PlanResult` whose recommended T, b and q are run.
+        T and b: required (there is no default T or b) unless ``schedule`` is given, a
+        :class:`PlanResult` whose recommended T, b and q are run (then leave ``rounds``,
+        ``clients_per_round`` and ``sample_rate`` out).
     lr, lr_decay, lr_schedule, mu, gamma, weight_decay, selection, aggregation:
         Training rule (the paper's defaults; ``mu`` and ``gamma`` for the theory schedule).
     repeats, seed, eval_every:

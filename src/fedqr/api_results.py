@@ -9,9 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from fedqr._atomic import write_file_atomic
 from fedqr.planner import Plan
-from fedqr.sim.result import write_json_atomic
+from fedqr.sim.result import write_json_atomic, write_model
 
 __all__ = ["PlanResult", "PrivateDataWarning", "SimulationResult"]
 
@@ -96,17 +95,18 @@ class SimulationResult:
         write_json_atomic(Path(path), self.document)
 
     def save_model(self, path: str | Path) -> None:
-        """Write the final parameters as ``.npz`` (array ``theta``, see the class) atomically.
+        """Write the final parameters as ``model.npz`` (array ``theta``, ``(R,
+        *param_shape)``: see the class) atomically, as ``fedqr run`` and ``fedqr flower``
+        write it (:func:`fedqr.sim.result.write_model`).
 
         Raises
         ------
         ValueError
             If this result kept no parameters.
         """
-        theta = self.theta
-        if theta is None:
+        if self.theta is None:
             raise ValueError("this result kept no parameters (theta is None)")
-        write_file_atomic(Path(path), lambda p: np.savez(p, theta=theta))
+        write_model(Path(path), self.theta)
 
 
 def _number(value: object, diverged: bool) -> float:

@@ -260,3 +260,18 @@ def test_a_model_of_another_float_format_is_refused_naming_the_parameter() -> No
     with pytest.raises(ValueError, match=r"model 'wide' must hold float32 parameters .* got "
                                          r"torch.float64 for '0.weight': leave out .double"):
         fedqr.make_kernel(wide, input_shape=(3,), num_classes=2)
+
+
+@pytest.mark.parametrize("given", [{}, {"rounds": 2}, {"clients_per_round": 2}])
+def test_rounds_and_clients_per_round_are_required_without_a_schedule(
+        budget: dict[str, Any], given: dict[str, Any]) -> None:
+    """There is no default T or b: the call says what to give, and the docstring and
+    docs/api.md say so where they list the parameters (they showed ``rounds=None`` only)."""
+    with pytest.raises(ValueError, match=r"give rounds and clients_per_round, or "
+                                         r"schedule=a PlanResult, got rounds="):
+        fedqr.simulate(**budget, **given)
+    doc = " ".join((fedqr.simulate.__doc__ or "").split())
+    assert "T and b: required (there is no default T or b) unless ``schedule`` is given" in doc
+    api_md = Path(__file__).resolve().parents[2] / "docs" / "api.md"
+    assert "rounds=None, clients_per_round=None,  # required unless schedule= is given" in (
+        api_md.read_text())

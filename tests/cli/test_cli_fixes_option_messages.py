@@ -123,8 +123,9 @@ def test_mu_and_gamma_with_the_theory_schedule_run(tmp_path: Path) -> None:
 
 def test_missing_data_names_the_command_s_option_not_the_api_s(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Data found nowhere: the message (exit 1) tells a CLI user to pass ``--data-dir``,
-    not the Python API's ``data_dir=...``."""
+    """Data found nowhere: bad input (exit 2, as a corrupt file; it was 1), the message tells
+    a CLI user to set ``FEDQR_DATA`` or pass ``--data-dir``, not the Python API's
+    ``data_dir=...``."""
     monkeypatch.delenv("FEDQR_DATA", raising=False)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
     empty = tmp_path / "empty"
@@ -132,8 +133,8 @@ def test_missing_data_names_the_command_s_option_not_the_api_s(
     res = runner.invoke(app, ["run", "--dataset", "femnist", "--data-dir", str(empty),
                               "--mechanism", "laplace", "--eps", "1", "--rounds", "2",
                               "--out", str(tmp_path / "out")])
-    assert res.exit_code == 1, res.output
-    assert "FEMNIST not found" in res.output
+    assert res.exit_code == 2, res.output
+    assert "FEMNIST not found" in res.output and "FEDQR_DATA" in res.output
     assert "--data-dir=" in res.output and "data_dir=" not in res.output.replace(
         "--data-dir=", "")
     assert not (tmp_path / "out").exists()

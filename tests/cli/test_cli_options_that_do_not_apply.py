@@ -34,7 +34,8 @@ def _args(command: str, out: Path, *extra: str) -> list[str]:
 @pytest.mark.parametrize(("mechanism", "accountant", "message"), [
     ("laplace", "pld", "--accountant must be left out or 'pure' for the laplace mechanism, "
                        "whose budgets the pure accountant composes, got --accountant='pld'"),
-    ("laplace", "rdp", "got --accountant='rdp'"),
+    ("laplace", "rdp", "--accountant must be left out or 'pure' for the laplace mechanism, "
+                       "whose budgets the pure accountant composes, got --accountant='rdp'"),
     ("none", "rdp", "--accountant must be left out for the none mechanism, which spends no "
                     "budget"),
 ])

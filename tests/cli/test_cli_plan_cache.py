@@ -95,6 +95,13 @@ def test_a_repeated_json_plan_prints_the_same_document(
     assert planner_calls == [1]
     assert first["from_cache"] is False and first["simulated_rounds"] > 0
     assert second["from_cache"] is True and second["simulated_rounds"] == 0
+    # README, docs/planner.md: a replayed answer built no twin (null); a re-plan from the
+    # twin's cached simulations says what it simulated, zero rounds
+    assert first["simulated"]["rounds"] > 0 and second["simulated"] is None
+    again = json.loads(_ok([*args, "--json", "--plot", str(Path(args[2]).parent / "p.png")]
+                           ).stdout)  # --plot: planned again, from the cached simulations
+    assert planner_calls == [1, 1]
+    assert again["from_cache"] is True and again["simulated"]["rounds"] == 0
     assert _plan_fields(second) == _plan_fields(first)
     assert f"T={first['recommended']['rounds']}" in tables.stdout
 

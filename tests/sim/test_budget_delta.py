@@ -28,14 +28,3 @@ def test_many_clients_are_counted_not_all_listed() -> None:
     with pytest.warns(RuntimeWarning, match=r"for 8 client\(s\) .*client 4: .* and 3 more"):
         warn_large_delta((1e-3,) * 8, np.full(8, 1000))
 
-
-def test_a_pure_dp_run_records_delta_zero() -> None:
-    """Laplace (pure DP) and no noise spend no delta: the run's config says 0, as its clients'
-    ``delta_budget`` do (it said the unused default 1e-5)."""
-    from fedqr.privacy import Mechanism
-    from fedqr.sim.config import PrivacyConfig
-
-    for mechanism in (Mechanism.LAPLACE, Mechanism.NONE):
-        assert PrivacyConfig(mechanism=mechanism, clip=5.0, delta=1e-5,
-                             sample_rate=1.0).delta == 0.0
-    assert PrivacyConfig(mechanism=Mechanism.GAUSSIAN, clip=5.0, delta=1e-5).delta == 1e-5

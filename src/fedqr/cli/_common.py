@@ -15,7 +15,7 @@ from fedqr._atomic import (
     write_file_atomic,
     write_json_atomic,
 )
-from fedqr._cli_messages import diverged_note, name_options
+from fedqr._cli_messages import diverged_note, exit_code, name_options
 
 if TYPE_CHECKING:
     import torch
@@ -29,11 +29,19 @@ out = Console()
 
 
 def fail(message: str, code: int = 2) -> typer.Exit:
-    """Print ``message`` to stderr and return the exit to raise (2: bad input; 1: data not
-    found or unreadable), the library's parameter names written as the command's options
+    """Print ``message`` to stderr and return the exit to raise (2: bad input, a data set
+    found nowhere included; 1: a fault; a library error's: :func:`fedqr._cli_messages.
+    exit_code`), the library's parameter names written as the command's options
     (:func:`fedqr._cli_messages.name_options`: ``data_dir=...`` is ``--data-dir=...``)."""
     err.print(f"[bold red]error:[/] {name_options(message)}")
     return typer.Exit(code)
+
+
+def fail_on(exc: BaseException) -> typer.Exit:
+    """:func:`fail` with a library error's message and exit status
+    (:func:`fedqr._cli_messages.exit_code`: 2 for bad input and a data set found nowhere, 1
+    for a fault)."""
+    return fail(str(exc), exit_code(exc))
 
 
 def floats(name: str, text: str) -> tuple[float, ...]:
@@ -89,9 +97,9 @@ staged = staged_dir
 """Stage output files inside the output folder; they appear there only on success."""
 
 
-__all__ = ["FIGURE_SUFFIXES", "check_out_dir", "check_out_file", "device", "err", "fail", "floats",
-           "mechanism_for", "out", "progress", "staged", "warn_diverged", "write_file_atomic",
-           "write_json_atomic"]
+__all__ = ["FIGURE_SUFFIXES", "check_out_dir", "check_out_file", "device", "err", "fail", "fail_on",
+           "floats", "mechanism_for", "out", "progress", "staged", "warn_diverged",
+           "write_file_atomic", "write_json_atomic"]
 
 
 def warn_diverged(doc: dict[str, Any]) -> None:

@@ -19,7 +19,15 @@ from fedqr._options import (
     NumClientsOpt,
 )
 from fedqr._validate import check_in_range, check_positive, check_seed
-from fedqr.cli._common import check_out_file, err, fail, mechanism_for, out, write_json_atomic
+from fedqr.cli._common import (
+    check_out_file,
+    err,
+    fail,
+    fail_on,
+    mechanism_for,
+    out,
+    write_json_atomic,
+)
 from fedqr.cli.data_options import (
     ClientColumnOpt,
     DataFileOpt,
@@ -146,8 +154,8 @@ def estimate(
                         data_dir=data_dir)
         doc = _estimate_doc(opts, eps=eps, delta=delta_used, cache=cache)
         c = constants_from_json(json.dumps(doc))
-    except (DataNotFoundError, OSError) as e:
-        raise fail(str(e), code=1) from None
+    except (DataNotFoundError, OSError) as e:  # data found nowhere (2) or unreadable (1)
+        raise fail_on(e) from None
     except ValueError as e:
         raise fail(str(e)) from None
     err.print("[yellow]note:[/] the estimate read the clients' data without privacy"

@@ -30,6 +30,7 @@ from fedqr._options import (
 )
 from fedqr.cli._common import (
     fail,
+    fail_on,
     out,
     write_file_atomic,
 )
@@ -242,8 +243,8 @@ def _plan_twin(o: dict[str, Any]) -> None:
 
     try:
         result, scenario = twin_plan(o)
-    except (DataNotFoundError, OSError) as e:
-        raise fail(str(e), code=1) from None
+    except (DataNotFoundError, OSError) as e:  # data found nowhere (2) or unreadable (1)
+        raise fail_on(e) from None
     except ValueError as e:
         raise fail(str(e)) from None
     if plot is not None:

@@ -16,6 +16,7 @@ from fedqr.cli._common import (
     check_out_file,
     err,
     fail,
+    fail_on,
     mechanism_for,
     out,
     write_file_atomic,
@@ -93,7 +94,7 @@ def plan_bound(
                 rows, panels = gaussian_rows(base, eps_list, t_max=t_max,
                                              accountant=accountant)
     except DataNotFoundError as e:
-        raise fail(str(e), code=1) from None
+        raise fail_on(e) from None
     except ValueError as e:
         raise fail(str(e)) from None
     except (OverflowError, ZeroDivisionError):  # eps 1e308 or 1e-320 in the closed forms

@@ -15,7 +15,7 @@ import typer
 
 from fedqr._precision import arithmetic_of
 from fedqr._validate import check_in_range
-from fedqr.cli._common import check_out_dir, err, fail, out, progress
+from fedqr.cli._common import check_out_dir, err, fail, fail_on, out, progress
 from fedqr.cli._common import device as _device
 
 if TYPE_CHECKING:
@@ -68,7 +68,7 @@ def reproduce(
         manifest = build_manifest(folder, spec, settings, base=fraction, data_dir=data_dir,
                                   status=lambda m: err.print(f"[dim]{m}[/]"))
     except DataNotFoundError as e:
-        raise fail(str(e), code=1) from None
+        raise fail_on(e) from None
     except ValueError as e:
         raise fail(str(e)) from None
     counts = {"computed": 0, "reused": 0}

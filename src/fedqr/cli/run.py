@@ -30,6 +30,7 @@ from fedqr.cli._common import (
     check_out_dir,
     err,
     fail,
+    fail_on,
     floats,
     mechanism_for,
     out,
@@ -183,8 +184,8 @@ def run(
                                 **planning)
         else:
             _nothing_to_plan(planning)
-    except (OSError, DataNotFoundError) as e:  # an unreadable or missing data file
-        raise fail(str(e), code=1) from None
+    except (OSError, DataNotFoundError) as e:  # data found nowhere (2) or unreadable (1)
+        raise fail_on(e) from None
     except ValueError as e:
         raise fail(str(e)) from None
     result = _simulate(source, kernel, settings)

@@ -26,7 +26,7 @@ from rich.console import Console
 
 from fedqr._atomic import check_writable_dir
 from fedqr._cli_checks import check_accountant_applies, given
-from fedqr._cli_messages import diverged_note, name_options
+from fedqr._cli_messages import diverged_note, exit_code, name_options
 from fedqr._enums import Accountant, Aggregation, DatasetName, Mechanism
 from fedqr._options import (
     AggregationOpt,
@@ -137,8 +137,8 @@ def _main(mode: str, opts: "o.FlowerOptions") -> None:
 
     try:
         cfg, choice, remote, names = _configure(mode, opts)
-    except DataNotFoundError as e:
-        raise _fail(str(e), 1) from None
+    except DataNotFoundError as e:  # bad input: exit 2, naming --data-dir and FEDQR_DATA
+        raise _fail(str(e), exit_code(e)) from None
     except ValueError as e:
         raise _fail(str(e), 2) from None
     _execute(cfg, mode=mode, work_dir=opts.work_dir, timeout=opts.timeout,
@@ -316,15 +316,14 @@ def _metric(value: object) -> str:
 
 
 def _write(out_dir: Path, doc: dict[str, Any], theta: Any) -> None:
-    """result.json, training.png and model.npz, staged so that no partial output remains."""
-    import numpy as np
-
-    from fedqr._atomic import staged_dir, write_file_atomic, write_json_atomic
+    """result.json, training.png and model.npz (``fedqr run``'s, one repeat: ``theta`` of shape
+    ``(1, *param_shape)``), staged so that no partial output remains."""
+    from fedqr._atomic import staged_dir, write_json_atomic
     from fedqr.experiments.plots import plot_training
-    from fedqr.sim.result import finite_json
+    from fedqr.sim.result import finite_json, write_model
 
     with staged_dir(out_dir) as stage:  # inside out_dir: no rename across file systems
-        write_file_atomic(stage / "model.npz", lambda p: np.savez(p, theta=theta))
+        write_model(stage / "model.npz", theta)
         plot_training(doc, stage / "training.png")
         write_json_atomic(stage / "result.json", finite_json(doc))
 

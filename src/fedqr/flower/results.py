@@ -9,8 +9,8 @@ from typing import Any
 
 import numpy as np
 
-from fedqr._atomic import write_file_atomic, write_json_atomic
-from fedqr.sim.result import finite_json
+from fedqr._atomic import write_json_atomic
+from fedqr.sim.result import finite_json, write_model
 
 RESULT, MODEL, ERROR, PROGRESS = "result.json", "model.npz", "error.json", "progress.jsonl"
 REPORTS = "reports.json"  # a survey run: the clients' sizes and budgets
@@ -18,9 +18,10 @@ REPORTS = "reports.json"  # a survey run: the clients' sizes and budgets
 
 def write_result(out: Path, *, doc: dict[str, Any], theta: np.ndarray) -> None:
     """``model.npz`` (``theta``, shape ``(1, *param_shape)``: ``fedqr run``'s layout with its
-    one repeat), then ``result.json``: both atomically, the result last, so a reader that sees
-    ``result.json`` also finds the model."""
-    write_file_atomic(out / MODEL, lambda p: np.savez(p, theta=theta))
+    one repeat, written by its writer :func:`fedqr.sim.result.write_model`), then
+    ``result.json``: both atomically, the result last, so a reader that sees ``result.json``
+    also finds the model."""
+    write_model(out / MODEL, theta)
     write_json_atomic(out / RESULT, finite_json(doc))
 
 

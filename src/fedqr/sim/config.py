@@ -133,7 +133,8 @@ class PrivacyConfig:
     eps:
         Per-client epsilon budget: one value for all clients or one per client.
     delta:
-        Per-client delta (Gaussian only; Laplace is pure DP: any delta given is recorded as 0).
+        Per-client delta (Gaussian only; Laplace is pure DP: a delta given is recorded as 0,
+        one per client where one per client was given, as the clients' ``delta_budget``).
     clip:
         Per-sample gradient norm bound xi (l1 for Laplace, l2 for Gaussian); ``inf`` = no clip.
     sample_rate:
@@ -163,8 +164,8 @@ class PrivacyConfig:
         for d in _as_tuple(self.delta):  # whatever the mechanism: a delta is a probability
             check_in_range("delta", d, 0, 1, low_open=self.spec.needs_delta,
                            high_open=True)
-        if not self.spec.needs_delta:  # pure DP (or none): the run's record says delta 0
-            object.__setattr__(self, "delta", 0.0)
+        if not self.spec.needs_delta:  # pure DP (or none): the run's record says delta 0,
+            object.__setattr__(self, "delta", _zeros(self.delta))  # one or one per client
         _positive("clip", self.clip, allow_inf=True)
         if not 0 < self.sample_rate <= 1:
             raise ValueError(f"sample_rate must be in (0, 1], got sample_rate={self.sample_rate}")
@@ -194,6 +195,11 @@ def _plain(name: str, v: object) -> float | tuple[float, ...]:
         return v
     is_scalar = not isinstance(v, Sequence) and getattr(v, "ndim", 0) == 0
     return values[0] if is_scalar else values
+
+
+def _zeros(v: float | tuple[float, ...]) -> float | tuple[float, ...]:
+    """``v``'s shape with every delta 0: what a pure-DP (or no) mechanism spends."""
+    return 0.0 if isinstance(v, int | float) else tuple(0.0 for _ in v)
 
 
 def _as_tuple(v: float | Sequence[float]) -> tuple[float, ...]:

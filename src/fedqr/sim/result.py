@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
-from fedqr._atomic import write_json_atomic
+from fedqr._atomic import write_file_atomic, write_json_atomic
 from fedqr.data import Dataset
 from fedqr.sim.config import PrivacyConfig, SimConfig
 
 __all__ = ["RoundMetrics", "SimResult", "finite_json", "jsonable", "name_clients",
-           "write_json_atomic"]
+           "write_json_atomic", "write_model"]
 
 if TYPE_CHECKING:
     from fedqr.sim.budget import ClientPrivacy
@@ -164,8 +164,8 @@ class SimResult:
             "fedqr_result": 1,
             "dataset": self.dataset,
             "config": jsonable(self.config),
-            # what accounted the budgets: config.privacy holds the request (a Laplace run
-            # ignores a requested delta: pure eps-DP, basic composition)
+            # what accounted the budgets: config.privacy holds the request, its delta the one
+            # the run used (0 for pure eps-DP, accounted by basic composition)
             "accounting": {"accountant": used.value if used is not None else None,
                            "neighbours": privacy.spec.neighbours.value,
                            "normaliser": _normaliser(privacy),
@@ -189,6 +189,21 @@ class SimResult:
     def save(self, path: str | os.PathLike[str]) -> None:
         """Write ``result.json`` atomically."""
         write_json_atomic(Path(path), self.to_json())
+
+
+def write_model(path: str | os.PathLike[str], theta: np.ndarray) -> None:
+    """Write ``model.npz`` atomically, as every command writes it.
+
+    Parameters
+    ----------
+    path:
+        The file to write (``--out``'s ``model.npz``).
+    theta:
+        The final parameters of every repeat, ``(R, *param_shape)``: softmax regression
+        ``(R, k, p)`` (the biases last with an intercept), a torch model ``(R, P)``. A Flower
+        run has one repeat, ``R = 1``. Saved as the ``.npz`` array ``theta``.
+    """
+    write_file_atomic(path, lambda p: np.savez(p, theta=theta))
 
 
 def name_clients(doc: dict[str, Any], names: tuple[str, ...] | None) -> None:

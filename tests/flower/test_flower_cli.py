@@ -1,0 +1,71 @@
+"""``fedqr flower simulate | deploy`` as the README describes them: their options, and a data
+set found nowhere refused as bad input."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import click
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from fedqr.cli import app
+from fedqr.flower.cli import flower_app
+
+README = Path(__file__).resolve().parents[2] / "README.md"
+
+
+def _options(group: typer.Typer | click.Group, name: str) -> set[str]:
+    """The long options of command ``name`` of ``group`` (a flag by its first name:
+    ``--standardize`` for ``--standardize/--no-standardize``)."""
+    cli = group if isinstance(group, click.Group) else typer.main.get_group(group)
+    command = cli.get_command(click.Context(cli), name)
+    assert command is not None
+    return {o for p in command.params for o in p.opts if o.startswith("--")}
+
+
+def _named(text: str) -> set[str]:
+    """The options a README passage names (a flag by its first name)."""
+    return {token.split("/")[0] for token in re.findall(r"`(--[^`]+)`", text)}
+
+
+def test_the_readme_names_exactly_the_options_simulate_and_deploy_take() -> None:
+    """The README's Flower section lists what ``simulate`` and ``deploy`` take of ``fedqr
+    run``'s options, which of them they lack, and their own (it said they took all of
+    ``fedqr run``'s, which they do not)."""
+    text = " ".join(README.read_text().split())
+    passage = text[text.index("Both take these options of `fedqr run`"):]
+    passage = passage[:passage.index("They write `result.json`")]
+    taken, rest = passage.split("; but not ")
+    lacked, own = rest.split("Their own: ")
+    own, theirs = own.split("; `--superlink`")
+    theirs = "`--superlink`" + theirs  # fedqr flower run's, refused by simulate and deploy
+    flower = _options(flower_app, "simulate")
+    assert flower == _options(flower_app, "deploy")
+    run = _options(app, "run")
+    assert _named(taken) == flower & run - _named(theirs)
+    assert _named(lacked) == run - flower
+    assert _named(own) == flower - run - _named(theirs)
+    assert "node-timeout" in own and _named(theirs) <= flower
+
+
+@pytest.mark.parametrize("command", ["simulate", "deploy"])
+def test_a_data_set_found_nowhere_is_bad_input_naming_the_cli_s_options(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, command: str) -> None:
+    """FEMNIST found nowhere: exit 2 (it was 1), the message naming ``--data-dir`` and
+    ``FEDQR_DATA`` (not the Python API's ``data_dir=...``), nothing written."""
+    monkeypatch.delenv("FEDQR_DATA", raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    empty = tmp_path / "empty"
+    empty.mkdir()
+    res = CliRunner().invoke(flower_app, [
+        command, "--dataset", "femnist", "--data-dir", str(empty), "--mechanism", "laplace",
+        "--eps", "1", "--rounds", "2", "--num-clients", "3", "--clients-per-round", "2",
+        "--out", str(tmp_path / "out")])
+    assert res.exit_code == 2, res.output
+    said = " ".join(res.output.split())
+    assert "FEMNIST not found" in said and "FEDQR_DATA" in said
+    assert "--data-dir=" in said and "data_dir=" not in said.replace("--data-dir=", "")
+    assert not (tmp_path / "out").exists()
