@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import signal
-import threading
-from types import FrameType
-
 import typer
 
+from fedqr._signals import sigterm_as_interrupt
 from fedqr.cli import audit as _audit
 from fedqr.cli import estimate as _estimate
 from fedqr.cli import plan as _plan
@@ -37,20 +34,15 @@ app.command("audit")(_audit.audit)
 app.add_typer(flower_app, name="flower")
 
 
-def _interrupt(signum: int, frame: FrameType | None) -> None:
-    raise KeyboardInterrupt
-
-
 def main() -> None:
     """The ``fedqr`` command: :data:`app`, then a quick exit (:mod:`fedqr.cli._exit`).
 
     SIGTERM stops a command as Ctrl-C does: a folder being written or a cache file is
     removed, not left half-written (``fedqr flower`` commands also stop their processes).
     """
-    if threading.current_thread() is threading.main_thread():
-        signal.signal(signal.SIGTERM, _interrupt)
     try:
-        app(prog_name="fedqr")
+        with sigterm_as_interrupt():  # fedqr._signals
+            app(prog_name="fedqr")
     except SystemExit as stop:
         leave(stop.code)
         raise

@@ -13,9 +13,7 @@ bad input exits with code 2 naming the parameter and writes nothing.
 import contextlib
 import importlib.util
 import shutil
-import signal
 import tempfile
-import threading
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -42,6 +40,7 @@ from fedqr._options import (
     NumClientsOpt,
     TestShareOpt,
 )
+from fedqr._signals import sigterm_as_interrupt
 from fedqr._validate import check_positive
 from fedqr.flower import cli_options as o
 from fedqr.flower import cli_parties
@@ -63,23 +62,8 @@ _MODE = {"simulate": "simulation", "deploy": "deployment", "run": "remote"}
 
 
 def _fail(message: str, code: int) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {name_options(message) if code == 2 else message}")
+    err.print(f"[bold red]error:[/] {name_options(message)}")
     return typer.Exit(code)
-
-
-@contextlib.contextmanager
-def _sigterm_as_interrupt() -> Iterator[None]:
-    """SIGTERM stops the run like Ctrl-C does: every started process is stopped."""
-    def handler(signum: int, frame: Any) -> None:
-        raise KeyboardInterrupt
-    if threading.current_thread() is not threading.main_thread():
-        yield  # signal handlers can only be set from the main thread
-        return
-    previous = signal.signal(signal.SIGTERM, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGTERM, previous)
 
 
 def command(
@@ -254,11 +238,11 @@ def _execute(cfg: "FlowerRunConfig", *, mode: str, work_dir: Path | None, timeou
     planned = None
     try:
         if remote is not None and choice is not None:
-            with _sigterm_as_interrupt():
+            with sigterm_as_interrupt():
                 planned = plan_remote(cfg, choice=choice, address=remote[0], ca=remote[1],
                                       work=work, timeout_s=timeout, console=out)
             cfg = planned.cfg
-        with _sigterm_as_interrupt(), _progress(cfg.rounds) as on_progress:
+        with sigterm_as_interrupt(), _progress(cfg.rounds) as on_progress:
             if remote is not None:
                 outcome = run_remote(cfg, address=remote[0], ca=remote[1], work=work,
                                      timeout_s=timeout, on_progress=on_progress)

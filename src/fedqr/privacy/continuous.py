@@ -33,6 +33,7 @@ from fedqr.privacy.spec import (
     Neighbours,
     PaperBound,
     check_finite_clip,
+    not_closed_under_sums,
 )
 
 __all__ = ["GaussianMechanism", "LaplaceMechanism", "NoNoise", "summed_std"]
@@ -43,10 +44,6 @@ def summed_std(weights: Tensor, std: Tensor) -> Tensor:
     computed in float64, rounded up to ``std``'s dtype as every std is."""
     return noise_tensor((weights.double() * std.double()).square().sum(dim=-1).sqrt(),
                         dtype=std.dtype, device=std.device)
-
-
-def _not_closed(kind: Mechanism) -> ValueError:
-    return ValueError(f"{kind.value} noise is not closed under sums: draw it reply by reply")
 
 
 @dataclass(frozen=True)
@@ -102,7 +99,7 @@ class LaplaceMechanism(FullBatch, _Additive):
 
     def draw_sum(self, *, weights: Tensor, std: Tensor, num_params: int,
                  generator: torch.Generator) -> Tensor:
-        raise _not_closed(self.kind)
+        raise not_closed_under_sums(self.kind)
 
 
 @dataclass(frozen=True)

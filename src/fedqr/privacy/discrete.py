@@ -35,7 +35,13 @@ from torch import Tensor
 
 from fedqr.privacy.accounting import Accountant, make_accountant
 from fedqr.privacy.mechanisms import Mechanism, Norm
-from fedqr.privacy.spec import NO_NOISE, Calibration, FullBatch, PaperBound
+from fedqr.privacy.spec import (
+    NO_NOISE,
+    Calibration,
+    FullBatch,
+    PaperBound,
+    not_closed_under_sums,
+)
 
 __all__ = ["GRID_PER_PARAM", "DiscreteLaplaceMechanism", "SecureIntegers", "SeededIntegers",
            "grid_sensitivity", "sample_discrete_laplace"]
@@ -219,8 +225,7 @@ class DiscreteLaplaceMechanism(FullBatch):
 
     def draw_sum(self, *, weights: Tensor, std: Tensor, num_params: int,
                  generator: torch.Generator) -> Tensor:
-        raise ValueError(f"{self.kind.value} noise is not closed under sums: draw it reply by "
-                         "reply")
+        raise not_closed_under_sums(self.kind)
 
     def release(self, *, g_data: Tensor, decay: Tensor, noise: Tensor, std: Tensor,
                 param: Tensor) -> Tensor:

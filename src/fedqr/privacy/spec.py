@@ -37,6 +37,7 @@ __all__ = [
     "as_mechanism",
     "check_accountant_applies",
     "mechanism_for",
+    "not_closed_under_sums",
 ]
 
 
@@ -187,6 +188,12 @@ class NoiseMechanism(Protocol):
         (shape ``weights.shape``), shape ``weights.shape[:-1] + (num_params,)``, drawn once;
         ``ValueError`` unless :attr:`closed_under_sums`."""
         ...
+
+
+def not_closed_under_sums(kind: Mechanism) -> ValueError:
+    """The error of :meth:`NoiseMechanism.draw_sum` for a mechanism whose noise is drawn
+    reply by reply (``closed_under_sums`` false)."""
+    return ValueError(f"{kind.value} noise is not closed under sums: draw it reply by reply")
 
 
 def check_finite_clip(kind: Mechanism, clip: float) -> None:
