@@ -62,7 +62,7 @@ _MODE = {"simulate": "simulation", "deploy": "deployment", "run": "remote"}
 
 
 def _fail(message: str, code: int) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {name_options(message)}")
+    err.print(f"[bold red]error:[/] {name_options(message) if code == 2 else message}")
     return typer.Exit(code)
 
 
