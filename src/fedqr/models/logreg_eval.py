@@ -2,7 +2,8 @@
 
 The logits of a chunk of rows for all R repeats are one product with ``R k`` columns; where
 the rows' CSR copy pays (:mod:`fedqr.models.sparse_rows`), it is used instead of the dense
-rows. The loss is a fused log-sum-exp; correctness counts ``argmax == y``.
+rows. The loss is a fused log-sum-exp; correctness counts ``argmax == y``
+(:func:`summed_metrics`).
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from fedqr.models.logreg import clipped_residual
 from fedqr.models.logreg_pass import forward_weights
 from fedqr.models.sparse_rows import SparseCache
 
-__all__ = ["evaluate"]
+__all__ = ["evaluate", "summed_metrics"]
 
 
 def evaluate(
@@ -33,12 +34,34 @@ def evaluate(
     for start, logits in _logits(x, theta_t, r * k, chunk_rows=chunk_rows, sparse=sparse,
                                  build=build_sparse):
         c = logits.shape[0]
-        out = clipped_residual(logits[:, : r * k].view(c, r, k),
-                               y[start:start + c, None].expand(c, r), residual=False)
-        assert out.loss is not None and out.correct is not None  # metrics=True
-        loss += out.loss.sum(dim=0)
-        correct += out.correct.sum(dim=0)
+        chunk_loss, chunk_correct = summed_metrics(logits[:, : r * k].view(c, r, k),
+                                                   y[start:start + c])
+        loss += chunk_loss
+        correct += chunk_correct
     return loss, correct
+
+
+def summed_metrics(logits: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
+    """Summed cross-entropy and number correct over the rows of ``logits`` ``(c, R, k)`` with
+    labels ``y`` ``(c,)``, per repeat ``(R,)``.
+
+    The log-sum-exp is shifted by each row's maximum, whose index is the prediction (the
+    first maximum, as ``argmax``): about 9 operations instead of
+    :func:`~fedqr.models.logreg.clipped_residual`'s 13, which guard against a maximum that
+    is not finite (a diverged model) in every row. Where the sum is not finite, the rows are
+    evaluated again that way, so an infinite logit gives an infinite loss there as in
+    ``torch.logsumexp``.
+    """
+    c, r, _ = logits.shape
+    top, first = logits.max(dim=-1)  # (c, R)
+    picked = logits.gather(-1, y.view(c, 1, 1).expand(c, r, 1)).squeeze(-1)
+    lse = (logits - top.unsqueeze(-1)).exp_().sum(dim=-1).log_()
+    loss = lse.add_(top).sub_(picked).sum(dim=0)
+    if not bool(torch.isfinite(loss).all()):
+        out = clipped_residual(logits, y[:, None].expand(c, r), residual=False)
+        assert out.loss is not None  # metrics=True
+        loss = out.loss.sum(dim=0)
+    return loss, (first == y[:, None]).sum(dim=0)
 
 
 def _logits(x: Tensor, theta_t: Tensor, cols: int, *, chunk_rows: int,

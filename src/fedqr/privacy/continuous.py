@@ -101,6 +101,9 @@ class LaplaceMechanism(FullBatch, _Additive):
                  generator: torch.Generator) -> Tensor:
         raise not_closed_under_sums(self.kind)
 
+    def sum_std(self, *, weights: Tensor, std: Tensor) -> Tensor:
+        raise not_closed_under_sums(self.kind)
+
 
 @dataclass(frozen=True)
 class GaussianMechanism(_Additive):
@@ -160,9 +163,12 @@ class GaussianMechanism(_Additive):
                  generator: torch.Generator) -> Tensor:
         """``sum_j w_j N(0, s_j^2) = N(0, sum_j w_j^2 s_j^2)`` in every coordinate: one draw
         of :func:`summed_std`."""
-        total = summed_std(weights, std)
+        total = self.sum_std(weights=weights, std=std)
         return self.draw(std=total, param=torch.zeros_like(total),
                          shape=(*total.shape, num_params), generator=generator)
+
+    def sum_std(self, *, weights: Tensor, std: Tensor) -> Tensor:
+        return summed_std(weights, std)
 
 
 @dataclass(frozen=True)
@@ -216,5 +222,8 @@ class NoNoise(_Additive):
                  generator: torch.Generator) -> Tensor:
         return torch.zeros((*weights.shape[:-1], num_params), dtype=std.dtype,
                            device=std.device)
+
+    def sum_std(self, *, weights: Tensor, std: Tensor) -> Tensor:
+        return torch.zeros(weights.shape[:-1], dtype=std.dtype, device=std.device)
 
 

@@ -227,6 +227,9 @@ class DiscreteLaplaceMechanism(FullBatch):
                  generator: torch.Generator) -> Tensor:
         raise not_closed_under_sums(self.kind)
 
+    def sum_std(self, *, weights: Tensor, std: Tensor) -> Tensor:
+        raise not_closed_under_sums(self.kind)
+
     def release(self, *, g_data: Tensor, decay: Tensor, noise: Tensor, std: Tensor,
                 param: Tensor) -> Tensor:
         """``gamma (round(g_data / gamma) + Z) + decay``, the integer sum taken exactly."""

@@ -185,8 +185,15 @@ class NoiseMechanism(Protocol):
     def draw_sum(self, *, weights: Tensor, std: Tensor, num_params: int,
                  generator: torch.Generator) -> Tensor:
         """The noise of ``sum_j weights[..., j] noise_j`` for replies with per-reply ``std``
-        (shape ``weights.shape``), shape ``weights.shape[:-1] + (num_params,)``, drawn once;
-        ``ValueError`` unless :attr:`closed_under_sums`."""
+        (shape ``weights.shape``), shape ``weights.shape[:-1] + (num_params,)``, drawn once
+        (:meth:`draw` at :meth:`sum_std`); ``ValueError`` unless :attr:`closed_under_sums`."""
+        ...
+
+    def sum_std(self, *, weights: Tensor, std: Tensor) -> Tensor:
+        """Std of ``sum_j weights[..., j] noise_j`` over the last axis, shape
+        ``weights.shape[:-1]``, rounded up to ``std``'s dtype (a caller that draws many sums
+        of the same replies computes it once); ``ValueError`` unless
+        :attr:`closed_under_sums`."""
         ...
 
 

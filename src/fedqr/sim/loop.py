@@ -183,22 +183,26 @@ class _Fixed:
     reps: Tensor  # (R, 1): 0 .. R-1
     noise_std: Tensor  # (S, N) float32
     noise_param: Tensor  # (S, N) float64
-    _selected: dict[bytes, tuple[Tensor, Tensor, Tensor, Tensor]] = field(
+    _selected: dict[bytes, tuple[Tensor, Tensor, Tensor, Tensor, Tensor | None]] = field(
         default_factory=dict, compare=False, repr=False)
 
-    def selected(self, sel: np.ndarray) -> tuple[Tensor, Tensor, Tensor, Tensor]:
-        """The selection ``(R, b)`` as a tensor, its replies' noise std and parameter and the
-        server's weights ``c`` (float32): computed once per distinct selection (round robin
-        repeats N / b of them), a few small operations less a round."""
+    def selected(self, sel: np.ndarray) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor | None]:
+        """The selection ``(R, b)`` as a tensor, its replies' noise std and parameter, the
+        server's weights ``c`` (float32) and, where the aggregate's noise is drawn at once,
+        its std ``(R,)``: computed once per distinct selection (round robin repeats N / b of
+        them), a few small operations less a round."""
         key = sel.tobytes()
         hit = self._selected.get(key)
         if hit is not None:
             return hit
         dev = self.tallies.device
         sel_t = torch.as_tensor(sel, device=dev)
-        out = (sel_t, self.noise_std[self.group, sel_t], self.noise_param[self.group, sel_t],
-               torch.as_tensor(aggregation_weights(self.config, self.sizes, sel),
-                               dtype=torch.float32, device=dev))
+        std = self.noise_std[self.group, sel_t]
+        c = torch.as_tensor(aggregation_weights(self.config, self.sizes, sel),
+                            dtype=torch.float32, device=dev)
+        total = (self.config.privacy.spec.sum_std(weights=c, std=std)
+                 if self.streams.draws_sums else None)
+        out = (sel_t, std, self.noise_param[self.group, sel_t], c, total)
         if len(self._selected) < _SELECTIONS_KEPT:
             self._selected[key] = out
         return out
@@ -219,18 +223,18 @@ class _Fixed:
 def _round(theta: Tensor, sums: GradSums, sel: np.ndarray, t: int, fixed: _Fixed) -> Tensor:
     """Steps 3-5 of round t: replies (charged, noised) and their aggregate theta_{t+1}."""
     config, privacy = fixed.config, fixed.privacy
-    sel_t, std, param, c = fixed.selected(sel)
-    summed = fixed.streams.draws_sums  # the aggregate's noise at once, after the charge
+    sel_t, std, param, c, total_std = fixed.selected(sel)
+    # total_std: the aggregate's noise is drawn at once, after the charge
     out = client_replies(sums.grad, sizes=fixed.sizes[sel], theta=theta.unsqueeze(1),
                          config=config, round=t, std=std, param=param,
-                         noise=None if summed else functools.partial(fixed.streams.noise,
-                                                                     sel=sel, round=t),
+                         noise=None if total_std is not None else functools.partial(
+                             fixed.streams.noise, sel=sel, round=t),
                          charge=functools.partial(privacy.ledgers.charge_round, sel))
     fixed.tallies[:, fixed.reps, sel_t] += torch.stack([  # float32 terms, float64 sums
         sums.clipped / sums.rows.clamp_min(1),
         out.g_data.norm(dim=-1) / (std * out.g_data.shape[-1] ** 0.5),
         torch.ones_like(std), sums.clipped, sums.rows]).double()
     nxt = _aggregate(c, out.theta, batched=fixed.batched)
-    if summed:  # sum_i c_i (theta^i - eta n_i) = sum_i c_i theta^i - eta sum_i c_i n_i
-        nxt -= config.lr.at(t) * fixed.streams.noise_sum(c, std, out.theta.shape[-1])
+    if total_std is not None:  # sum_i c_i (theta^i - eta n_i) = sum_i c_i theta^i - eta sum c_i n_i
+        nxt -= config.lr.at(t) * fixed.streams.noise_sum(total_std, out.theta.shape[-1])
     return nxt

@@ -113,17 +113,18 @@ class Streams:
         of the replies' noises, at a b-th of the draws."""
         return not self.per_reply and self.config.privacy.spec.closed_under_sums
 
-    def noise_sum(self, weights: Tensor, std: Tensor, num_params: int) -> Tensor:
+    def noise_sum(self, total_std: Tensor, num_params: int) -> Tensor:
         """The noise of each repeat's aggregate ``sum_j weights[r, j] noise_rj``,
-        ``(R, num_params)``, for replies with per-reply ``std`` ``(R, b)`` (needs
-        :attr:`draws_sums`)."""
+        ``(R, num_params)``, from its std ``(R,)`` (the mechanism's ``sum_std`` of the
+        weights and the replies' stds; needs :attr:`draws_sums`)."""
         spec = self.config.privacy.spec
+        zero = torch.zeros_like(total_std)
         if self.batched:
-            return spec.draw_sum(weights=weights, std=std, num_params=num_params,
-                                 generator=self.gens[0])
-        return torch.stack([spec.draw_sum(weights=weights[r], std=std[r],
-                                          num_params=num_params, generator=self.gens[r])
-                            for r in range(std.shape[0])])
+            return spec.draw(std=total_std, param=zero, shape=(*total_std.shape, num_params),
+                             generator=self.gens[0])
+        return torch.stack([spec.draw(std=total_std[r], param=zero[r], shape=(num_params,),
+                                      generator=self.gens[r])
+                            for r in range(total_std.shape[0])])
 
     def noise(self, std: Tensor, param: Tensor, num_params: int, *, sel: np.ndarray,
               round: int) -> Tensor:
