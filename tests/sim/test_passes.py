@@ -75,3 +75,21 @@ def test_a_one_row_client_is_all_bias() -> None:
     a, b = (full_batch_sums(layout, theta, sel, clip=0.5, norm=Norm.L2, chunk_rows=16,
                             with_train_loss=True) for layout in (split, dense))
     torch.testing.assert_close(a.grad, b.grad, rtol=1e-5, atol=1e-5)
+
+
+def test_blocks_are_built_on_first_use_only() -> None:
+    """A layout scans and copies its clients' rows only when a full-batch pass asks: a run of
+    Poisson batches never does."""
+    x, y, off = _rows(4)
+    lay = client_layout(x, y, offsets=off, num_classes=3, norm=Norm.L2)
+    assert "blocks" not in vars(lay)
+    blocks = lay.blocks
+    assert "blocks" in vars(lay) and lay.blocks is blocks  # built once
+    assert blocks is not None and len(blocks) == 3
+    for i, b in enumerate(blocks):
+        eager = client_block(x[int(off[i]):int(off[i + 1])])
+        assert (b is None) == (eager is None)
+        if b is not None and eager is not None:
+            assert torch.equal(b.x, eager.x) and torch.equal(b.cols, eager.cols)
+    plain = ClientLayout(x=x, y=y, x_norm=row_norms(x, Norm.L2), offsets=off, num_classes=3)
+    assert plain.blocks is None

@@ -6,6 +6,7 @@ through the columns of one GEMM. Per-client results are sums (divided by d_i or 
 
 from __future__ import annotations
 
+import functools
 import itertools
 from dataclasses import dataclass
 
@@ -61,10 +62,14 @@ class ClientLayout:
     """Training rows sorted by client on the compute device.
 
     Client i owns rows ``offsets[i]:offsets[i + 1]`` of ``x`` and ``y``; ``blocks[i]`` (when
-    present) holds the same rows without their constant columns (:class:`ClientBlock`; a copy,
-    so the layout holds up to twice the training data); ``sparse`` (when present) gives a
-    client's rows as CSR where a sparse pass pays (:mod:`fedqr.models.sparse_rows`; built on
-    first use). Build it with :func:`client_layout`.
+    asked for) holds the same rows without their constant columns (:class:`ClientBlock`; a
+    copy, so the layout then holds up to twice the training data); ``sparse`` (when present)
+    gives a client's rows as CSR where a sparse pass pays (:mod:`fedqr.models.sparse_rows`;
+    built on first use). Build it with :func:`client_layout`.
+
+    The blocks serve full-batch passes only; they are built the first time one asks for them
+    (``with_blocks``), so a run of Poisson batches neither scans the clients' columns nor
+    copies their rows (MNIST: about 0.1 s and 188 MB a run).
     """
 
     x: Tensor  # (n, p) float32
@@ -72,13 +77,25 @@ class ClientLayout:
     x_norm: Tensor  # (n,) ||x_j|| in the mechanism's clipping norm
     offsets: np.ndarray  # (N + 1,) int64
     num_classes: int
-    blocks: tuple[ClientBlock | None, ...] | None = None
     sparse: SparseCache | None = None
+    with_blocks: bool = False
+    coded: tuple[Coding, int] | None = None  # the mixed arithmetic's coding and chunk rows
 
     @property
     def sizes(self) -> np.ndarray:
         """d_i, shape (N,)."""
         return np.diff(self.offsets)
+
+    @functools.cached_property
+    def blocks(self) -> tuple[ClientBlock | None, ...] | None:
+        """Each client's :class:`ClientBlock` (``None`` where the split does not pay), built
+        on first use; ``None`` for a layout made without them."""
+        if not self.with_blocks:
+            return None
+        code = self.coded
+        return tuple(client_block(self.x[int(lo):int(hi)], None if code is None else
+                                  (code[0].codes[int(lo):int(hi)], code[0], code[1]))
+                     for lo, hi in itertools.pairwise(self.offsets))
 
 
 _MIN_CONST_SHARE = 1 / 16  # fewer constant columns than this share: the dense pass is as fast
@@ -108,13 +125,11 @@ def client_layout(x: Tensor, y: Tensor, *, offsets: np.ndarray, num_classes: int
     """:class:`ClientLayout` of client-sorted rows, with row norms and constant-column blocks;
     with ``coding`` (the rows' integer coding, on the CPU) every client's block also holds
     its codes for the mixed arithmetic and the norms are the coded rows'."""
-    blocks = tuple(client_block(x[int(lo):int(hi)], None if coding is None else
-                                (coding.codes[int(lo):int(hi)], coding, chunk_rows))
-                   for lo, hi in itertools.pairwise(offsets))
     x_norm = row_norms(x, norm) if coding is None else torch.as_tensor(
         coding.norms(1 if norm is Norm.L1 else 2), device=x.device)
     return ClientLayout(x=x, y=y, x_norm=x_norm, offsets=offsets,
-                        num_classes=num_classes, blocks=blocks,
+                        num_classes=num_classes, with_blocks=True,
+                        coded=None if coding is None else (coding, chunk_rows),
                         sparse=SparseCache.of(x, [(int(lo), int(hi)) for lo, hi in
                                                   itertools.pairwise(offsets)], transpose=True))
 
