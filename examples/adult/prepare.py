@@ -210,7 +210,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         train = read_table(data_dir / "adult.data")
         test = read_table(data_dir / "adult.test")
         categories = fit_categories(train)
-        x, _ = encode(train, categories)
+        x, names = encode(train, categories)
         x_test, _ = encode(test, categories)
         groups = np.unique(train.column(args.attribute), return_inverse=True)[1]
         client = dirichlet_split(groups.astype(np.int64), num_clients=args.num_clients,
@@ -219,7 +219,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"error: {err}", file=sys.stderr)
         return 2
     buf = io.BytesIO()
-    np.savez_compressed(buf, x=x, y=train.y, client=client, x_test=x_test, y_test=test.y)
+    np.savez_compressed(buf, x=x, y=train.y, client=client, x_test=x_test, y_test=test.y,
+                        feature_names=np.asarray(names, dtype=str))
     args.out.mkdir(parents=True, exist_ok=True)
     tmp = args.out / ".adult.npz.part"
     tmp.write_bytes(buf.getvalue())

@@ -203,12 +203,14 @@ def _write_atomic(path: Path, data: bytes) -> None:
     os.replace(tmp, path)
 
 
-def npz_bytes(s: Split, index: int) -> bytes:
-    """One hospital's ``.npz``: x, y, client (= ``index``), x_test, y_test."""
+def npz_bytes(s: Split, index: int, names: Sequence[str]) -> bytes:
+    """One hospital's ``.npz``: x, y, client (= ``index``), x_test, y_test and the columns'
+    ``feature_names`` (a public proxy's columns are matched to the deployment's by name)."""
     buf = io.BytesIO()
     np.savez_compressed(buf, x=s.x_train.astype(np.float32), y=s.y_train,
                         client=np.full(len(s.y_train), index, dtype=np.int64),
-                        x_test=s.x_test.astype(np.float32), y_test=s.y_test)
+                        x_test=s.x_test.astype(np.float32), y_test=s.y_test,
+                        feature_names=np.asarray(names, dtype=str))
     return buf.getvalue()
 
 
@@ -268,7 +270,7 @@ def build_files(splits: dict[str, Split], names: list[str]) -> dict[str, bytes]:
             np.concatenate([cs[i] for i in rest]), np.concatenate([ys[i] for i in rest]),
             np.vstack([xs[i] for i in rest]), names).encode()
     for h in HOSPITALS:
-        files[f"hospital_{h.name}.npz"] = npz_bytes(splits[h.name], h.index)
+        files[f"hospital_{h.name}.npz"] = npz_bytes(splits[h.name], h.index, names)
     return files
 
 

@@ -92,6 +92,7 @@ def test_a_data_file_without_a_test_set_names_each_option_once(
     result = runner.invoke(app, args)
     assert result.exit_code == 2, result.output
     text = " ".join(result.output.split())
-    assert "or --test-share: the share" in text and "as a test file: --test-data);" in text
+    assert "give a test set or --test-share, the share" in text
+    assert "a test set is a test file, --test-data, or the arrays x_test and y_test" in text
     assert text.count("--test-data") == 1 and "test_path" not in text
     assert not out.exists()

@@ -138,3 +138,11 @@ def test_missing_data_names_the_command_s_option_not_the_api_s(
     assert "--data-dir=" in res.output and "data_dir=" not in res.output.replace(
         "--data-dir=", "")
     assert not (tmp_path / "out").exists()
+
+
+def test_plot_names_its_argument_as_the_help_does(tmp_path: Path) -> None:
+    """``fedqr plot`` takes a positional RESULT_DIR: its error names that, not a Python name."""
+    (tmp_path / "afile").mkdir()  # a folder, but not one reproduce wrote
+    _refused(tmp_path, ["plot", str(tmp_path / "afile")],
+             f"RESULT_DIR must be a folder that fedqr reproduce --out wrote (it holds "
+             f"manifest.json), got '{tmp_path / 'afile'}'")

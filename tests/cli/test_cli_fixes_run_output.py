@@ -129,3 +129,20 @@ def test_a_run_after_a_private_pilot_says_what_the_pilot_spent(tmp_path: Path) -
     assert [c["pilot_delta_spent"] for c in doc["clients"]] == [0.0] * 4  # Laplace: pure DP
     jsonschema.validate(doc, json.loads(
         files("fedqr").joinpath("sim/result.schema.json").read_text()))
+
+
+@pytest.mark.parametrize("repeats", [1, 3])
+def test_the_final_accuracy_has_a_spread_only_over_several_repeats(tmp_path: Path,
+                                                                    repeats: int) -> None:
+    """One repeat has no spread: "+- 0" would read as no uncertainty at all."""
+    out = tmp_path / "run"
+    res = runner.invoke(app, ["run", "--dataset", "digits", "--mechanism", "laplace", "--eps",
+                              "1", "--rounds", "2", "--clients-per-round", "2", "--repeats",
+                              str(repeats), "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    line = next(ln for ln in res.stdout.splitlines() if ln.startswith("final test accuracy"))
+    std = json.loads((out / "result.json").read_text())["summary"]["final_test_accuracy_std"]
+    if repeats == 1:
+        assert "+-" not in line and "(one repeat: no spread)" in line
+    else:
+        assert f"+- {std:.4g} over 3 repeats" in line

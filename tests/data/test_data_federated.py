@@ -170,8 +170,8 @@ def _err(match: str, **kw: Any) -> None:
 def test_bad_test_set_options_are_named() -> None:
     d = _data()
     base = {k: d[k] for k in ("x", "y", "client")}
-    _err(r"give x_test and y_test, or test_share \(--test-share\): .* test_path "
-         r"\(--test-data\)\); got neither", **base)
+    _err(r"give a test set or test_share \(--test-share\), .* test_path \(--test-data\), "
+         r"or the arrays x_test and y_test .*; got neither", **base)
     _err("not both", **d, test_share=0.2)
     _err("y_test=None", **base, x_test=d["x_test"])
     _err("x_test=None", **base, y_test=d["y_test"])

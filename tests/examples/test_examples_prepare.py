@@ -121,7 +121,10 @@ def test_heart_per_hospital_csv_and_npz_match_the_pooled_files(heart_out: Path) 
         np.testing.assert_array_equal(y3, y_all[rest])
     for h in heart.HOSPITALS:
         with np.load(heart_out / f"hospital_{h.name}.npz") as z:
-            assert sorted(z.files) == ["client", "x", "x_test", "y", "y_test"]
+            assert sorted(z.files) == ["client", "feature_names", "x", "x_test", "y",
+                                       "y_test"]
+            names, _, _, _ = _read_csv(heart_out / f"hospital_{h.name}.csv")
+            assert z["feature_names"].tolist() == names[2:]  # the CSV's feature columns
             assert z["x"].dtype == np.float32 and z["y"].dtype == np.int64
             assert z["client"].dtype == np.int64 and np.all(z["client"] == h.index)
             _, _, y, x = _read_csv(heart_out / f"hospital_{h.name}.csv")
@@ -203,7 +206,7 @@ def _raw_counts(path: Path) -> tuple[int, int]:
 
 def test_adult_shapes_labels_and_row_counts(adult_out: Path, data_dir: Path) -> None:
     with np.load(adult_out / "adult.npz") as z:
-        assert sorted(z.files) == ["client", "x", "x_test", "y", "y_test"]
+        assert sorted(z.files) == ["client", "feature_names", "x", "x_test", "y", "y_test"]
         x, y, x_test, y_test = z["x"], z["y"], z["x_test"], z["y_test"]
     assert x.dtype == x_test.dtype == np.float32 and y.dtype == y_test.dtype == np.int64
     assert (len(y), len(y_test)) == (30162, 15060)  # 32,561 - 2,399 and 16,281 - 1,221
@@ -218,6 +221,7 @@ def test_adult_one_hot_blocks(adult_out: Path, data_dir: Path) -> None:
     _, names = adult.encode(train, adult.fit_categories(train))
     with np.load(adult_out / "adult.npz") as z:
         x, x_test = z["x"], z["x_test"]
+        assert z["feature_names"].tolist() == names  # a proxy is matched by these
     assert len(names) == x.shape[1] == x_test.shape[1]
     numeric = [names.index(c) for c in adult.NUMERIC]
     np.testing.assert_array_equal(x[:, names.index("age")][:3], [39, 50, 38])

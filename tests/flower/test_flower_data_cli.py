@@ -56,7 +56,7 @@ def listening() -> Iterator[int]:
       "hospital"], "has no column 'hospital' (--client-column='hospital')"),
     (["--data", "{in}/own.npz", "--test-share", "0.3"], "give a test set (in the file or "
                                                          "--test-data) or --test-share, not both"),
-    (["--data", "{in}/own.csv"], "give x_test and y_test, or --test-share"),
+    (["--data", "{in}/own.csv"], "give a test set or --test-share"),
     (["--data", "{in}/own.npz", "--num-clients", "5"],
      "--num-clients must match the clients of --data (3), got --num-clients=5"),
     (["--data", "{in}/own.npz", "--dataset", "digits", "--partition", "iid"],

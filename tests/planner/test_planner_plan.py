@@ -67,8 +67,9 @@ def test_a_useless_fixed_sample_rate_is_named_with_its_batch() -> None:
     plan = make_plan(_scenario(mechanism=Mechanism.GAUSSIAN, eps=(0.5,), clip=3.0,
                                sample_rate=0.003), settings=FAST)
     assert not plan.useful
-    batch = re.search(r"at sample_rate=0.003 the median client's expected batch is "
-                      r"([0-9.]+) rows; sample_rate=None \(--sample-rate auto\)", plan.message)
+    batch = re.search(r"at the sampling rate q = 0.003 the median client's expected batch "
+                      r"is ([0-9.]+) rows; the planner chooses q itself with --sample-rate auto "
+                      r"\(sample_rate=None in Python\)", plan.message)
     assert batch is not None, plan.message
     assert 0.5 < float(batch.group(1)) < 2.0  # 0.003 x ~360 rows
 

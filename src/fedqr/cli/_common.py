@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -98,8 +99,21 @@ staged = staged_dir
 
 
 __all__ = ["FIGURE_SUFFIXES", "check_out_dir", "check_out_file", "device", "err", "fail", "fail_on",
-           "floats", "mechanism_for", "out", "progress", "staged", "warn_diverged",
+           "floats", "mechanism_for", "out", "progress", "show_warnings", "staged", "warn_diverged",
            "write_file_atomic", "write_json_atomic"]
+
+
+def show_warnings(caught: list[warnings.WarningMessage]) -> None:
+    """Warnings recorded while a command worked, once it is done: fedqr's own as one
+    ``warning:`` line on stderr naming the command's options, others as Python shows them."""
+    from rich.markup import escape
+
+    own = Path(__file__).resolve().parents[1]  # the fedqr package
+    for w in caught:
+        if Path(w.filename).resolve().is_relative_to(own):
+            err.print(f"[yellow]warning:[/] {escape(name_options(str(w.message)))}")
+        else:
+            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 
 
 def warn_diverged(doc: dict[str, Any]) -> None:

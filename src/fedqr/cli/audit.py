@@ -12,6 +12,7 @@ from rich.table import Table
 
 from fedqr._enums import Accountant, Mechanism, ThreatModel
 from fedqr.cli._common import check_out_file, fail, mechanism_for, out, write_json_atomic
+from fedqr.cli.run_options import AccountantOpt
 
 
 def _check_out(path: Path | None) -> None:
@@ -31,8 +32,7 @@ def audit(
              "laplace 300, gaussian 10.")] = None,
     sample_rate: Annotated[float | None, typer.Option(
         help="q, Poisson sampling rate (gaussian default 0.01; laplace 1).")] = None,
-    accountant: Annotated[Accountant, typer.Option(help="Accountant for gaussian: rdp or pld.")]
-        = Accountant.RDP,
+    accountant: AccountantOpt = Accountant.RDP,
     num_clients: Annotated[int, typer.Option(help="N, the number of clients.")] = 10,
     clients_per_round: Annotated[int, typer.Option(help="b, replies per round (1..N).")] = 10,
     rounds: Annotated[int, typer.Option(help="T, the number of queries (rounds).")] = 100,

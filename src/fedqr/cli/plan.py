@@ -59,6 +59,7 @@ from fedqr.cli.estimate import (
     WdOpt,
 )
 from fedqr.cli.plan_bound import plan_bound
+from fedqr.cli.run_options import AccountantOpt
 
 
 def _extra_eps(text: str) -> float:
@@ -84,7 +85,6 @@ _FractionOpt = Annotated[float, typer.Option(help="Share of the training set use
 _DeltaOpt = Annotated[str, typer.Option(help="Delta per client (gaussian): one or N values.")]
 _SampleRateOpt = Annotated[str | None, typer.Option(
         help="q (gaussian, default 0.01), or 'auto': the planner chooses q too.")]
-_AccountantOpt = Annotated[Accountant, typer.Option(help="Gaussian: rdp or pld.")]
 _LrScheduleOpt = Annotated[LrSchedule, typer.Option(help="inverse-time or constant.")]
 _RoundsOpt = Annotated[str | None, typer.Option(help="Fix T (default: auto, planned).")]
 _ClientsPerRoundOpt = Annotated[str | None, typer.Option(
@@ -145,7 +145,7 @@ def plan(
     delta: _DeltaOpt = "1e-5",
     clip: ClipOpt = None,
     sample_rate: _SampleRateOpt = None,
-    accountant: _AccountantOpt = Accountant.RDP,
+    accountant: AccountantOpt = Accountant.RDP,
     lr: LrOpt = 0.05,
     lr_decay: LrDecayOpt = 0.01,
     lr_schedule: _LrScheduleOpt = LrSchedule.INVERSE_TIME,

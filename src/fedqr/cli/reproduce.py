@@ -106,8 +106,8 @@ def plot(
     from fedqr.experiments.report import redraw
 
     if not (result_dir / "manifest.json").is_file():
-        raise fail(f"result_dir must be a reproduce output folder holding manifest.json, "
-                   f"got result_dir={str(result_dir)!r}")
+        raise fail(f"RESULT_DIR must be a folder that fedqr reproduce --out wrote (it holds "
+                   f"manifest.json), got {str(result_dir)!r}")
     files = _redraw(redraw, result_dir)
     out.print(f"wrote {len(files)} files under {result_dir}")
 

@@ -12,7 +12,8 @@ import typer
 from fedqr._enums import Accountant, DatasetName, DataUse, LrSchedule, PartitionKind, Selection
 
 __all__ = [
-    "AccountantOpt", "ArithmeticOpt", "ClientsPerRoundOpt", "ClipOpt", "DataUseOpt",
+    "ACCOUNTANT_HELP", "AccountantOpt", "ArithmeticOpt", "ClientsPerRoundOpt", "ClipOpt",
+    "DataUseOpt",
     "DatasetOpt", "DeltaOpt", "EpsOpt", "EvalEveryOpt", "EvalTrainOpt", "FractionOpt",
     "GammaOpt", "LrScheduleOpt", "MuOpt", "OutDirOpt", "PartitionOpt", "PilotShareOpt",
     "PlanCacheOpt",
@@ -44,7 +45,9 @@ ClipOpt = Annotated[float | None, typer.Option(
 SampleRateOpt = Annotated[str | None, typer.Option(
         help="q, Poisson sampling rate of the local batch (gaussian default 0.01; laplace 1), "
              "or 'auto' (gaussian): planned.")]
-AccountantOpt = Annotated[Accountant, typer.Option(help="Accountant for gaussian: rdp or pld.")]
+ACCOUNTANT_HELP = ("Accountant of gaussian noise: rdp (the default) or pld. laplace and "
+                   "discrete-laplace compose purely (pure, their default): leave it out.")
+AccountantOpt = Annotated[Accountant, typer.Option(help=ACCOUNTANT_HELP, show_default=False)]
 LrScheduleOpt = Annotated[LrSchedule, typer.Option(
         help="inverse-time: lr / (1 + lr_decay t); constant; theory: 2 / (mu (t + gamma)).")]
 MuOpt = Annotated[float | None, typer.Option(help="Strong convexity mu (theory schedule).")]

@@ -31,9 +31,12 @@ def print_run_summary(doc: dict[str, object], elapsed: float, out_dir: Path) -> 
                       _fmt(c["epsilon_spent"]), _fmt(c["noise_std"]),
                       f"{c['clipped_fraction']:.1%}", _fmt(c["snr"]))
     out.print(table)
-    out.print(f"final test accuracy {_fmt(summary['final_test_accuracy_mean'])} "
-              f"+- {_fmt(summary['final_test_accuracy_std'])}, test loss "
-              f"{_fmt(summary['final_test_loss_mean'])}  ({elapsed:.1f} s)")
+    config = doc.get("config")
+    repeats = config.get("repeats", 1) if isinstance(config, dict) else 1
+    spread = (f" +- {_fmt(summary['final_test_accuracy_std'])} over {repeats} repeats"
+              if isinstance(repeats, int) and repeats > 1 else " (one repeat: no spread)")
+    out.print(f"final test accuracy {_fmt(summary['final_test_accuracy_mean'])}{spread}, "
+              f"test loss {_fmt(summary['final_test_loss_mean'])}  ({elapsed:.1f} s)")
     out.print(f"wrote {out_dir / 'result.json'}, {out_dir / 'training.png'} and "
               f"{out_dir / 'model.npz'}")
 

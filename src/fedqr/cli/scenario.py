@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from fedqr._cli_checks import (
     check_theory_options_apply,
 )
 from fedqr._validate import MAX_REPEATS
-from fedqr.cli._common import floats, progress
+from fedqr.cli._common import floats, progress, show_warnings
 from fedqr.cli.data_options import (
     check_own_data_options,
     data_warnings,
@@ -25,6 +26,7 @@ from fedqr.cli.data_options import (
 )
 from fedqr.data import DatasetName, DataSpec, PartitionKind
 from fedqr.data.presets import PRESETS, default_partition
+from fedqr.data.public import ProxyColumnsWarning
 from fedqr.data.source import DataSource, OwnData
 from fedqr.models.factory import ModelName
 from fedqr.models.kernel import Kernel
@@ -187,19 +189,23 @@ def run_planner(scenario: Scenario, choice: ProxyChoice, *, twin_repeats: int | 
                          f"twin_budget={twin_budget}")
     settings = SearchSettings(repeats=twin_repeats, seed=scenario.data.seed,
                               time_budget_s=twin_budget)
-    with progress("planning") as bar:
+    with progress("planning") as bar, warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always", ProxyColumnsWarning)  # every plan says it
         task = bar.add_task("twin", total=None)
 
         def tick(label: str, rounds: int) -> None:
             bar.update(task, description=label, completed=rounds)
 
         if pilot_share is None:
-            return make_plan(scenario, proxy=choice, settings=settings, device=device,
+            plan = make_plan(scenario, proxy=choice, settings=settings, device=device,
                              use_cache=use_cache, progress=tick)
-        from fedqr.planner.pilot import plan_with_pilot
+        else:
+            from fedqr.planner.pilot import plan_with_pilot
 
-        return plan_with_pilot(scenario, proxy=choice, settings=settings, device=device,
-                               use_cache=use_cache, progress=tick, pilot_share=pilot_share)
+            plan = plan_with_pilot(scenario, proxy=choice, settings=settings, device=device,
+                                   use_cache=use_cache, progress=tick, pilot_share=pilot_share)
+    show_warnings(caught)  # after the progress bar; on an error, only the error is shown
+    return plan
 
 
 def plan_document(plan: Plan, scenario: Scenario) -> dict[str, Any]:

@@ -206,10 +206,10 @@ def test_set(xf: NDArray[np.float32], yf: NDArray[np.int64], cf: NDArray[np.int6
         check_finite("x_test", xt)
         return xf, yf, cf, xt, yt
     if test_share is None:
-        raise ValueError("give x_test and y_test, or test_share (--test-share): the share of "
-                         "each client's rows held out for testing (a data file gives x_test and "
-                         "y_test as arrays in its .npz, or as a test file: test_path "
-                         "(--test-data)); got neither")
+        raise ValueError("give a test set or test_share (--test-share), the share of each "
+                         "client's rows held out for testing: a test set is a test file, "
+                         "test_path (--test-data), or the arrays x_test and y_test (of an .npz "
+                         "data file, or passed with x and y); got neither")
     share = check_share(test_share)
     if isinstance(seed, bool) or not isinstance(seed, int | np.integer) or seed < 0:
         raise ValueError(f"seed must be an integer >= 0, got seed={seed!r}")

@@ -21,7 +21,13 @@ from fedqr.data.federated import FederatedData
 from fedqr.data.source import OwnData
 from fedqr.data.tabular import read_table
 
-__all__ = ["align_features", "load_proxy", "parse_classes", "select_proxy_classes"]
+__all__ = ["ProxyColumnsWarning", "align_features", "load_proxy", "parse_classes",
+           "select_proxy_classes"]
+
+
+class ProxyColumnsWarning(UserWarning):
+    """A public proxy's columns are taken in the deployment's order because one side names its
+    columns and the other does not: nothing checks that the i-th columns are one feature."""
 
 
 def parse_classes(text: str) -> dict[int, int]:
@@ -140,9 +146,11 @@ def select_proxy_classes(data: FederatedData, classes: str) -> FederatedData:
 def align_features(proxy: FederatedData, names: tuple[str, ...] | None) -> FederatedData:
     """The proxy's feature columns in the order of the deployment's ``names``, matched by name.
 
-    Where either side has no column names (an ``.npz`` file, a built-in set), the columns are
-    taken in order. Two named files must name the same columns (any order): a proxy whose
-    columns are renamed or swapped would feed one feature in as another.
+    Where either side has no column names (an ``.npz`` file without ``feature_names``, a
+    built-in set), the columns are taken in order; where only one side has them, a
+    :class:`ProxyColumnsWarning` says that the order is trusted. Two named files must name the
+    same columns (any order): a proxy whose columns are renamed or swapped would feed one
+    feature in as another.
 
     Raises
     ------
@@ -150,6 +158,13 @@ def align_features(proxy: FederatedData, names: tuple[str, ...] | None) -> Feder
         Naming the columns the proxy lacks and those it has beyond the deployment's.
     """
     have = proxy.feature_names
+    if (names is None) != (have is None):
+        unnamed = "the deployment's data" if names is None else f"the proxy {proxy.name!r}"
+        warnings.warn(f"proxy_data: {unnamed} has no column names (an .npz file without a "
+                      f"feature_names array), so the proxy's {proxy.x.shape[1]} feature columns "
+                      f"are taken in the deployment's order, unchecked; give both sides column "
+                      f"names (a CSV header, or feature_names in the .npz) to match them by "
+                      f"name", ProxyColumnsWarning, stacklevel=2)
     if names is None or have is None or tuple(have) == tuple(names):
         return proxy
     differ = column_difference(names, have)

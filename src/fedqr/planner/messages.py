@@ -37,9 +37,9 @@ def sampling_hint(scenario: Scenario, twin: Twin) -> str:
     if q is None or q >= 1 or not scenario.poisson:
         return ""
     rows = q * float(np.median(twin.proxy.real_sizes))
-    return (f", or sample more rows per reply: at sample_rate={q:g} the median client's "
-            f"expected batch is {rows:.1f} rows; sample_rate=None (--sample-rate auto) lets "
-            f"the planner choose the rate")
+    return (f", or sample more rows per reply: at the sampling rate q = {q:g} the median "
+            f"client's expected batch is {rows:.1f} rows; the planner chooses q itself with "
+            f"--sample-rate auto (sample_rate=None in Python)")
 
 
 def budget_note(size: TwinSize | None, estimated_s: float) -> str:
