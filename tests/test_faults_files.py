@@ -277,6 +277,30 @@ def test_staged_dir_removes_what_it_created_on_failure(tmp_path: Path) -> None:
     assert [p.name for p in out.iterdir()] == ["result.json"]
 
 
+def test_staged_dir_moves_nothing_when_a_folder_takes_a_files_name(tmp_path: Path) -> None:
+    """All the files or none: a folder named like the second file used to stop the moves
+    half way (IsADirectoryError), the first file already in place."""
+    out = tmp_path / "out"
+    (out / "training.png").mkdir(parents=True)
+    with pytest.raises(ValueError, match=r"training\.png: a folder .* is in the way"), \
+            staged_dir(out) as stage:
+        (stage / "result.json").write_text("{}")
+        (stage / "training.png").write_bytes(b"png")
+    assert sorted(p.name for p in out.iterdir()) == ["training.png"]  # nothing moved in
+
+
+def test_run_refuses_an_out_folder_holding_a_folder_named_like_its_output(
+        tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    (out / "result.json").mkdir(parents=True)
+    res = runner.invoke(app, ["run", "--dataset", "digits", "--mechanism", "laplace", "--eps",
+                              "1", "--rounds", "1", "--clients-per-round", "2", "--out",
+                              str(out)])
+    assert res.exit_code == 2, res.output
+    assert "result.json in it is a folder" in " ".join(res.stderr.split())
+    assert [p.name for p in out.iterdir()] == ["result.json"]
+
+
 def test_flower_result_without_a_mechanism_is_written(tmp_path: Path) -> None:
     # fedqr flower simulate --mechanism none: spent epsilon is infinite, written as null
     from fedqr.flower.results import RESULT, write_result

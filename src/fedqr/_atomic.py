@@ -158,7 +158,14 @@ def staged_dir(out_dir: str | os.PathLike[str]) -> Iterator[Path]:
     ok = False
     try:
         yield stage
-        for f in sorted(stage.iterdir()):
+        files = sorted(stage.iterdir())
+        taken = [out / f.name for f in files
+                 if (out / f.name).exists() and not (out / f.name).is_file()]
+        if taken:  # checked before anything moves: all the files, or none
+            raise ValueError(f"cannot write {', '.join(str(t) for t in taken)}: a folder (or "
+                             f"other non-file) of that name is in the way; move it or choose "
+                             f"another output folder")
+        for f in files:
             move_into(f, out / f.name)
         fsync_dir(out)
         ok = True

@@ -161,3 +161,40 @@ def test_proxy_columns_in_another_order_plan_as_the_same_proxy(tmp_path: Path,
         assert res.exit_code == 0, res.output
         docs.append(json.loads(res.stdout)["predictions"])
     assert docs[0] == docs[1]  # matched by name: the same twin, prediction for prediction
+
+
+def test_a_class_range_beyond_the_proxys_classes_is_refused_before_it_is_spelled_out(
+        tmp_path: Path, deployment: list[str]) -> None:
+    """``0-99999999999`` used to be expanded first (minutes, then MemoryError, exit 1)."""
+    proxy = _csv(tmp_path / "p.csv", (0, 1, 2), seed=1)
+    res = runner.invoke(app, [*deployment, "--proxy-data", str(proxy), "--proxy-classes",
+                              "0-99999999999"])
+    assert res.exit_code == 2, res.output
+    assert _flat("--proxy-classes: the range 0-99999999999 reaches beyond the proxy's classes "
+                 "0..2") in _flat(res.stderr)
+    many = ",".join(str(c) for c in range(40))  # unknown classes: the first ten are named
+    res = runner.invoke(app, [*deployment, "--proxy-data", str(proxy), "--proxy-classes", many])
+    assert res.exit_code == 2, res.output
+    assert _flat("got unknown class(es) [3, 4, 5, 6, 7, 8, 9, 10, 11, 12, ... (37 in all)]") in \
+        _flat(res.stderr)
+
+
+def test_a_proxy_without_column_names_for_named_data_is_a_warning_line(
+        tmp_path: Path, deployment: list[str]) -> None:
+    """An ``.npz`` proxy without ``feature_names`` for a CSV deployment is taken column by
+    column in order: the plan says that nothing checked the order."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(200, 3)).astype(np.float32)
+    y = (x[:, 0] > 0).astype(np.int64) + (x[:, 1] > 0).astype(np.int64)
+    proxy = tmp_path / "unnamed.npz"
+    np.savez(proxy, x=x, y=y, client=np.zeros(200, dtype=np.int64))
+    res = runner.invoke(app, [*deployment, "--proxy-data", str(proxy)])
+    assert res.exit_code == 0, res.output
+    assert _flat("warning: --proxy-data: the proxy 'unnamed' has no column names") in \
+        _flat(res.stderr)
+    named = tmp_path / "named.npz"
+    np.savez(named, x=x, y=y, client=np.zeros(200, dtype=np.int64),
+             feature_names=np.asarray(["f0", "f1", "f2"]))
+    res = runner.invoke(app, [*deployment, "--proxy-data", str(named)])
+    assert res.exit_code == 0, res.output
+    assert "no column names" not in res.stderr

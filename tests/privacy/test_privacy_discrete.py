@@ -33,6 +33,19 @@ def test_calibration_meets_the_budget_and_is_the_smallest_integer_scale(
     assert looser is not None and _eps(looser, replies, 1e-5) > eps
 
 
+def test_an_eps_below_the_pld_grid_is_refused_naming_eps() -> None:
+    """At eps 1e-6 no scale meets the budget on the 1e-3 privacy-loss grid: a ValueError that
+    names eps, not dp-accounting's bracketing error; a small eps the grid resolves still
+    calibrates within budget."""
+    with pytest.raises(ValueError, match=r"eps must be large enough for the pld accountant.*"
+                                         r"got eps=1e-06"):
+        MECH.calibrate(replies=1, eps=1e-6, delta=1e-5, clip=5.0, sample_rate=1.0, size=100,
+                       accountant=Accountant.PLD, num_params=12)
+    cal = MECH.calibrate(replies=1, eps=0.01, delta=1e-5, clip=5.0, sample_rate=1.0,
+                         size=100, accountant=Accountant.PLD, num_params=12)
+    assert cal.event is not None and _eps(cal.event, 1, 1e-5) <= 0.01
+
+
 def test_calibration_needs_the_reply_dimension() -> None:
     with pytest.raises(ValueError, match="num_params"):
         MECH.calibrate(replies=1, eps=1.0, delta=1e-5, clip=1.0, sample_rate=1.0, size=10,

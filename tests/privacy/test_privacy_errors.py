@@ -127,3 +127,15 @@ def test_public_args_are_keyword_only() -> None:
         laplace_scale(10, 1.0, 100, 1.0)  # type: ignore[misc]
     with pytest.raises(TypeError):
         calibrate_noise_multiplier(10, 0.1, 1.0, 1e-5)  # type: ignore[misc]
+
+
+@pytest.mark.parametrize(("eps", "clip"), [(1e308, 5.0), (1e306, 5.0), (1e30, 1e-300)])
+def test_a_laplace_scale_beyond_the_floats_is_refused_naming_eps_and_clip(
+        eps: float, clip: float) -> None:
+    """A huge budget (or a tiny clip) makes 2 R clip / (d eps) underflow to 0: a ValueError
+    naming both, where dividing by the scale used to raise ZeroDivisionError."""
+    from fedqr.privacy.pure import laplace_scale_within
+
+    with pytest.raises(ValueError, match=re.escape(f"got eps={eps!r} and clip={clip!r}")):
+        laplace_scale_within(replies=1, clip=clip, num_samples=300, eps=eps)
+    assert laplace_scale_within(replies=1, clip=5.0, num_samples=300, eps=1e6) > 0  # still fine

@@ -88,10 +88,16 @@ def check_out_file(name: str, path: Path | None, *,
     check_writable_file(name, path)
 
 
-def check_out_dir(name: str, path: Path) -> None:
+def check_out_dir(name: str, path: Path, *, files: tuple[str, ...] = ()) -> None:
     """Reject, before any work, an output folder that is a file, under a file or not
-    writable (the message names option ``name``)."""
+    writable, or that holds a folder (or other non-file) named like one of the ``files`` the
+    command writes (the message names option ``name``)."""
     check_writable_dir(name, path)
+    taken = [f for f in files if (path / f).exists() and not (path / f).is_file()]
+    if taken:
+        raise ValueError(f"{name} must be a folder where the output files can be written: "
+                         f"{', '.join(taken)} in it is a folder (or other non-file), got "
+                         f"{name}={str(path)!r}")
 
 
 staged = staged_dir

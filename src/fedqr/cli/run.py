@@ -148,7 +148,9 @@ def run(
 
     plan_doc: dict[str, object] | None = None
     try:
-        check_out_dir("out_dir", out_dir)
+        from fedqr.cli.run_view import RUN_FILES
+
+        check_out_dir("out_dir", out_dir, files=RUN_FILES)
         parse_train_eval(eval_train)  # checked before any work
         arith = arithmetic_of(arithmetic)
         work = workload(
@@ -191,7 +193,10 @@ def run(
     result = _simulate(source, kernel, settings)
     from fedqr.cli.run_view import write_run
 
-    write_run(result, plan_doc=plan_doc, out_dir=out_dir)
+    try:
+        write_run(result, plan_doc=plan_doc, out_dir=out_dir)
+    except ValueError as e:  # an output name taken since the check: nothing was moved in
+        raise fail(str(e)) from None
 
 
 def _nothing_to_plan(planning: dict[str, Any]) -> None:

@@ -13,7 +13,10 @@ from fedqr.cli._common import out
 if TYPE_CHECKING:
     from fedqr.api_results import SimulationResult
 
-__all__ = ["add_pilot_spend", "pilot_spent", "print_run_summary", "write_run"]
+__all__ = ["RUN_FILES", "add_pilot_spend", "pilot_spent", "print_run_summary", "write_run"]
+
+RUN_FILES = ("result.json", "training.png", "model.npz")
+"""The files ``fedqr run`` writes into its ``--out`` folder (:func:`write_run`)."""
 
 
 def print_run_summary(doc: dict[str, object], elapsed: float, out_dir: Path) -> None:

@@ -125,8 +125,10 @@ def check_mapping(mapping: Mapping[Any, Any], num_classes: int
 
     unknown = [c for c in mapping if not (is_int(c) and 0 <= int(c) < num_classes)]
     if unknown:
+        shown = ", ".join(map(repr, unknown[:10])) + (
+            f", ... ({len(unknown)} in all)" if len(unknown) > 10 else "")
         raise ValueError(f"classes must be integers in [0, {num_classes - 1}] (num_classes="
-                         f"{num_classes}), got unknown class(es) {unknown}")
+                         f"{num_classes}), got unknown class(es) [{shown}]")
     values = list(mapping.values())
     k = len(set(values))
     if k < 2:

@@ -30,13 +30,14 @@ class ProxyColumnsWarning(UserWarning):
     columns and the other does not: nothing checks that the i-th columns are one feature."""
 
 
-def parse_classes(text: str) -> dict[int, int]:
+def parse_classes(text: str, *, num_classes: int | None = None) -> dict[int, int]:
     """``--proxy-classes``: the proxy's classes kept and the deployment label of each.
 
     ``"0-9"`` or ``"0,1,5"`` keeps those classes and relabels them ``0..k-1`` in that order; a
     ``.json`` file holding an object ``{"proxy label": deployment label, ...}`` is a label map
     (several proxy classes may share a deployment label). A clear error naming
-    ``proxy_classes`` otherwise.
+    ``proxy_classes`` otherwise; with the proxy's ``num_classes``, a range reaching beyond its
+    classes is refused before it is spelled out (``0-99999999999`` would not fit in memory).
     """
     if text.strip().lower().endswith(".json"):
         return _read_label_map(Path(text.strip()))
@@ -44,7 +45,12 @@ def parse_classes(text: str) -> dict[int, int]:
     try:
         for part in (p.strip() for p in text.split(",") if p.strip()):
             lo, sep, hi = part.partition("-")
+            if sep and num_classes is not None and int(hi) >= num_classes:
+                raise _Beyond(f"proxy_classes: the range {part} reaches beyond the proxy's "
+                              f"classes 0..{num_classes - 1}, got proxy_classes={text!r}")
             classes += list(range(int(lo), int(hi) + 1)) if sep else [int(part)]
+    except _Beyond as e:
+        raise ValueError(str(e)) from None
     except ValueError:
         raise ValueError(f"proxy_classes must look like 0-9 or 0,1,5 or name a .json label "
                          f"map, got proxy_classes={text!r}") from None
@@ -53,6 +59,10 @@ def parse_classes(text: str) -> dict[int, int]:
     if len(set(classes)) != len(classes):
         raise ValueError(f"proxy_classes must not repeat a class, got proxy_classes={text!r}")
     return {c: i for i, c in enumerate(classes)}
+
+
+class _Beyond(Exception):
+    """A class range beyond the proxy's classes (kept apart from int()'s ValueError)."""
 
 
 def _read_label_map(path: Path) -> dict[int, int]:
@@ -127,7 +137,7 @@ def select_proxy_classes(data: FederatedData, classes: str) -> FederatedData:
     fedqr.data.EmptyClassWarning
         When a class kept has no training row: the model's output for it never trains.
     """
-    mapping = parse_classes(classes)
+    mapping = parse_classes(classes, num_classes=data.num_classes)
     try:
         kept = data.relabel(mapping)
     except ValueError as e:

@@ -33,7 +33,7 @@ import torch
 from dp_accounting import dp_event
 from torch import Tensor
 
-from fedqr.privacy.accounting import Accountant, make_accountant
+from fedqr.privacy.accounting import PLD_VALUE_DISCRETIZATION_INTERVAL, Accountant, make_accountant
 from fedqr.privacy.mechanisms import Mechanism, Norm
 from fedqr.privacy.spec import (
     NO_NOISE,
@@ -139,6 +139,10 @@ def _unit_std(t: float) -> float:
     return math.sqrt(2.0 * math.exp(-a)) / -math.expm1(-a)
 
 
+_WIDEN = 4
+"""Times the calibration's upper end is raised fourfold before an eps is called unresolved."""
+
+
 @functools.lru_cache(maxsize=1024)
 def _calibrate(replies: int, eps: float, delta: float, sensitivity: int) -> int:
     def event(t: float) -> dp_accounting.DpEvent:
@@ -152,6 +156,16 @@ def _calibrate(replies: int, eps: float, delta: float, sensitivity: int) -> int:
     # basic composition meets eps at hi; halve down to a scale that does not (small scales
     # have huge privacy-loss ranges, expensive on the PLD grid, so never evaluate far below)
     hi = 2 * math.ceil(replies * sensitivity / eps)
+    for _ in range(_WIDEN):  # the PLD grid may charge more than basic composition at tiny eps
+        if eps_at(hi) <= eps:
+            break
+        hi *= 4
+    else:
+        raise ValueError(
+            f"eps must be large enough for the pld accountant of discrete-laplace noise to "
+            f"resolve ({replies} replies, delta={delta:g}, a privacy-loss grid of "
+            f"{PLD_VALUE_DISCRETIZATION_INTERVAL:g}): no noise scale up to {hi // 4} grid "
+            f"units meets it, got eps={eps:g}; use a larger eps")
     lo = hi
     while lo > 1:
         hi, lo = lo, lo // 2

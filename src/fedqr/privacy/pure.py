@@ -10,6 +10,7 @@ pure ``1/m``-DP, and pure-DP epsilons add up under (adaptive) composition.
 from __future__ import annotations
 
 import math
+import sys
 from numbers import Real
 
 import dp_accounting
@@ -112,6 +113,12 @@ def laplace_scale_within(*, replies: int, clip: float, num_samples: int, eps: fl
     """
     sensitivity = 2.0 * clip / num_samples
     scale = 2.0 * replies * clip / (num_samples * eps)
+    if not sys.float_info.min <= scale < math.inf or not sensitivity >= sys.float_info.min:
+        raise ValueError(f"eps and clip give Laplace noise of scale 2 R clip / (d eps) = "
+                         f"{scale:.3g} (R = {replies} replies, d = {num_samples} rows), outside "
+                         f"the floats a scale can be: give a smaller eps or a larger clip, "
+                         f"got eps={eps!r} and clip={clip!r} (to run without noise, "
+                         f"mechanism='none')")
     while replies / (scale / sensitivity) > eps:
         scale = math.nextafter(scale, math.inf)
     return scale
