@@ -119,7 +119,9 @@ def test_heart_three_hospitals_planned_and_run_with_cleveland_as_proxy(heart: Pa
 
 @pytest.mark.parametrize(("extra", "message"), [
     (["--proxy-classes", ","], "--proxy-classes selects no class"),
-    (["--proxy-classes", "0-5"], "--proxy-classes: classes must be integers in [0, 1]"),
+    (["--proxy-classes", "0-5"], "--proxy-classes: the range 0-5 reaches beyond the proxy's "
+                                 "classes 0..1"),
+    (["--proxy-classes", "0,1,5"], "--proxy-classes: classes must be integers in [0, 1]"),
     (["--proxy-classes", "MAP"], "--proxy-classes: classes must be integers in [0, 1]"),
     (["--proxy-classes", "BADMAP"], "--proxy-classes: the label map"),
     (["--proxy-classes", "NOFILE"], "--proxy-classes: label map file not found"),
@@ -160,7 +162,7 @@ def test_bad_proxy_exits_2_names_the_option_and_writes_nothing(
     (["--proxy-dataset", "femnist", "--proxy-classes", "0-11"],
      "--proxy-classes='0-11' gives the proxy 12 classes, the model has 10"),
     (["--proxy-dataset", "femnist", "--proxy-classes", "60-70"],
-     "--proxy-classes: classes must be integers in [0, 61]"),
+     "--proxy-classes: the range 60-70 reaches beyond the proxy's classes 0..61"),
 ])
 def test_bad_builtin_proxy_exits_2(extra: list[str], message: str, tmp_path: Path,
                                    femnist_dir: Path) -> None:

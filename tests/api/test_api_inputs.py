@@ -48,6 +48,8 @@ def test_float_tuple_takes_numbers_and_sequences_never_strings() -> None:
     ({"model": torch.nn.Linear(6, 2)}, "not a module"),
     ({"model": "mlp", "hidden": 8}, "hidden must be a sequence of layer widths"),
     ({"on_round": 5}, "on_round must be a callable"),
+    ({"mechanism": "gaussian", "sample_rate": "auto"},
+     "sample_rate must be a number in (0, 1], got sample_rate='auto' ('auto' is fedqr.plan's"),
 ])
 def test_simulate_refuses_bad_input_by_name(budget: dict[str, Any], change: dict[str, Any],
                                             message: str) -> None:
@@ -174,7 +176,9 @@ def test_plan_refuses_bad_input_by_name(budget: dict[str, Any], change: dict[str
 
 @pytest.mark.parametrize(("change", "message"), [
     ({"standardize": "no"}, "standardize must be True or False, got standardize='no'"),
-    ({"name": 5}, "name must be a string, got name=5")])
+    ({"name": 5}, "name must be a string, got name=5"),
+    ({"feature_names": ["a", "a"]}, "feature_names must not repeat a name"),
+    ({"feature_names": [1, 2]}, "feature_names must be non-empty strings, got 1")])
 def test_from_arrays_refuses_flags_and_names_of_another_type(change: dict[str, Any],
                                                               message: str) -> None:
     x = np.zeros((12, 2), dtype=np.float32)
@@ -275,3 +279,13 @@ def test_rounds_and_clients_per_round_are_required_without_a_schedule(
     api_md = Path(__file__).resolve().parents[2] / "docs" / "api.md"
     assert "rounds=None, clients_per_round=None,  # required unless schedule= is given" in (
         api_md.read_text())
+
+
+def test_from_file_refuses_one_column_for_clients_and_labels(tmp_path: Path) -> None:
+    """As the CLI does: the clients' ids would become the labels, the labels a feature."""
+    path = tmp_path / "d.csv"
+    path.write_text("client,f0,label\n" + "".join(f"{i % 3},{i / 10},{i % 2}\n"
+                                                   for i in range(30)))
+    with pytest.raises(ValueError, match=r"client_column .* and label_column .* must name "
+                                         r"different columns, got both 'client'"):
+        fedqr.FederatedData.from_file(path, label_column="client", test_share=0.2)

@@ -146,3 +146,18 @@ def test_the_final_accuracy_has_a_spread_only_over_several_repeats(tmp_path: Pat
         assert "+-" not in line and "(one repeat: no spread)" in line
     else:
         assert f"+- {std:.4g} over 3 repeats" in line
+
+
+def test_a_run_without_noise_records_no_budget(tmp_path: Path) -> None:
+    """``--mechanism none``: no eps budget applies (null), where the record said the default
+    1.0 beside a spent eps of null (which read as a budget exceeded)."""
+    out = tmp_path / "run"
+    res = runner.invoke(app, ["run", "--dataset", "digits", "--mechanism", "none", "--rounds",
+                              "2", "--clients-per-round", "2", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    doc = json.loads((out / "result.json").read_text())
+    schema = json.loads(files("fedqr.sim").joinpath("result.schema.json").read_text())
+    jsonschema.validate(doc, schema)
+    assert doc["config"]["privacy"]["eps"] == ["inf"]  # as an infinite clip is written
+    for c in doc["clients"]:
+        assert c["epsilon_budget"] is None and c["epsilon_spent"] is None

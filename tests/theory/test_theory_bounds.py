@@ -174,3 +174,13 @@ def test_bad_input_names_parameter() -> None:
     with pytest.raises(ValueError, match="eps_i"):
         constants_from_json('{"N": 2, "d": 10, "p": 1, "mu": 1, "lambda": 1, "G": 1, '
                             '"Gamma": 0, "Y0": 0, "xi": 1}')  # fmt: skip
+
+
+def test_constants_whose_gamma_would_overflow_the_bounds_are_refused() -> None:
+    """lam = 1e308 used to reach the integer optimum as NaN ("T must be >= 0 and finite, got
+    T=array()"); the constants now say which of them is out of range."""
+
+    base = dict(N=4, d=400, p=10, mu=0.01, G=1.0, Gamma=0.1, Y0=1.0, xi=1.0, eps=1.0)
+    with pytest.raises(ValueError, match=r"lam / mu must be at most 5e\+149 .* got lam=1e\+308"):
+        ProblemConstants.uniform(**base, lam=1e308)
+    assert ProblemConstants.uniform(**base, lam=1e100).gamma == pytest.approx(2e102)

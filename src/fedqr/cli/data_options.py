@@ -145,6 +145,6 @@ def check_own_data_options(*, dataset: DatasetName | None, partition: PartitionK
         raise ValueError(f"--data FILE brings its own clients and rows: --dataset, --partition, "
                          f"--fraction and --data-dir are for the built-in data sets, got "
                          f"{', '.join(given)} with data (leave them out)")
-    if client_column == label_column:
-        raise ValueError(f"client_column (--client-column) and label_column (--label-column) "
-                         f"must name different columns, got both {client_column!r}")
+    from fedqr.data.tabular import check_columns
+
+    check_columns(client_column=client_column, label_column=label_column)

@@ -84,9 +84,18 @@ def check_federated(d: FederatedData) -> None:
     if s is not None and not (s.mean.shape == s.std.shape == (x.shape[1],)):
         raise ValueError(f"standardization must hold {x.shape[1]} means and stds, got "
                          f"{s.mean.shape} and {s.std.shape}")
-    if d.feature_names is not None and len(d.feature_names) != x.shape[1]:
-        raise ValueError(f"feature_names must name the {x.shape[1]} features, got "
-                         f"{len(d.feature_names)} name(s)")
+    if d.feature_names is not None:
+        names = d.feature_names
+        if len(names) != x.shape[1]:
+            raise ValueError(f"feature_names must name the {x.shape[1]} features, got "
+                             f"{len(names)} name(s)")
+        odd = [n for n in names if not isinstance(n, str) or not n]
+        if odd:
+            raise ValueError(f"feature_names must be non-empty strings, got {odd[0]!r}")
+        twice = sorted({n for n in names if names.count(n) > 1})
+        if twice:  # a public proxy's columns are matched by name: one name, one column
+            raise ValueError(f"feature_names must not repeat a name (columns are matched by "
+                             f"name), got {', '.join(map(repr, twice[:10]))} more than once")
 
 
 def coverage(partition: Partition, num_rows: int) -> NDArray[np.int64]:

@@ -42,8 +42,8 @@ from fedqr.data._memory import DataTooLargeError, available_memory, check_memory
 if TYPE_CHECKING:
     from fedqr.data.federated import FederatedData
 
-__all__ = ["SUFFIXES", "DataTooLargeError", "TableData", "available_memory", "read_table",
-           "write_csv", "write_npz", "write_parquet"]
+__all__ = ["SUFFIXES", "DataTooLargeError", "TableData", "available_memory", "check_columns",
+           "read_table", "write_csv", "write_npz", "write_parquet"]
 
 #: File suffixes :func:`read_table` reads.
 SUFFIXES = (".npz", ".csv", ".parquet")
@@ -183,6 +183,14 @@ def _align(test: Columns, names: tuple[str, ...], tp: Path) -> NDArray[np.float3
     return np.ascontiguousarray(test.x[:, order])
 
 
+def check_columns(*, client_column: str, label_column: str) -> None:
+    """The client and label columns of a data file must be two columns (one named for both
+    would make the clients' ids the labels, and the labels a feature)."""
+    if client_column == label_column:
+        raise ValueError(f"client_column (--client-column) and label_column (--label-column) "
+                         f"must name different columns, got both {client_column!r}")
+
+
 def read_table(path: str | os.PathLike[str], *, client_column: str = "client",
                label_column: str = "label",
                test_path: str | os.PathLike[str] | None = None,
@@ -202,6 +210,7 @@ def read_table(path: str | os.PathLike[str], *, client_column: str = "client",
         On an unknown suffix, an unreadable or malformed file (the message names the file,
         and the column or array), or a file too large (:class:`DataTooLargeError`).
     """
+    check_columns(client_column=client_column, label_column=label_column)
     p = _check_path(*option, path)
     tp = None if test_path is None else _check_path("test_path", "--test-data", test_path)
     suffix = p.suffix.lower()

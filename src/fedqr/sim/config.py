@@ -6,6 +6,7 @@ import math
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
+from numbers import Real
 
 from fedqr._enums import Aggregation as Aggregation
 from fedqr._enums import LrSchedule as LrSchedule
@@ -166,9 +167,15 @@ class PrivacyConfig:
                            high_open=True)
         if not self.spec.needs_delta:  # pure DP (or none): the run's record says delta 0,
             object.__setattr__(self, "delta", _zeros(self.delta))  # one or one per client
+        if not self.spec.private:  # no noise, no budget: the record says eps inf (null in
+            object.__setattr__(self, "eps", _infs(self.eps))  # JSON), not a budget unspent
         _positive("clip", self.clip, allow_inf=True)
-        if not 0 < self.sample_rate <= 1:
-            raise ValueError(f"sample_rate must be in (0, 1], got sample_rate={self.sample_rate}")
+        q = self.sample_rate
+        if isinstance(q, bool) or not isinstance(q, Real) or not 0 < q <= 1:
+            auto = (" ('auto' is fedqr.plan's: it chooses q; pass the plan as schedule=)"
+                    if isinstance(q, str) and q.strip().lower() == "auto" else "")
+            raise ValueError(f"sample_rate must be a number in (0, 1], got "
+                             f"sample_rate={q!r}{auto}")
         self.spec.check(clip=self.clip, sample_rate=self.sample_rate)
 
     @property
@@ -195,6 +202,11 @@ def _plain(name: str, v: object) -> float | tuple[float, ...]:
         return v
     is_scalar = not isinstance(v, Sequence) and getattr(v, "ndim", 0) == 0
     return values[0] if is_scalar else values
+
+
+def _infs(value: float | tuple[float, ...]) -> float | tuple[float, ...]:
+    """``inf`` in the form of ``value``: one, or one per client."""
+    return tuple(math.inf for _ in value) if isinstance(value, tuple) else math.inf
 
 
 def _zeros(v: float | tuple[float, ...]) -> float | tuple[float, ...]:

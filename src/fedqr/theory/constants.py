@@ -36,6 +36,11 @@ def _int(name: str, value: object, *, low: int) -> int:
     return int(value)
 
 
+_MAX_GAMMA = 1e150
+"""The largest gamma = 2 lam / mu the bounds take (its square, and products with it, stay
+finite floats)."""
+
+
 @dataclass(frozen=True)
 class ProblemConstants:
     """Constants of FedSGD-DPC's convergence bounds (paper Section IV, Theorems 3-4).
@@ -91,6 +96,10 @@ class ProblemConstants:
             _real(name, getattr(self, name), low=0.0, strict=False)
         if self.lam < self.mu:
             raise ValueError(f"lam must be >= mu={self.mu!r}, got lam={self.lam!r}")
+        if not self.gamma <= _MAX_GAMMA:  # the bounds square gamma: it must stay a float
+            raise ValueError(f"lam / mu must be at most {_MAX_GAMMA / 2:g} (gamma = 2 lam / mu "
+                             f"enters the bounds squared), got lam={self.lam!r} and "
+                             f"mu={self.mu!r}")
         q = _real("q", self.q, low=0.0)
         if q > 1.0:
             raise ValueError(f"q must be in (0, 1], got q={self.q!r}")
