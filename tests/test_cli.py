@@ -11,6 +11,8 @@ from typer.testing import CliRunner
 
 from fedqr.cli import app
 
+from .argv import override
+
 runner = CliRunner()
 BASE = ["run", "--dataset", "digits", "--num-clients", "4", "--clients-per-round", "2",
         "--rounds", "6", "--repeats", "2", "--lr", "0.3"]
@@ -132,7 +134,7 @@ def test_gaussian_per_client_budgets(tmp_path: Path) -> None:
 def test_bad_input_exits_2_and_writes_nothing(tmp_path: Path, args: list[str],
                                               needle: str) -> None:
     out = tmp_path / "bad"
-    res = runner.invoke(app, [*BASE, "--out", str(out), *args])
+    res = runner.invoke(app, override(BASE, ["--out", str(out), *args]))
     assert res.exit_code == 2, res.output
     assert needle in res.output
     assert not out.exists()

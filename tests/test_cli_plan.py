@@ -11,6 +11,8 @@ from typer.testing import CliRunner
 from fedqr.cli import app
 from fedqr.theory import ProblemConstants, Rounding, constants_to_json, plan_laplace, table_one
 
+from .argv import override
+
 runner = CliRunner()
 
 
@@ -94,8 +96,8 @@ def test_plan_gaussian_json(tmp_path: Path) -> None:
 def test_plan_bad_input_exit_2(constants_file: Path, tmp_path: Path, args: list[str],
                                needle: str) -> None:
     png = tmp_path / "never.png"
-    res = runner.invoke(app, ["plan", "--mechanism", "laplace", "--constants",
-                              str(constants_file), "--plot", str(png), *args])
+    res = runner.invoke(app, override(["plan", "--mechanism", "laplace", "--constants",
+                                       str(constants_file), "--plot", str(png)], args))
     assert res.exit_code == 2, res.output
     assert needle in res.output
     assert not png.exists()

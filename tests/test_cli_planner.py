@@ -10,6 +10,8 @@ from typer.testing import CliRunner
 
 from fedqr.cli import app
 
+from .argv import override
+
 runner = CliRunner()
 BASE = ["--dataset", "digits", "--num-clients", "4", "--mechanism", "laplace", "--clip", "20",
         "--lr", "0.3", "--twin-repeats", "2"]
@@ -77,7 +79,7 @@ def test_a_plan_that_cannot_help_is_said_and_nothing_runs(tmp_path: Path) -> Non
 def test_bad_plan_input_exits_2_and_writes_nothing(args: list[str], message: str,
                                                    tmp_path: Path) -> None:
     png = tmp_path / "p.png"
-    res = runner.invoke(app, ["plan", *BASE, *args, "--plot", str(png)])
+    res = runner.invoke(app, override(["plan", *BASE], [*args, "--plot", str(png)]))
     assert res.exit_code == 2, res.output
     assert message in " ".join(res.output.split())
     assert not png.exists()

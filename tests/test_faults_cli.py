@@ -19,6 +19,8 @@ from typer.testing import CliRunner, Result
 
 from fedqr.cli import app
 
+from .argv import override
+
 runner = CliRunner()
 SMALL = ["run", "--dataset", "digits", "--num-clients", "4", "--clients-per-round", "2",
          "--rounds", "3", "--lr", "0.3"]
@@ -122,7 +124,7 @@ def test_diverged_run_is_saved_with_a_warning(tmp_path: Path, args: list[str]) -
     out = tmp_path / "r"
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        res = invoke([*SMALL, *args, "--out", str(out)])
+        res = invoke(override(SMALL, [*args, "--out", str(out)]))
     assert res.exit_code == 0, res.output
     assert "warning: the run diverged" in flat(res.output)
     assert not [w for w in caught if "diverged" in str(w.message)]  # said once, in words

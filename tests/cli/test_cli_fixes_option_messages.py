@@ -146,3 +146,26 @@ def test_plot_names_its_argument_as_the_help_does(tmp_path: Path) -> None:
     _refused(tmp_path, ["plot", str(tmp_path / "afile")],
              f"RESULT_DIR must be a folder that fedqr reproduce --out wrote (it holds "
              f"manifest.json), got '{tmp_path / 'afile'}'")
+
+
+@pytest.mark.parametrize("args", [
+    ["--eps", "4", "--rounds", "2", "--eps", "8"],
+    ["--eps=4", "--rounds", "2", "--eps=8"],
+    ["--eps", "4", "--rounds", "2", "--rounds", "3"]])
+def test_an_option_given_twice_is_refused_not_the_last_one_kept(tmp_path: Path,
+                                                                 args: list[str]) -> None:
+    """click keeps the last of repeated values: a script appending --eps would change the
+    budget silently."""
+    out = tmp_path / "afile"
+    res = runner.invoke(app, ["run", "--dataset", "digits", "--mechanism", "laplace",
+                              "--clients-per-round", "2", *args, "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    assert "is given twice: give each option once" in " ".join(res.output.split())
+    assert not out.exists()
+
+
+def test_a_value_that_looks_like_an_option_and_a_flag_pair_are_told_apart() -> None:
+    res = runner.invoke(app, ["plan", "--dataset", "digits", "--plot", "--json", "--num-clients",
+                              "4", "--cache", "--no-cache"])
+    assert res.exit_code == 2, res.output
+    assert "--no-cache is given twice (as --cache first)" in " ".join(res.output.split())

@@ -15,6 +15,8 @@ from fedqr.data import FederatedData
 from fedqr.data.tabular import write_csv
 from fedqr.flower.cli import flower_app
 
+from ..argv import override
+
 
 def _invoke(args: list[str]) -> tuple[int, str]:
     result = CliRunner().invoke(flower_app, args)
@@ -85,8 +87,8 @@ def listening() -> Iterator[int]:
 def test_bad_data_options_exit_2_naming_them_and_write_nothing(
         tmp_path: Path, files: Path, command: str, extra: list[str], needle: str) -> None:
     out = tmp_path / "out"
-    args = [command, "--clients-per-round", "2", "--out", str(out), "--state-dir",
-            str(tmp_path / "state"), *[a.replace("{in}", str(files)) for a in extra]]
+    args = override([command, "--clients-per-round", "2", "--out", str(out), "--state-dir",
+                     str(tmp_path / "state")], [a.replace("{in}", str(files)) for a in extra])
     code, text = _invoke(args)
     assert code == 2 and needle in text, text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["in"]

@@ -14,6 +14,8 @@ from fedqr.flower.cli import flower_app
 from fedqr.flower.config import FlowerRunConfig
 from fedqr.sim.engine import simulate
 
+from ..argv import override
+
 pytestmark = pytest.mark.usefixtures("no_leftovers")
 
 
@@ -63,8 +65,8 @@ def test_bad_input_exits_2_naming_the_parameter_and_writes_nothing(
         tmp_path: Path, extra: list[str], needle: str) -> None:
     out = tmp_path / "out"
     for command in ("simulate", "deploy"):
-        args = [command, "--dataset", "digits", "--num-clients", "3", "--clients-per-round", "2",
-                "--out", str(out), *extra]
+        args = override([command, "--dataset", "digits", "--num-clients", "3",
+                         "--clients-per-round", "2", "--out", str(out)], extra)
         result = CliRunner().invoke(flower_app, args)
         assert result.exit_code == 2, result.output
         assert needle in " ".join(result.output.split())

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import typer
 
+from fedqr._cli_once import OnceCommand
 from fedqr._signals import sigterm_as_interrupt
 from fedqr.cli import audit as _audit
 from fedqr.cli import estimate as _estimate
@@ -23,14 +24,16 @@ def _main() -> None:
     """Plan and simulate FedSGD-DPC (Zhou et al.): T queries, b replies per round."""
 
 
-app.command("run")(_run.run)
-app.command("estimate")(_estimate.estimate)
+# OnceCommand: an option given twice (--eps 4 ... --eps 8) is refused, not the last one kept
+app.command("run", cls=OnceCommand)(_run.run)
+app.command("estimate", cls=OnceCommand)(_estimate.estimate)
 # ignore_unknown_options: a negative budget (--eps 1 -5) reaches plan's check of eps > 0
-app.command("plan", context_settings={"allow_extra_args": True,
-                                      "ignore_unknown_options": True})(_plan.plan)
-app.command("reproduce")(_reproduce.reproduce)
-app.command("plot")(_reproduce.plot)
-app.command("audit")(_audit.audit)
+app.command("plan", cls=OnceCommand,
+            context_settings={"allow_extra_args": True,
+                              "ignore_unknown_options": True})(_plan.plan)
+app.command("reproduce", cls=OnceCommand)(_reproduce.reproduce)
+app.command("plot", cls=OnceCommand)(_reproduce.plot)
+app.command("audit", cls=OnceCommand)(_audit.audit)
 app.add_typer(flower_app, name="flower")
 
 

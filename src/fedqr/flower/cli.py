@@ -25,6 +25,7 @@ from rich.console import Console
 from fedqr._atomic import check_writable_dir
 from fedqr._cli_checks import check_accountant_applies, given
 from fedqr._cli_messages import diverged_note, exit_code, name_options
+from fedqr._cli_once import OnceCommand
 from fedqr._enums import Accountant, Aggregation, DatasetName, Mechanism
 from fedqr._options import (
     AggregationOpt,
@@ -312,13 +313,13 @@ def _write(out_dir: Path, doc: dict[str, Any], theta: Any) -> None:
         write_json_atomic(stage / "result.json", finite_json(doc))
 
 
-flower_app.command("simulate", help="FedSGD-DPC in Flower's simulation runtime (N virtual "
-                   "SuperNodes).")(command)
-flower_app.command("deploy", help="FedSGD-DPC on a SuperLink and N SuperNodes started on "
-                   "127.0.0.1.")(command)
-flower_app.command("run", help="Submit a run to a SuperLink whose SuperNodes hold their own "
-                   "data and budgets.")(command)
-flower_app.command("certs")(cli_parties.certs)
-flower_app.command("superlink")(cli_parties.superlink)
-flower_app.command("supernode")(cli_parties.supernode)
-flower_app.command("register")(cli_parties.register)
+flower_app.command("simulate", cls=OnceCommand, help="FedSGD-DPC in Flower's simulation "
+                   "runtime (N virtual SuperNodes).")(command)
+flower_app.command("deploy", cls=OnceCommand, help="FedSGD-DPC on a SuperLink and N "
+                   "SuperNodes started on 127.0.0.1.")(command)
+flower_app.command("run", cls=OnceCommand, help="Submit a run to a SuperLink whose SuperNodes "
+                   "hold their own data and budgets.")(command)
+flower_app.command("certs", cls=OnceCommand)(cli_parties.certs)
+flower_app.command("superlink", cls=OnceCommand)(cli_parties.superlink)
+flower_app.command("supernode", cls=OnceCommand)(cli_parties.supernode)
+flower_app.command("register", cls=OnceCommand)(cli_parties.register)
