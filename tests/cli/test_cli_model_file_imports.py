@@ -170,3 +170,23 @@ def test_a_module_beside_the_model_file_that_shadows_the_standard_library_is_fol
     (tmp_path / "code.py").write_text("from torch import nn\nAct = nn.Tanh\n")
     assert plan_cache.model_imports(tmp_path / "model.py", [0]) == [
         (tmp_path / "code.py").resolve()]
+
+
+@pytest.mark.parametrize("where", ["import", "factory"])
+def test_a_model_file_that_exits_is_a_clear_error_not_a_silent_exit(tmp_path: Path,
+                                                                    where: str) -> None:
+    """``sys.exit(3)`` in the user's module or factory ended fedqr with status 3 and no word;
+    it is now a ValueError naming the file (the CLI's exit 2, bad input)."""
+    from fedqr.models.zoo import check_model
+
+    path = tmp_path / "m.py"
+    body = "    raise SystemExit(3)\n" if where == "factory" else "    pass\n"
+    top = "raise SystemExit(3)\n" if where == "import" else ""
+    path.write_text(f"import sys\n{top}def make(input_shape, num_classes):\n{body}")
+    if where == "import":
+        with pytest.raises(ValueError, match=r"m\.py' failed to import: SystemExit: 3"):
+            load_factory(f"{path}:make")
+        return
+    factory = load_factory(f"{path}:make")
+    with pytest.raises(ValueError, match="the factory raised SystemExit: 3"):
+        check_model(lambda g: factory((4,), 2), input_shape=(4,), num_classes=2, label="m")

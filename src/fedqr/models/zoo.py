@@ -98,8 +98,8 @@ def load_factory(spec: str) -> UserFactory:
     try:
         with _first_on_path(path.resolve().parent):
             module_spec.loader.exec_module(module)
-    except Exception as e:  # the user's code: any error is reported with its file
-        raise ValueError(f"model file {str(path)!r} failed to import: "
+    except (Exception, SystemExit) as e:  # the user's code: reported with its file (a
+        raise ValueError(f"model file {str(path)!r} failed to import: "  # sys.exit included)
                          f"{type(e).__name__}: {e}") from e
     fn = getattr(module, func, None)
     if not callable(fn):
@@ -134,7 +134,7 @@ def check_model(build: ModelFactory, *, input_shape: tuple[int, ...], num_classe
     """
     try:
         model = build(torch.Generator().manual_seed(0))
-    except Exception as e:  # the user's factory
+    except (Exception, SystemExit) as e:  # the user's factory (sys.exit included)
         raise ValueError(f"model {label!r}: the factory raised {type(e).__name__}: {e}") from e
     if not isinstance(model, nn.Module):
         raise ValueError(f"model {label!r}: the factory must return a torch.nn.Module, "
