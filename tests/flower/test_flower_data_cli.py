@@ -112,6 +112,8 @@ def test_run_takes_the_server_s_test_set_not_the_clients_rows(
     ("one.csv", ["--model", "{in}/bad_model.py:make"], "--model: model 'make'"),
     ("one.csv", ["--model", "mlp", "--hidden", "x"], "hidden must be"),
     ("bad_model.py", [], "--data must end in .npz, .csv, .parquet"),
+    # client 0's file given to the node of client 1: its rows would be charged twice
+    ("one.csv", ["--client-id", "1"], "holds the rows of client 0, but --client-id is 1"),
 ])
 def test_bad_supernode_data_or_model_is_named(tmp_path: Path, files: Path, listening: int,
                                               data: str, extra: list[str], needle: str) -> None:

@@ -157,7 +157,7 @@ def _federation_data(cfg: FlowerRunConfig, choice: AutoChoice,
     return OwnData(data=FederatedData.from_arrays(
         x=d.x, y=d.y, client=np.arange(len(d.y)) % n, x_test=d.x_test, y_test=d.y_test,
         standardize=False, num_classes=d.num_classes, input_shape=d.input_shape, name=d.name,
-        seed=public.seed), seed=public.seed)
+        seed=public.seed, feature_names=d.feature_names), seed=public.seed)
 
 
 def run_kernel_of(cfg: FlowerRunConfig, ds: Dataset) -> Kernel:

@@ -165,7 +165,8 @@ def supernode(
         key = check_file("--auth-key", auth_key) if auth_key is not None else None
         data = check_file("--data", data)
         model = _check_node_model(data, model=model, hidden=hidden, standardize=standardize,
-                                  client_column=client_column, label_column=label_column)
+                                  client_column=client_column, label_column=label_column,
+                                  client_id=client_id)
         check_superlink(host, port, ca=ca)
         state_dir.mkdir(parents=True, exist_ok=True)
     except (ValueError, OSError) as e:
@@ -201,14 +202,21 @@ def _check_node_numbers(*, eps: float, delta: float, heartbeat: float,
 
 
 def _check_node_model(data: Path, *, model: str | None, hidden: str | None, standardize: bool,
-                      client_column: str, label_column: str) -> str | None:
-    """Read and check the node's rows; check its model on them; the model with a file's path
-    made absolute."""
+                      client_column: str, label_column: str, client_id: int | None) -> str | None:
+    """Read and check the node's rows (a file whose rows name another client than
+    ``--client-id`` is refused: that client's rows would be charged to two budgets); check
+    its model on them; the model with a file's path made absolute."""
     from fedqr.flower.config import parse_widths
     from fedqr.flower.node_data import read_node_rows
 
     rows = read_node_rows(data, client_column=client_column, label_column=label_column,
                           standardize=standardize)
+    if (client_id is not None and rows.client is not None
+            and rows.client.lstrip("-").isdigit() and int(rows.client) != client_id):
+        raise ValueError(f"--data: {data} holds the rows of client {rows.client}, but "
+                         f"--client-id is {client_id}: a SuperNode serves its own client's "
+                         f"rows (another client's file would charge those rows to two "
+                         f"budgets); give this client's file, or --client-id {rows.client}")
     if hidden is not None:
         parse_widths(hidden)
     if model is None:

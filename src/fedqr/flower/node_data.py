@@ -40,6 +40,7 @@ class NodeRows:
     input_shape: tuple[int, ...]
     num_classes: int | None  # the file's num_classes array (.npz), if any
     name: str
+    client: str | None = None  # the one client id the file's client array or column holds
 
 
 def read_node_rows(path: Path, *, option: str = "--data", client_column: str = "client",
@@ -133,5 +134,7 @@ def _checked(path: Path, x: NDArray[Any], y: NDArray[Any], client: NDArray[Any] 
     if standardize:
         flat = apply_stats(flat, feature_stats(flat))
     shape = sample_shape(tuple(int(d) for d in x.shape[1:]))  # [n, H, W]: (1, H, W)
+    one = np.unique(client) if client is not None and client.size else np.empty(0)
     return NodeRows(x=flat, y=y.astype(np.int64), input_shape=shape,
-                    num_classes=k, name=path.stem)
+                    num_classes=k, name=path.stem,
+                    client=str(one[0]) if len(one) == 1 else None)
