@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -109,15 +110,18 @@ __all__ = ["FIGURE_SUFFIXES", "check_out_dir", "check_out_file", "device", "err"
            "write_file_atomic", "write_json_atomic"]
 
 
-def show_warnings(caught: list[warnings.WarningMessage]) -> None:
+def show_warnings(caught: list[warnings.WarningMessage], *,
+                  rewrite: Callable[[str], str] = lambda text: text) -> None:
     """Warnings recorded while a command worked, once it is done: fedqr's own as one
-    ``warning:`` line on stderr naming the command's options, others as Python shows them."""
+    ``warning:`` line on stderr naming the command's options (after the command's own
+    ``rewrite`` of the text), others as Python shows them."""
     from rich.markup import escape
 
     own = Path(__file__).resolve().parents[1]  # the fedqr package
     for w in caught:
         if Path(w.filename).resolve().is_relative_to(own):
-            err.print(f"[yellow]warning:[/] {escape(name_options(str(w.message)))}")
+            text = name_options(rewrite(str(w.message)))
+            err.print(f"[yellow]warning:[/] {escape(text)}")
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 

@@ -35,6 +35,7 @@ from fedqr.cli._common import (
     mechanism_for,
     out,
     progress,
+    show_warnings,
 )
 from fedqr.cli._common import device as _device
 from fedqr.cli.data_options import (
@@ -267,8 +268,6 @@ def _simulate(source: "DataSource", kernel: "Kernel", settings: dict[str, Any]
     """Run :func:`fedqr.simulate` with a progress bar; its result."""
     import warnings
 
-    from rich.markup import escape
-
     from fedqr._cli_checks import given
     from fedqr.api import simulate
     from fedqr.privacy import PrivacyBudgetExceeded
@@ -288,13 +287,8 @@ def _simulate(source: "DataSource", kernel: "Kernel", settings: dict[str, Any]
             raise fail(str(e), code=1) from None
         except ValueError as e:
             raise fail(str(e)) from None
-    own = Path(__file__).resolve().parents[1]  # the fedqr package
-    for w in caught:  # after the progress bar: fedqr's own as one line, others as they were
-        if str(w.message).startswith("the run diverged"):
-            continue  # the command says it in its own words (warn_diverged), once
-        if Path(w.filename).resolve().is_relative_to(own):
-            text = str(w.message).replace("arithmetic='mixed'", "--arithmetic mixed")
-            err.print(f"[yellow]warning:[/] {escape(text)}")
-        else:
-            warnings.showwarning(w.message, w.category, w.filename, w.lineno)
+    # after the progress bar; a diverged run is said in the command's own words
+    # (warn_diverged), once
+    show_warnings([w for w in caught if not str(w.message).startswith("the run diverged")],
+                  rewrite=lambda text: text.replace("arithmetic='mixed'", "--arithmetic mixed"))
     return result

@@ -69,7 +69,7 @@ class ClientLayout:
 
     The blocks serve full-batch passes only; they are built the first time one asks for them
     (``with_blocks``), so a run of Poisson batches neither scans the clients' columns nor
-    copies their rows (MNIST: about 0.1 s and 188 MB a run).
+    copies their rows (MNIST, 10 IID clients: about 0.1 s and 159 MB a run).
     """
 
     x: Tensor  # (n, p) float32
