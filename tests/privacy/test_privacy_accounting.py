@@ -215,6 +215,26 @@ def test_rdp_fast_path_is_bit_identical_to_the_accountant() -> None:
             fresh.get_epsilon(delta)
 
 
+@pytest.mark.parametrize("delta", [0.0, 1e-9, 1e-5, 0.3])
+def test_rdp_to_epsilon_is_compute_epsilon_bit_for_bit(delta: float) -> None:
+    """Python floats in dp-accounting's compute_epsilon give its NumPy answer exactly:
+    eps and order, over curves whose optimal order spans the grid (including eps 0)."""
+    from dp_accounting.rdp import compute_epsilon
+
+    from fedqr.privacy import RDP_ORDERS, rdp_to_epsilon, single_step_rdp
+
+    orders_seen = set()
+    for z, q in [(0.3, 0.01), (1.1, 0.01), (0.8, 0.2), (5.0, 1.0), (40.0, 0.5)]:
+        curve = single_step_rdp(gaussian_event(noise_multiplier=z, sample_rate=q))
+        for count in (1, 7, 100, 4_321, 250_000):
+            rdp = count * curve
+            eps, order = compute_epsilon(RDP_ORDERS, rdp, delta)
+            got = rdp_to_epsilon(rdp, delta=delta)
+            assert got == (float(eps), float(order))
+            orders_seen.add(got[1])
+    assert len(orders_seen) > 3 or delta == 0.0  # the test reaches several optimal orders
+
+
 def test_pld_calibrates_an_eps_that_rdp_cannot_resolve() -> None:
     # RDP's orders cannot reach eps = 0.03 at delta = 0.01 with 3 replies at q = 0.01; PLD
     # does, and its first guess no longer comes from (a failed) RDP calibration

@@ -17,6 +17,7 @@ from fedqr.privacy.accounting import (
     composed_event,
     epsilon_spent,
     make_accountant,
+    rdp_to_epsilon,
     single_step_rdp,
 )
 from fedqr.privacy.calibrate import calibrate_noise_multiplier, paper_gaussian_sigma
@@ -70,6 +71,7 @@ __all__ = [
     "mechanism_for",
     "noise_tensor",
     "paper_gaussian_sigma",
+    "rdp_to_epsilon",
     "sample_gaussian",
     "sample_laplace",
     "single_step_rdp",

@@ -26,10 +26,9 @@ import functools
 import math
 
 import numpy as np
-from dp_accounting.rdp import compute_epsilon
 from numpy.typing import ArrayLike, NDArray
 
-from fedqr.privacy import RDP_ORDERS, gaussian_event, single_step_rdp
+from fedqr.privacy import RDP_ORDERS, gaussian_event, rdp_to_epsilon, single_step_rdp
 
 __all__ = ["RdpNoiseTable", "round_robin_replies"]
 
@@ -113,8 +112,7 @@ class RdpNoiseTable:
         key = (replies, id(rdp))  # rdp vectors live in self._rdp for the table's lifetime
         hit = self._eps_memo.get(key)
         if hit is None:
-            e, order = compute_epsilon(self._orders, replies * rdp, self.delta)
-            hit = self._eps_memo[key] = (float(e), float(order))
+            hit = self._eps_memo[key] = rdp_to_epsilon(replies * rdp, delta=self.delta)
         return hit
 
     def _eps_at(self, replies: int, k: int) -> float:
@@ -215,7 +213,7 @@ class RdpNoiseTable:
                 lin = r_lo + f * (r_hi - r_lo)
                 rdp = np.where(good, np.exp(log_lo + f * (log_hi - log_lo)), lin) if log \
                     else lin
-            e = float(compute_epsilon(self._orders, replies * rdp, self.delta)[0])
+            e = rdp_to_epsilon(replies * rdp, delta=self.delta)[0]
             return math.log(e) - math.log(self.eps) if e > 0 else -math.inf
 
         a, ga, c, gc = 0.0, math.log(e_lo / self.eps), 1.0, math.log(e_hi / self.eps)
