@@ -7,6 +7,7 @@ parsing over them. Results hold what ``result.json`` and ``plan --json`` hold.
 from __future__ import annotations
 
 import math
+import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
@@ -43,13 +44,19 @@ from fedqr.sim.result import name_clients
 
 __all__ = ["PlanResult", "SimulationResult", "plan", "simulate"]
 
+_PLAN_SAMPLE_RATE = 0.01
+""":func:`plan`'s default sampling rate (Gaussian; a full-batch mechanism ignores it)."""
 
-def _source(data: FederatedData | DataSpec | DataSource, seed: int) -> DataSource:
+
+def _source(data: object, seed: int, *, name: str = "data") -> DataSource:
     if isinstance(data, FederatedData):
         return OwnData(data=data, seed=seed)
     if isinstance(data, DataSpec | OwnData):
         return data
-    raise TypeError(f"data must be a FederatedData or a DataSpec, got {type(data).__name__}")
+    hint = (f" (a file: {name}=fedqr.FederatedData.from_file({str(data)!r}, ...))"
+            if isinstance(data, str | os.PathLike) else "")
+    raise ValueError(f"{name} must be a FederatedData or a DataSpec, got "
+                     f"{type(data).__name__}{hint}")
 
 
 def simulate(
@@ -188,7 +195,7 @@ def plan(
     *, data: FederatedData | DataSpec | DataSource, model: Model | None = None,
     mechanism: Mechanism | str = Mechanism.GAUSSIAN, eps: float | Sequence[float] = 1.0,
     delta: float | Sequence[float] = 1e-5, clip: float | None = None,
-    sample_rate: float | None = 0.01, rounds: int | None = None,
+    sample_rate: float | None = _PLAN_SAMPLE_RATE, rounds: int | None = None,
     clients_per_round: int | None = None, lr: float = 0.05, lr_decay: float = 0.01,
     lr_schedule: LrSchedule = LrSchedule.INVERSE_TIME, weight_decay: float = 0.01,
     accountant: Accountant | str | None = None, aggregation: Aggregation = Aggregation.PAPER,
@@ -216,6 +223,9 @@ def plan(
                          "ledgers: it is the command line's (`fedqr plan --data-use "
                          "private-pilot --pilot-share S`); the Python API plans with "
                          "'clear-proxy' or 'public-proxy'")
+    spec = mechanism_for(mech)
+    if spec.batch_rate(0.5) >= 1 and sample_rate not in (None, _PLAN_SAMPLE_RATE):
+        spec.check(clip=1.0, sample_rate=sample_rate)  # a rate a full-batch mechanism refuses
     dev = resolve_device(device)
     widths = _hidden(model, hidden)
     source = _source(data, seed)
@@ -237,7 +247,7 @@ def plan(
         raise ValueError(f"data_use={use.value!r} needs proxy= (public data with the "
                          "clients' features and classes), got none")
     else:
-        public = _source(proxy, seed + 1)
+        public = _source(proxy, seed + 1, name="proxy")
         choice = ProxyChoice(use=DataUse.PUBLIC_PROXY, share=proxy_share, public=public,
                              public_label=getattr(public.dataset, "value", None) or "own")
     if twin_repeats is not None:

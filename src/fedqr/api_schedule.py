@@ -59,7 +59,24 @@ def same_data(schedule: PlanResult, source: DataSource) -> None:
             return f"{i.get('name') or i.get('dataset')!r}, {i.get('num_clients')} clients"
 
         raise ValueError(f"schedule was planned for other data ({show(planned)}), the run "
-                         f"asks data=({show(given)}): plan again for this run's data")
+                         f"asks data=({show(given)}; {_differences(planned, given)}): plan "
+                         "again for this run's data")
+
+
+_SHOWN = ("dataset", "name", "num_clients", "num_classes", "num_features", "num_train",
+          "num_test", "fraction", "partition", "alpha")
+
+
+def _differences(planned: dict[str, Any], given: dict[str, Any]) -> str:
+    """What differs between two data identities, in words (the first few fields)."""
+    diff = [f"{k} {planned.get(k)!r} -> {given.get(k)!r}" for k in _SHOWN
+            if planned.get(k) != given.get(k)]
+    if (planned.get("standardization") is None) != (given.get("standardization") is None):
+        diff.append("standardised " + ("no -> yes" if planned.get("standardization") is None
+                                        else "yes -> no"))
+    if not diff:
+        diff.append("the same shape, other rows, labels or split (another file digest)")
+    return ", ".join(diff[:4])
 
 
 def same_scenario(schedule: PlanResult, config: SimConfig, *, kernel: Kernel,

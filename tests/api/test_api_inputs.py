@@ -136,8 +136,16 @@ def test_a_schedule_is_the_plan_of_this_run(budget: dict[str, Any], tmp_path: Pa
     other = fedqr.FederatedData.from_arrays(x=x, y=(x[:, 0] > 0).astype(np.int64),
                                             client=rng.integers(0, 2, 200), test_share=0.25)
     with pytest.raises(ValueError, match=r"planned for other data \(.*4 clients\), the run "
-                                         r"asks data=\(.*2 clients\)"):
+                                         r"asks data=\(.*2 clients; num_clients 4 -> 2"):
         fedqr.simulate(**{**budget, "data": other}, schedule=plan)
+    rng = np.random.default_rng(0)  # the fixture's arrays, split with another seed
+    x = rng.normal(size=(600, 6)).astype(np.float32)
+    resplit = fedqr.FederatedData.from_arrays(
+        x=x, y=(x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int64), client=rng.integers(0, 4, 600),
+        test_share=0.25, seed=1)
+    with pytest.raises(ValueError, match=r"4 clients; the same shape, other rows, labels or "
+                                         r"split \(another file digest\)\)"):
+        fedqr.simulate(**{**budget, "data": resplit}, schedule=plan)
     unnamed = {k: v for k, v in budget.items() if k != "model"}  # planned with the default
     default = fedqr.plan(**unnamed)
     assert fedqr.simulate(**unnamed, model="linear", schedule=default).document["plan"]
@@ -167,11 +175,15 @@ def test_a_plan_that_is_not_useful_is_not_run(budget: dict[str, Any], tmp_path: 
     ({"data_use": "private-pilot"}, "the Python API plans with 'clear-proxy'"),
     ({"data_use": "clear"}, "data_use must be one of"),
     ({"accountant": "rdp"}, "accountant must be left out or 'pure' for the laplace mechanism"),
+    ({"sample_rate": 0.5}, r"full local data \(q = 1\), got sample_rate=0.5"),
+    ({"data_use": "public-proxy", "proxy": "pub.csv"},
+     r"proxy must be a FederatedData or a DataSpec, got str \(a file: proxy=fedqr"),
+    ({"data": "clients.csv"}, "data must be a FederatedData or a DataSpec, got str"),
 ])
 def test_plan_refuses_bad_input_by_name(budget: dict[str, Any], change: dict[str, Any],
                                         message: str) -> None:
     with pytest.raises(ValueError, match=message):
-        fedqr.plan(**budget, use_cache=False, **change)
+        fedqr.plan(**{**budget, **change}, use_cache=False)
 
 
 @pytest.mark.parametrize(("change", "message"), [

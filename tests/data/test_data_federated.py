@@ -182,6 +182,10 @@ def test_bad_test_set_options_are_named() -> None:
     _err(r"test_share \(--test-share\) must be a number", **base, test_share="0.2")
     _err(r"seed must be an integer >= 0, got seed=-1", **base, test_share=0.2, seed=-1)
     _err(r"test_share \(--test-share\) 0.01 holds out no row", **base, test_share=0.01)
+    tiny = {"x": np.arange(8.0).reshape(4, 2), "y": np.array([0, 1, 0, 1]),
+            "client": np.array([0, 0, 1, 1])}  # two clients of one row per class
+    _err(r"test_share \(--test-share\) 0.25 leaves the training rows only class [01]: .*"
+         r"seed=0.*smallest client has 2 row", **tiny, test_share=0.25, seed=0)
 
 
 def test_bad_arrays_are_named() -> None:

@@ -88,6 +88,22 @@ def test_csv_with_quotes_string_clients_and_a_test_share(tmp_path: Path) -> None
     np.testing.assert_allclose(fd.x.mean(axis=0), 0.0, atol=1e-6)  # standardised by default
 
 
+@pytest.mark.parametrize(("ids", "names"), [
+    (["1.0", "2.0", "10.0"], ("1", "2", "10")),  # a float column, as pandas writes it
+    (["1", "2", "10"], ("1", "2", "10")),
+    (["07", "2", "10"], ("07", "10", "2")),  # a leading zero: text
+    (["1.5", "2", "10"], ("1.5", "10", "2")),
+])
+def test_csv_client_ids_sort_as_numbers_when_each_is_an_integer(
+        tmp_path: Path, ids: list[str], names: tuple[str, ...]) -> None:
+    """Client ids 1.0, 2.0, 10.0 are the integers 1, 2, 10, as in an .npz (the order of the
+    clients decides which gets which of the per-client budgets)."""
+    lines = ["client,label,a"] + [f"{ids[i % 3]},{i % 2},{i}" for i in range(12)]
+    (tmp_path / "f.csv").write_text("\n".join(lines) + "\n")
+    fd = FederatedData.from_file(tmp_path / "f.csv", test_share=0.25, seed=0)
+    assert fd.client_names == names
+
+
 def test_csv_with_a_byte_order_mark_and_crlf_lines(tmp_path: Path) -> None:
     text = "client,label, a ,b\r\n0,0, 1.5,2\r\n0,1,3,4\r\n1,0,5,6\r\n1,1,7,8\r\n"
     (tmp_path / "w.csv").write_bytes(text.encode("utf-8-sig"))

@@ -66,3 +66,23 @@ def test_a_pilot_far_better_than_predicted_is_noted_not_flagged() -> None:
     check = pilot_check(0.5, mean=1.0, stderr=0.01, repeats=12)
     assert check["ok"] and check["better"]
     assert not pilot_check(0.99, mean=1.0, stderr=0.01, repeats=12)["better"]
+
+
+@pytest.mark.parametrize("share", [0.1, 0.2, 0.3, 0.7])
+def test_the_pilots_share_and_the_rest_never_sum_above_a_budget(share: float) -> None:
+    """Pilot plus run stays within each client's eps and delta in floating point too
+    (0.2 * 1e-5 + 0.8 * 1e-5 is 1.0000000000000003e-05 > 1e-5), and wastes at most an ulp."""
+    from fedqr.planner.pilot import split_budget
+
+    spec = DataSpec(dataset=DatasetName.DIGITS, partition=PartitionKind.TWO_DIGITS,
+                    num_clients=4)
+    eps = (2.0, 3.0, 0.7, 4.1)
+    sc = Scenario(data=spec, mechanism=Mechanism.GAUSSIAN, eps=eps, delta=(1e-5, 3e-6, 1e-5, 7e-7),
+                  clip=1.0, sample_rate=0.1, lr=LearningRate(eta0=0.3))
+    pilot, rest = split_budget(sc, share)
+    for budget, a, b in [*zip(sc.client_eps(), pilot.client_eps(), rest.client_eps(), strict=True),
+                         *zip(sc.client_delta(), pilot.client_delta(), rest.client_delta(),
+                              strict=True)]:
+        assert a == share * budget
+        assert a + b <= budget
+        assert math.nextafter(a + b, math.inf) >= budget  # at most one ulp left unused

@@ -127,13 +127,30 @@ def labels_from(p: Path, column: str, values: NDArray[Any], where: Where) -> NDA
 
 
 def clients_from(values: NDArray[Any]) -> NDArray[Any]:
-    """Client ids read as text: integers where every id is one (``"7"``, not ``"07"``)."""
+    """Client ids read as text: integers where every id is one (``"7"``, not ``"07"``),
+    written as an integer or as a float with a zero fraction (``"7.0"``: a float column, as
+    pandas writes one), so that the same ids in a CSV and in an ``.npz`` sort alike."""
     text = values.astype(str)
     try:
-        ints = text.astype(np.int64)
+        ints: NDArray[np.int64] | None = text.astype(np.int64)
     except (ValueError, OverflowError):
+        ints = _integral_floats(text)
+    if ints is None:
         return text
-    return ints if np.array_equal(ints.astype(str), text) else text
+    canonical = ints.astype(str)
+    return ints if np.all((canonical == text) | (np.char.add(canonical, ".0") == text)) else text
+
+
+def _integral_floats(text: NDArray[np.str_]) -> NDArray[np.int64] | None:
+    """``text`` as int64 where every entry is a float with an integral value below 2^53."""
+    try:
+        floats = text.astype(np.float64)
+    except (ValueError, OverflowError):
+        return None
+    if not bool((np.isfinite(floats) & (floats == np.round(floats))
+                 & (np.abs(floats) < 2.0**53)).all()):
+        return None
+    return floats.astype(np.int64)
 
 
 def check_feature(p: Path, name: str, values: NDArray[Any], column: NDArray[np.float32],

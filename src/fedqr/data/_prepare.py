@@ -218,6 +218,12 @@ def test_set(xf: NDArray[np.float32], yf: NDArray[np.int64], cf: NDArray[np.int6
     if not held.any():
         raise ValueError(f"test_share (--test-share) {share} holds out no row (each client "
                          f"keeps at least 1 training row); give a larger test_share")
+    kept = np.unique(yf[~held])
+    if kept.size < 2 <= np.unique(yf).size:
+        raise ValueError(f"test_share (--test-share) {share} leaves the training rows only "
+                         f"class {int(kept[0])}: it held out every row of the others (seed="
+                         f"{seed}'s draw; the smallest client has {np.bincount(cf).min()} "
+                         "row(s)): give a smaller test_share, or a test set (--test-data)")
     return xf[~held], yf[~held], cf[~held], xf[held], yf[held]
 
 

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from fedqr.models._probe import check_rows_independent
 from fedqr.models.cnn import PaperCNN
 from fedqr.models.kernel import Kernel
 from fedqr.models.logreg_kernel import LogRegKernel
@@ -102,6 +103,11 @@ def load_factory(spec: str) -> UserFactory:
         raise ValueError(f"model file {str(path)!r} failed to import: "  # sys.exit included)
                          f"{type(e).__name__}: {e}") from e
     fn = getattr(module, func, None)
+    if isinstance(fn, nn.Module):
+        raise ValueError(f"model file {str(path)!r}: {func!r} is a {type(fn).__name__} instance; "
+                         "it must be a factory (input_shape, num_classes) -> nn.Module, which "
+                         "fedqr calls for each repeat's own initialisation: define "
+                         f"def {func}(input_shape, num_classes): return ...")
     if not callable(fn):
         raise ValueError(f"model file {str(path)!r} has no function {func!r}")
     factory: UserFactory = fn
@@ -129,8 +135,8 @@ def check_model(build: ModelFactory, *, input_shape: tuple[int, ...], num_classe
     ------
     ValueError
         If the factory raises or returns no ``nn.Module``, the model has no parameters, holds
-        batch normalisation or dropout, gives logits of the wrong shape, or no per-sample
-        gradients.
+        batch normalisation or dropout, mixes the rows of a batch, gives logits of the wrong
+        shape, or no per-sample gradients.
     """
     try:
         model = build(torch.Generator().manual_seed(0))
@@ -169,6 +175,7 @@ def check_model(build: ModelFactory, *, input_shape: tuple[int, ...], num_classe
         raise ValueError(f"model {label!r} must map a batch of n inputs to (n, {num_classes}) "
                          f"logits (num_classes={num_classes}), got {shape} for n=2")
     _check_per_sample_loss(loss_fn, out, y, label=label)
+    check_rows_independent(model, input_shape=tuple(input_shape), label=label)
     for method in (Method.GHOST, Method.VMAP):
         try:
             clipped_grad_sums(model, x, y, clip=1.0, norm="l2", method=method, loss_fn=loss_fn)

@@ -64,12 +64,25 @@ def split_budget(scenario: Scenario, share: float) -> tuple[Scenario, Scenario]:
         raise ValueError(f"pilot_share must be in (0, 1), got pilot_share={share}")
     eps, delta = scenario.client_eps(), scenario.client_delta()
     pure = not scenario.spec.needs_delta
+    pilot_eps, pilot_delta = tuple(share * e for e in eps), tuple(share * d for d in delta)
 
-    def part(f: float) -> Scenario:
-        return dataclasses.replace(scenario, eps=tuple(f * e for e in eps),
-                                   delta=scenario.delta if pure else tuple(f * d for d in delta))
+    def part(e: tuple[float, ...], d: tuple[float, ...]) -> Scenario:
+        return dataclasses.replace(scenario, eps=e, delta=scenario.delta if pure else d)
 
-    return part(share), part(1 - share)
+    return (part(pilot_eps, pilot_delta),
+            part(_rest(eps, pilot_eps), _rest(delta, pilot_delta)))
+
+
+def _rest(budget: tuple[float, ...], used: tuple[float, ...]) -> tuple[float, ...]:
+    """``budget - used`` per client, rounded down so that ``used + rest <= budget`` holds in
+    floating point too (``0.2 * 1e-5 + 0.8 * 1e-5`` is ``1.0000000000000003e-05``)."""
+    out = []
+    for b, u in zip(budget, used, strict=True):
+        r = b - u
+        while r > 0 and u + r > b:
+            r = math.nextafter(r, 0.0)
+        out.append(r)
+    return tuple(out)
 
 
 def plan_with_pilot(scenario: Scenario, *, proxy: ProxyChoice, settings: SearchSettings,

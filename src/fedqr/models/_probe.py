@@ -1,0 +1,64 @@
+"""Probes of a user's model on a few random rows: is each row's output its own?
+
+Per-sample clipping bounds each row's gradient; that bounds the sensitivity of a clipped sum
+only when a row's output (hence its gradient) depends on no other row of the batch. Batch
+normalisation is refused by its class (:mod:`fedqr.models.zoo`); a ``forward`` that mixes the
+rows by hand (``h - h.mean(0)``) is not visible that way, so :func:`check_rows_independent`
+runs the model on a batch of distinct random rows and on each row alone and refuses the
+model where the outputs differ by more than float rounding. A ``forward`` that draws random
+numbers (``torch.nn.functional.dropout``) gives two different outputs for the same rows: it
+is reported (:class:`RandomForwardWarning`: the run's seed does not fix it), and the rows
+cannot then be compared. Torch's global generator is left as it was.
+"""
+
+from __future__ import annotations
+
+import warnings
+
+import torch
+from torch import nn
+
+__all__ = ["PROBE_ROWS", "RandomForwardWarning", "check_rows_independent"]
+
+PROBE_ROWS = 4
+"""Rows of the probe batch (uniform in [0, 1): distinct rows, inputs a model accepts)."""
+
+_RTOL = 1e-3
+"""Largest difference between a row's output in the batch and alone, relative to the largest
+output (+1): float rounding of a batched product is about 1e-6 of it, mixing about 1."""
+
+
+class RandomForwardWarning(UserWarning):
+    """The model's ``forward`` draws random numbers the run's seed does not fix."""
+
+
+def check_rows_independent(model: nn.Module, *, input_shape: tuple[int, ...],
+                           label: str) -> None:
+    """``ValueError`` if ``model``'s output for a row depends on the other rows of its batch
+    (or a batch of one row is not ``(1, k)``); :class:`RandomForwardWarning` if ``forward``
+    is random (the rows are then not compared)."""
+    with torch.random.fork_rng(devices=[]), torch.no_grad():
+        x = torch.rand(PROBE_ROWS, *input_shape, generator=torch.Generator().manual_seed(1))
+        batch, again = model(x), model(x)
+        if not torch.equal(batch, again):
+            warnings.warn(
+                f"model {label!r} gives two different outputs for the same rows: its forward "
+                "draws random numbers (dropout?) from torch's global generator, which the "
+                "run's seed does not fix (runs are not reproducible)",
+                RandomForwardWarning, stacklevel=3)
+            return
+        alone = [model(x[i:i + 1]) for i in range(PROBE_ROWS)]
+    bad = [tuple(a.shape) for a in alone if tuple(a.shape) != (1, batch.shape[1])]
+    if bad:
+        raise ValueError(f"model {label!r} must map a batch of n inputs to (n, "
+                         f"{batch.shape[1]}) logits, got {bad[0]} for n=1 (a Poisson batch "
+                         "can hold one row)")
+    gap = float((torch.cat(alone) - batch).abs().max())
+    scale = float(batch.abs().max()) + 1.0
+    if not gap <= _RTOL * scale:
+        raise ValueError(
+            f"model {label!r} mixes the rows of a batch: a row's logits alone differ from its "
+            f"logits among {PROBE_ROWS} rows by {gap:.3g}, so clipping each row's gradient "
+            "no longer bounds what one row changes (the privacy guarantee would not hold); "
+            "compute each row's output from that row only (nn.GroupNorm or nn.LayerNorm "
+            "instead of normalising over the batch)")

@@ -1,0 +1,96 @@
+"""fedqr.models._probe: a model whose rows mix, or whose forward is random, is caught."""
+
+from __future__ import annotations
+
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+from torch import nn
+from torch.nn import functional as F
+
+from fedqr.models._probe import RandomForwardWarning, check_rows_independent
+from fedqr.models.per_sample import Method, clipped_grad_sums
+from fedqr.models.zoo import check_model, load_factory, make_kernel
+
+
+class _Mix(nn.Module):
+    """An MLP that centres its hidden layer over the batch (batch norm by hand)."""
+
+    def __init__(self, d: int, k: int) -> None:
+        super().__init__()
+        self.a, self.b = nn.Linear(d, 16), nn.Linear(16, k)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.a(x.flatten(1)))
+        return self.b(h - h.mean(0, keepdim=True))
+
+
+class _Drop(_Mix):
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(F.dropout(torch.relu(self.a(x.flatten(1))), 0.5, training=True))
+
+
+class _Squeeze(nn.Module):
+    def __init__(self, d: int, k: int) -> None:
+        super().__init__()
+        self.a = nn.Linear(d, k)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.a(x).squeeze()  # (k,) for a batch of one row
+
+
+def _sensitivity(model: nn.Module) -> float:
+    """Largest change of the clipped gradient sum (clip 1, l2) when one row is removed."""
+    x = torch.randn(16, 5, generator=torch.Generator().manual_seed(0))
+    y = torch.arange(16) % 2
+    full = clipped_grad_sums(model, x, y, clip=1.0, norm="l2", method=Method.GHOST).grad[0]
+    return max(float((full - clipped_grad_sums(model, torch.cat([x[:i], x[i + 1:]]),
+                                               torch.cat([y[:i], y[i + 1:]]), clip=1.0,
+                                               norm="l2", method=Method.GHOST).grad[0]).norm())
+               for i in range(16))
+
+
+def test_mixing_rows_breaks_the_clip_bound_and_is_refused() -> None:
+    """The check is needed: removing one row moves the mixing model's clipped sum by more
+    than the clip (1), the plain MLP's by at most 1; check_model refuses the first only."""
+    torch.manual_seed(0)
+    mix = _Mix(5, 2)
+    plain = nn.Sequential(nn.Linear(5, 16), nn.ReLU(), nn.Linear(16, 2))
+    assert _sensitivity(mix) > 1.0 + 1e-3 >= _sensitivity(plain)
+    with pytest.raises(ValueError, match="mixes the rows of a batch"):
+        check_model(lambda g: _Mix(5, 2), input_shape=(5,), num_classes=2, label="mix")
+    assert check_model(lambda g: plain, input_shape=(5,), num_classes=2,
+                       label="plain") in (Method.GHOST, Method.VMAP)
+
+
+def test_per_row_normalisation_and_a_cnn_pass() -> None:
+    check_rows_independent(nn.Sequential(nn.Linear(5, 8), nn.LayerNorm(8), nn.Linear(8, 3)),
+                           input_shape=(5,), label="ln")
+    cnn = make_kernel("cnn", input_shape=(1, 28, 28), num_classes=10)  # the check runs inside
+    assert cnn.num_params > 0
+
+
+def test_a_batch_of_one_row_must_keep_its_batch_dimension() -> None:
+    with pytest.raises(ValueError, match=r"got \(2,\) for n=1"):
+        check_model(lambda g: _Squeeze(5, 2), input_shape=(5,), num_classes=2, label="sq")
+
+
+def test_a_random_forward_is_reported_and_torch_generator_left_alone() -> None:
+    drop = _Drop(5, 2)
+    torch.manual_seed(123)
+    before = torch.random.get_rng_state()
+    with pytest.warns(RandomForwardWarning, match="not reproducible"):
+        check_rows_independent(drop, input_shape=(5,), label="drop")
+    assert torch.equal(torch.random.get_rng_state(), before)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a deterministic model: no warning
+        check_rows_independent(_Mix(5, 2).a, input_shape=(5,), label="lin")
+
+
+def test_a_module_instance_in_a_model_file_is_named(tmp_path: Path) -> None:
+    f = tmp_path / "m.py"
+    f.write_text("import torch\nnet = torch.nn.Linear(3, 2)\n")
+    with pytest.raises(ValueError, match="'net' is a Linear instance; it must be a factory"):
+        load_factory(f"{f}:net")
