@@ -249,7 +249,8 @@ def plan(
     else:
         public = _source(proxy, seed + 1, name="proxy")
         choice = ProxyChoice(use=DataUse.PUBLIC_PROXY, share=proxy_share, public=public,
-                             public_label=getattr(public.dataset, "value", None) or "own")
+                             public_label=getattr(public.dataset, "value", None)
+                             or str(public.identity().get("name") or "own"))
     if twin_repeats is not None:
         twin_repeats = check_int_range("twin_repeats", twin_repeats, 2)
     settings = SearchSettings(repeats=twin_repeats, seed=seed)
