@@ -39,20 +39,18 @@ def check_rows_independent(model: nn.Module, *, input_shape: tuple[int, ...],
     is random (the rows are then not compared)."""
     with torch.random.fork_rng(devices=[]), torch.no_grad():
         x = torch.rand(PROBE_ROWS, *input_shape, generator=torch.Generator().manual_seed(1))
-        batch, again = model(x), model(x)
-        if not torch.equal(batch, again):
+        batch = _logits(model, x, label=label)
+        if not torch.equal(batch, _logits(model, x, label=label)):
             warnings.warn(
                 f"model {label!r} gives two different outputs for the same rows: its forward "
                 "draws random numbers (dropout?) from torch's global generator, which the "
                 "run's seed does not fix (runs are not reproducible)",
                 RandomForwardWarning, stacklevel=3)
             return
-        alone = [model(x[i:i + 1]) for i in range(PROBE_ROWS)]
-    bad = [tuple(a.shape) for a in alone if tuple(a.shape) != (1, batch.shape[1])]
-    if bad:
-        raise ValueError(f"model {label!r} must map a batch of n inputs to (n, "
-                         f"{batch.shape[1]}) logits, got {bad[0]} for n=1 (a Poisson batch "
-                         "can hold one row)")
+        alone = [_logits(model, x[i:i + 1], label=label) for i in range(PROBE_ROWS)]
+    if any(a.shape[1] != batch.shape[1] for a in alone):
+        raise ValueError(f"model {label!r} gives {batch.shape[1]} logits a row in a batch of "
+                         f"{PROBE_ROWS} rows and {alone[0].shape[1]} for one row alone")
     gap = float((torch.cat(alone) - batch).abs().max())
     scale = float(batch.abs().max()) + 1.0
     if not gap <= _RTOL * scale:
@@ -62,3 +60,18 @@ def check_rows_independent(model: nn.Module, *, input_shape: tuple[int, ...],
             "no longer bounds what one row changes (the privacy guarantee would not hold); "
             "compute each row's output from that row only (nn.GroupNorm or nn.LayerNorm "
             "instead of normalising over the batch)")
+
+
+def _logits(model: nn.Module, x: torch.Tensor, *, label: str) -> torch.Tensor:
+    """``model(x)``, or ``ValueError`` unless it is ``(n, k)`` logits for the ``n`` rows."""
+    n = x.shape[0]
+    try:
+        out = model(x)
+    except Exception as e:  # the user's forward
+        raise ValueError(f"model {label!r} cannot take a batch of {n} row(s) (a Poisson batch "
+                         f"can hold any number): {type(e).__name__}: {e}") from e
+    if not isinstance(out, torch.Tensor) or out.ndim != 2 or out.shape[0] != n:
+        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+        raise ValueError(f"model {label!r} must map a batch of n inputs to (n, k) logits, got "
+                         f"{shape} for n={n} (a Poisson batch can hold one row)")
+    return out
