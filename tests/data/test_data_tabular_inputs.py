@@ -97,10 +97,11 @@ def test_labels_are_shown_as_written_and_integral_text_is_read(tmp_path: Path) -
 
 
 def test_an_empty_client_id_is_refused_with_its_line_or_row(tmp_path: Path) -> None:
-    for cell in ("", "  ", '""'):
+    for cell in ("", "  ", '""', "nan", "NaN"):  # nan: a float column's missing value
         p = _csv(tmp_path / "e.csv", *_ROWS[:2], f"{cell},1,2,3", *_ROWS[2:])
         _refused(p, r"e.csv: column 'client' must have no missing values \(a client id on every "
-                    r"line\), got 1 empty cell\(s\), the first on line 4$", test_share=0.25)
+                    r"line\), got 1 empty or NaN cell\(s\), the first on line 4$",
+                 test_share=0.25)
     p = _csv(tmp_path / "s.csv", *_ROWS[:2], ",1,2,3", header="site,label,u,v")
     _refused(p, r"column 'site' must have no missing values", test_share=0.25,
              client_column="site")

@@ -118,13 +118,15 @@ def _check_features(p: Path, lay: Layout, x: NDArray[np.float32]) -> None:
 
 
 def _check_filled(p: Path, column: str, ids: NDArray[Any]) -> None:
-    """``ValueError`` on an empty client id (``""`` would become a client of its own)."""
-    empty = np.char.strip(ids) == ""
+    """``ValueError`` on an empty client id (``""`` would become a client of its own) or a
+    missing one as pandas writes it into a float column (``nan``, ``NaN``)."""
+    cells = np.char.strip(ids.astype(str))
+    empty = (cells == "") | (np.char.lower(cells) == "nan")
     if bool(empty.any()):
         where = _line(p)(int(np.argmax(empty)))
         raise ValueError(f"{p}: column {column!r} must have no missing values (a client id "
-                         f"on every line), got {int(empty.sum())} empty cell(s), the first on "
-                         f"{where}")
+                         f"on every line), got {int(empty.sum())} empty or NaN cell(s), the "
+                         f"first on {where}")
 
 
 def read_csv(p: Path, *, client_column: str, label_column: str, need_client: bool) -> Columns:
