@@ -42,8 +42,20 @@ from fedqr.cli.data_options import (
 if TYPE_CHECKING:
     from fedqr.cli.constants import EstimateSpec
 
-__all__ = ["AlphaOpt", "CacheOpt", "ClipOpt", "DataDirOpt", "PartitionOpt", "ProxyOpt",
-           "SeedOpt", "WdOpt", "check_budget", "estimate", "estimate_spec"]
+__all__ = [
+    "AlphaOpt",
+    "CacheOpt",
+    "ClipOpt",
+    "DataDirOpt",
+    "PartitionOpt",
+    "PlanSeedOpt",
+    "ProxyOpt",
+    "SeedOpt",
+    "WdOpt",
+    "check_budget",
+    "estimate",
+    "estimate_spec",
+]
 
 DatasetOpt = Annotated[DatasetName | None, typer.Option(
     help="Data set to estimate on (default mnist; or --data FILE).")]
@@ -58,6 +70,9 @@ WdOpt = Annotated[float, typer.Option(help="L2 regularisation; mu >= weight deca
 ProxyOpt = Annotated[float | None, typer.Option(
     help="Estimate on this random share of each client's data (0..1) instead of all of it.")]
 SeedOpt = Annotated[int, typer.Option(help="Seed of the partition (and proxy draw).")]
+PlanSeedOpt = Annotated[int, typer.Option(
+    help="Seed of the partition, the proxy draw and the twin's simulations: the plan depends "
+         "on it (fedqr run --rounds auto --seed S runs the plan of --seed S).")]
 CacheOpt = Annotated[bool, typer.Option(
     help="Reuse a cached estimate for the same settings (not with a model file).")]
 

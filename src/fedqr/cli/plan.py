@@ -54,8 +54,8 @@ from fedqr.cli.estimate import (
     ClipOpt,
     DataDirOpt,
     PartitionOpt,
+    PlanSeedOpt,
     ProxyOpt,
-    SeedOpt,
     WdOpt,
 )
 from fedqr.cli.plan_bound import plan_bound
@@ -161,7 +161,7 @@ def plan(
     pilot_share: _PilotShareOpt = None,
     twin_repeats: TwinRepeatsOpt = None,
     twin_budget: TwinBudgetOpt = None,
-    seed: SeedOpt = 0,
+    seed: PlanSeedOpt = 0,
     device: DeviceOpt = "auto",
     data_dir: DataDirOpt = None,
     cache: _PlanCacheOpt = True,

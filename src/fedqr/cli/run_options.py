@@ -56,7 +56,9 @@ WeightDecayOpt = Annotated[float, typer.Option(help="L2 regularisation (strong c
 SelectionOpt = Annotated[Selection, typer.Option(help="Client selection.")]
 RepeatsOpt = Annotated[int, typer.Option(
         help="Independent repeats: one batch for mnist/digits, one after another for femnist.")]
-SeedOpt = Annotated[int, typer.Option(help="Seed for partition, schedule and noise.")]
+SeedOpt = Annotated[int, typer.Option(
+    help="Seed for partition, schedule and noise; with --rounds auto also the plan's "
+         "(as fedqr plan --seed).")]
 EvalEveryOpt = Annotated[int | None, typer.Option(
         help="Evaluate every this many rounds. Default: every round; femnist about 20 "
              "evaluations (each is a forward pass over the test set).")]
