@@ -22,3 +22,21 @@ def test_a_loss_that_rose_everywhere_names_a_learning_rate_too_large() -> None:
     rose = _not_useful(0.6931, rose=True)
     assert "the loss rose above it at every schedule simulated" in rose
     assert "lower the clip or the learning rate" in rose
+
+
+def test_a_replaced_first_choice_of_another_rate_names_both_rates() -> None:
+    """The shift replaced (128, 3, q=0.164) by (64, 3, q=1): the message names both q, where
+    'T=128, b=3' alone read as the recommended rate."""
+    def said(first_rate: float) -> str:
+        shift = {"confirmed": {"rounds": 64, "clients_per_round": 3, "sample_rate": 1.0,
+                               "runs": 4,
+                               "replaces": {"rounds": 128, "clients_per_round": 3,
+                                            "sample_rate": first_rate, "search_loss": 0.56,
+                                            "shift_loss": 0.59}}}
+        return message(Prediction(64, 3, 1.0, 0.5642, 0.004), 0.6931, useful=True,
+                       shift=shift, cut_short=())
+
+    assert ("at T=64, b=3, q=1, re-simulated on the plan's proxy: it replaces the search's "
+            "first choice T=128, b=3, q=0.164414 (predicted") in said(0.164414)
+    assert "at T=64, b=3, re-simulated on the plan's proxy: it replaces the search's first " \
+           "choice T=128, b=3 (predicted" in said(1.0)

@@ -102,8 +102,11 @@ def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
                f"T={best.rounds}, b={best.clients_per_round}")
     if (confirmed := shift.get("confirmed")) is not None:
         old = confirmed["replaces"]
-        message += (f", re-simulated on the plan's proxy: it replaces the search's first "
-                    f"choice T={old['rounds']}, b={old['clients_per_round']} (predicted "
+        rate = ("" if old.get("sample_rate") == best.sample_rate
+                else f", q={best.sample_rate:g}")
+        was = "" if not rate else f", q={old['sample_rate']:g}"
+        message += (f"{rate}, re-simulated on the plan's proxy: it replaces the search's first "
+                    f"choice T={old['rounds']}, b={old['clients_per_round']}{was} (predicted "
                     f"{old['search_loss']:.4f}, {old['shift_loss']:.4f} on average when "
                     f"re-simulated), which all {confirmed['runs']} re-simulations on the proxy "
                     f"and its other draws ranked below it")
