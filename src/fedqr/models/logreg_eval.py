@@ -27,18 +27,45 @@ def evaluate(
     """Summed cross-entropy and number correct on ``(x, y)`` for every repeat, shape ``(R,)``;
     with ``sparse`` (row groups covering ``x`` in order), the groups whose CSR products pay
     use them (``build_sparse=False``: only those already built)."""
-    r, k, _ = theta.shape
-    theta_t = forward_weights(theta)
+    r, k, p = theta.shape
+    sums: list[tuple[Tensor, Tensor]] = []
+    for start, logits in _logits(x, _Weights(theta.reshape(r * k, p)), chunk_rows=chunk_rows,
+                                 sparse=sparse, build=build_sparse):
+        c = logits.shape[0]
+        sums.append(summed_metrics(logits[:, : r * k].view(c, r, k), y[start:start + c]))
+    if len(sums) == 1:  # one CSR piece or chunk (a test set of MNIST's size): no sums to add
+        return sums[0]
     loss = torch.zeros(r, dtype=theta.dtype, device=theta.device)
     correct = torch.zeros(r, dtype=torch.int64, device=theta.device)
-    for start, logits in _logits(x, theta_t, r * k, chunk_rows=chunk_rows, sparse=sparse,
-                                 build=build_sparse):
-        c = logits.shape[0]
-        chunk_loss, chunk_correct = summed_metrics(logits[:, : r * k].view(c, r, k),
-                                                   y[start:start + c])
+    for chunk_loss, chunk_correct in sums:
         loss += chunk_loss
         correct += chunk_correct
     return loss, correct
+
+
+class _Weights:
+    """``theta`` as ``(R k, p)`` rows, in the two forms the products take, each made once on
+    first use: ``dense`` zero-padded to 16 rows (:func:`forward_weights`, for dense chunks)
+    and ``csr`` transposed and contiguous ``(p, R k)`` (for CSR pieces, unpadded)."""
+
+    def __init__(self, flat: Tensor) -> None:
+        self.flat = flat
+        self._dense: Tensor | None = None
+        self._csr: Tensor | None = None
+
+    @property
+    def cols(self) -> int:
+        return int(self.flat.shape[0])
+
+    def dense(self) -> Tensor:
+        if self._dense is None:
+            self._dense = forward_weights(self.flat.unsqueeze(0))
+        return self._dense
+
+    def csr(self) -> Tensor:
+        if self._csr is None:
+            self._csr = self.flat.T.contiguous()
+        return self._csr
 
 
 def summed_metrics(logits: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
@@ -64,25 +91,25 @@ def summed_metrics(logits: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
     return loss, (first == y[:, None]).sum(dim=0)
 
 
-def _logits(x: Tensor, theta_t: Tensor, cols: int, *, chunk_rows: int,
-            sparse: SparseCache | None, build: bool) -> Iterator[tuple[int, Tensor]]:
+def _logits(x: Tensor, w: _Weights, *, chunk_rows: int, sparse: SparseCache | None,
+            build: bool) -> Iterator[tuple[int, Tensor]]:
     """``(first row, logits)`` of consecutive chunks of ``x``, one at a time: the CSR pieces
     of the groups where they pay, dense chunks of ``chunk_rows`` over the runs of the others
     (consecutive dense groups merged: many small clients are not many small products)."""
     groups = sparse.groups if sparse is not None else ((0, x.shape[0]),)
     dense_from = 0
     for g, (lo, _) in enumerate(groups):
-        pieces = sparse.get(g, cols, build=build) if sparse is not None else None
+        pieces = sparse.get(g, w.cols, build=build) if sparse is not None else None
         if pieces is None:
             continue
-        yield from _dense(x, theta_t, dense_from, lo, chunk_rows)
+        yield from _dense(x, w, dense_from, lo, chunk_rows)
         for start, rows in pieces:
-            yield lo + start, rows.mm(theta_t[:cols].T)
+            yield lo + start, rows.mm(w.csr())
         dense_from = groups[g][1]
-    yield from _dense(x, theta_t, dense_from, x.shape[0], chunk_rows)
+    yield from _dense(x, w, dense_from, x.shape[0], chunk_rows)
 
 
-def _dense(x: Tensor, theta_t: Tensor, lo: int, hi: int, chunk_rows: int
+def _dense(x: Tensor, w: _Weights, lo: int, hi: int, chunk_rows: int
            ) -> Iterator[tuple[int, Tensor]]:
     for start in range(lo, hi, chunk_rows):
-        yield start, x[start:min(hi, start + chunk_rows)] @ theta_t.T
+        yield start, x[start:min(hi, start + chunk_rows)] @ w.dense().T
