@@ -95,3 +95,41 @@ def test_guard_takes_its_descendants_down(tmp_path: Path) -> None:
     while _processes_in(tmp_path.resolve()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not _processes_in(tmp_path.resolve())
+
+
+@pytest.mark.parametrize("confirmed", [True, False])
+def test_an_interrupted_remote_run_is_stopped_on_its_superlink(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, confirmed: bool) -> None:
+    """Ctrl-C while another SuperLink runs the ServerApp sends ``flwr stop`` (the ServerApp is
+    the SuperLink's child, not fedqr's: it went on charging the clients' ledgers), and says
+    whether the SuperLink confirmed it."""
+    from fedqr.flower import runner
+    from fedqr.flower.config import FlowerRunConfig
+    from fedqr.flower.launch import LocalFederation
+
+    stops: list[str] = []
+
+    def submit(cfg: FlowerRunConfig, **_: object) -> tuple[FlowerRunConfig, Path, str]:
+        return cfg, tmp_path, "4242"
+
+    def interrupted(*_: object, **__: object) -> None:
+        raise KeyboardInterrupt
+
+    def stop(self: LocalFederation, run_id: str, **_: object) -> bool:
+        stops.append(run_id)
+        assert self.remote == ("10.0.0.1:9093", None)
+        return confirmed
+
+    monkeypatch.setattr(runner, "_submit", submit)
+    monkeypatch.setattr(runner, "_await", interrupted)
+    monkeypatch.setattr(LocalFederation, "flwr_stop", stop)
+    with pytest.raises(runner.RemoteInterrupted) as caught:
+        runner.run_remote(FlowerRunConfig(), address="10.0.0.1:9093", ca=None, work=tmp_path,
+                          timeout_s=60)
+    assert stops == ["4242"]
+    said = str(caught.value)
+    if confirmed:
+        assert said == "run 4242 was stopped on the SuperLink 10.0.0.1:9093 (flwr stop)"
+    else:
+        assert "may still be running and spending the clients' budgets" in said
+        assert "flwr stop 4242" in said

@@ -231,7 +231,14 @@ def _execute(cfg: "FlowerRunConfig", *, mode: str, work_dir: Path | None, timeou
     if importlib.util.find_spec("flwr") is None:
         raise _fail("fedqr flower needs Flower: pip install 'fedqr[flower]'", 1)
     from fedqr.flower.auto import PlanNotUseful
-    from fedqr.flower.runner import FlowerRunFailed, LaunchError, Mode, run_flower, run_remote
+    from fedqr.flower.runner import (
+        FlowerRunFailed,
+        LaunchError,
+        Mode,
+        RemoteInterrupted,
+        run_flower,
+        run_remote,
+    )
 
     work = work_dir.resolve() if work_dir else Path(tempfile.mkdtemp(prefix="fedqr-flower-"))
     work.mkdir(parents=True, exist_ok=True)
@@ -250,6 +257,8 @@ def _execute(cfg: "FlowerRunConfig", *, mode: str, work_dir: Path | None, timeou
             else:
                 outcome = run_flower(cfg, mode=Mode(mode), work=work, timeout_s=timeout,
                                      on_progress=on_progress, node_timeout=node_timeout)
+    except RemoteInterrupted as e:
+        raise _fail(f"interrupted: {e}", 130) from None
     except KeyboardInterrupt:
         raise _fail("interrupted: every Flower process started was stopped", 130) from None
     except PlanNotUseful as e:

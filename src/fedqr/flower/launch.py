@@ -192,6 +192,18 @@ class LocalFederation:
                               f"{done.stderr.decode(errors='replace').strip()}")
         return str(run_id)
 
+    def flwr_stop(self, run_id: str, *, timeout_s: float = 30.0) -> bool:
+        """``flwr stop`` the run on this federation's SuperLink (or the remote one): whether
+        the SuperLink confirmed it."""
+        args = [str(self.bindir / "flwr"), "stop", run_id, "fedqr"]
+        try:
+            done = subprocess.run(args, capture_output=True, timeout=timeout_s, cwd=self.work,
+                                  env={**self.env, "FLWR_HOME": str(self._cli_home())},
+                                  check=False)
+        except (subprocess.TimeoutExpired, OSError):
+            return False
+        return done.returncode == 0
+
     def run_log(self, run_id: str, *, lines: int = 40, timeout_s: float = 30.0) -> str:
         """The last ``lines`` of the run's own log as the SuperLink keeps it (``flwr log
         --show``: the ServerApp's output and, in simulation, the runtime's, Ray's start

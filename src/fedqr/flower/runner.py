@@ -39,6 +39,12 @@ class FlowerRunFailed(RuntimeError):
     """The run ended without a result; the message says why."""
 
 
+class RemoteInterrupted(KeyboardInterrupt):
+    """Ctrl-C (or SIGTERM) while a run went on on another SuperLink: ``flwr stop`` was sent;
+    the message says whether the SuperLink confirmed it (else the run may still spend the
+    clients' budgets)."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class Outcome:
     """The ``result.json`` document and the final model ``(k, p)``."""
@@ -240,8 +246,18 @@ def run_remote(cfg: FlowerRunConfig, *, address: str, ca: Path | None, work: Pat
         With the reason (a client's refusal, a timeout, ``flwr run`` failing).
     """
     cfg, exchange, run_id = _submit(cfg, address=address, ca=ca, work=work)
-    _await(exchange, RESULT, run_id=run_id, rounds=cfg.rounds, timeout_s=timeout_s,
-           on_progress=on_progress)
+    try:
+        _await(exchange, RESULT, run_id=run_id, rounds=cfg.rounds, timeout_s=timeout_s,
+               on_progress=on_progress)
+    except KeyboardInterrupt:  # the ServerApp runs under the SuperLink, not this process
+        fed = LocalFederation(work, simulation=False)
+        fed.remote = (address, ca)
+        stopped = fed.flwr_stop(run_id)
+        raise RemoteInterrupted(
+            f"run {run_id} was stopped on the SuperLink {address} (flwr stop)" if stopped else
+            f"flwr stop {run_id} was not confirmed by the SuperLink {address}: the run may "
+            f"still be running and spending the clients' budgets; stop it with flwr stop "
+            f"{run_id}") from None
     doc = json.loads((exchange / RESULT).read_text())
     with np.load(exchange / MODEL) as f:
         theta = np.asarray(f["theta"])
@@ -266,5 +282,5 @@ def survey_remote(cfg: FlowerRunConfig, *, address: str, ca: Path | None, work: 
     return doc
 
 
-__all__ = ["FlowerRunFailed", "FlowerRunner", "LaunchError", "Mode", "Outcome", "run_flower",
-           "run_remote", "survey_remote"]
+__all__ = ["FlowerRunFailed", "FlowerRunner", "LaunchError", "Mode", "Outcome",
+           "RemoteInterrupted", "run_flower", "run_remote", "survey_remote"]
