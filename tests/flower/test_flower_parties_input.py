@@ -176,3 +176,30 @@ def test_certs_refuse_bad_places_and_values(tmp_path: Path, args: list[str],
     code, text = _invoke(["certs", *[a.replace("{tmp}", str(tmp_path)) for a in args]])
     assert code == 2 and needle in text, text
     assert sorted(p.name for p in tmp_path.iterdir()) == ["file"]
+
+
+def test_a_state_folder_serves_one_clients_rows(tmp_path: Path, listening: int,
+                                                good_data: Path) -> None:
+    """A node restarted on its state folder with another client's file is refused (its rows
+    would be charged to the first client's ledger); the same client's file is not."""
+    from fedqr.flower.state_owner import OWNER_FILE, bind_state, data_owner
+
+    state = tmp_path / "state"
+    state.mkdir()
+    first = data_owner(good_data, client=None)
+    assert first.startswith("sha256 ")
+    bind_state(state, data=good_data, owner=first)  # the first start records the owner
+    bind_state(state, data=good_data, owner=first)  # a restart with the same file: fine
+    other = tmp_path / "other.npz"
+    np.savez(other, x=np.ones((4, 3), np.float32), y=np.array([0, 1, 0, 1]))
+    code, text = _invoke(_supernode(tmp_path, other, listening, "--insecure"))
+    assert code == 2, text
+    assert f"--state-dir {state} holds the ledger of {first}" in text
+    assert "give this client its own --state-dir" in text
+    named = tmp_path / "named"
+    named.mkdir()
+    bind_state(named, data=good_data, owner=data_owner(good_data, client="3"))
+    bind_state(named, data=other, owner="client 3")  # the same client, its data updated
+    with pytest.raises(ValueError, match=r"holds the ledger of client 3 .* rows of client 4"):
+        bind_state(named, data=other, owner="client 4")
+    assert sorted(p.name for p in named.iterdir()) == [OWNER_FILE]

@@ -152,6 +152,7 @@ def supernode(
         split_address,
         supernode_args,
     )
+    from fedqr.flower.state_owner import bind_state
 
     try:
         host, port = split_address("--superlink", superlink_address)
@@ -164,11 +165,12 @@ def supernode(
                                               or Path())
         key = check_file("--auth-key", auth_key) if auth_key is not None else None
         data = check_file("--data", data)
-        model = _check_node_model(data, model=model, hidden=hidden, standardize=standardize,
-                                  client_column=client_column, label_column=label_column,
-                                  client_id=client_id)
+        model, owner = _check_node_model(data, model=model, hidden=hidden,
+                                         standardize=standardize, client_column=client_column,
+                                         label_column=label_column, client_id=client_id)
         check_superlink(host, port, ca=ca)
         state_dir.mkdir(parents=True, exist_ok=True)
+        bind_state(state_dir, data=data, owner=owner)
     except (ValueError, OSError) as e:
         raise _fail(str(e)) from None
     config: dict[str, str | int | float] = {
@@ -202,12 +204,15 @@ def _check_node_numbers(*, eps: float, delta: float, heartbeat: float,
 
 
 def _check_node_model(data: Path, *, model: str | None, hidden: str | None, standardize: bool,
-                      client_column: str, label_column: str, client_id: int | None) -> str | None:
+                      client_column: str, label_column: str, client_id: int | None
+                      ) -> tuple[str | None, str]:
     """Read and check the node's rows (a file whose rows name another client than
     ``--client-id`` is refused: that client's rows would be charged to two budgets); check
-    its model on them; the model with a file's path made absolute."""
+    its model on them; the model with a file's path made absolute, and whose rows these are
+    (:func:`data_owner`)."""
     from fedqr.flower.config import parse_widths
     from fedqr.flower.node_data import read_node_rows
+    from fedqr.flower.state_owner import data_owner
 
     rows = read_node_rows(data, client_column=client_column, label_column=label_column,
                           standardize=standardize)
@@ -217,10 +222,11 @@ def _check_node_model(data: Path, *, model: str | None, hidden: str | None, stan
                          f"--client-id is {client_id}: a SuperNode serves its own client's "
                          f"rows (another client's file would charge those rows to two "
                          f"budgets); give this client's file, or --client-id {rows.client}")
+    owner = data_owner(data, client=rows.client)
     if hidden is not None:
         parse_widths(hidden)
     if model is None:
-        return None
+        return None, owner
     from fedqr.flower.client_data import run_kernel
 
     path, sep, func = model.rpartition(":")
@@ -232,7 +238,7 @@ def _check_node_model(data: Path, *, model: str | None, hidden: str | None, stan
                    hidden=parse_widths(hidden or "64"))
     except ValueError as e:
         raise ValueError(f"--model: {e}") from None
-    return model
+    return model, owner
 
 
 def register(
