@@ -49,4 +49,6 @@ def bind_state(state_dir: Path, *, data: Path, owner: str) -> None:
         raise ValueError(f"--state-dir {state_dir} holds the ledger of {had} ({was}), but --data "
                          f"{data} holds the rows of {owner}: a ledger counts one client's "
                          "replies (another client's would be charged to its budget); give this "
-                         "client its own --state-dir, or this folder's own --data")
+                         "client its own --state-dir, or this folder's own --data (the same "
+                         f"client's rows, updated, in a file without a client column: remove "
+                         f"{path} to rebind it)")
