@@ -57,6 +57,7 @@ __all__ = [
     "composed_event",
     "epsilon_spent",
     "make_accountant",
+    "supports",
 ]
 
 PLD_VALUE_DISCRETIZATION_INTERVAL = 1e-3
@@ -174,7 +175,7 @@ def epsilon_spent(
     kind = _as_accountant(accountant)
     delta = _check_delta(delta, kind)
     counts = _as_counts(events)
-    if not all(_supports(kind, e) for e, c in counts.items() if c > 0):
+    if not all(supports(kind, e) for e, c in counts.items() if c > 0):
         raise ValueError(
             f"events must be supported by the {kind.value!r} accountant, got events={counts!r}"
         )
@@ -187,9 +188,10 @@ def epsilon_spent(
 
 
 @functools.lru_cache(maxsize=4096)
-def _supports(kind: Accountant, event: dp_accounting.DpEvent) -> bool:
+def supports(kind: Accountant, event: dp_accounting.DpEvent) -> bool:
     """Whether a fresh ``kind`` accountant supports ``event`` (a composition is supported
-    when each of its events is: dp-accounting's rule), asked once per event."""
+    when each of its events is: dp-accounting's rule), asked once per event (``event``
+    hashable): :func:`epsilon_spent` and every ledger's charges ask it."""
     return bool(make_accountant(kind).supports(event))
 
 

@@ -40,7 +40,7 @@ from fedqr.privacy.accounting import (
     Accountant,
     _as_accountant,
     epsilon_spent,
-    make_accountant,
+    supports,
 )
 
 __all__ = ["BUDGET_RTOL", "PrivacyBudgetExceeded", "PrivacyLedger"]
@@ -117,7 +117,6 @@ class PrivacyLedger:
         self._counts: Counter[dp_accounting.DpEvent] = Counter()
         self._max_ok: dict[tuple[dp_accounting.DpEvent, _State], int] = {}
         self._min_bad: dict[tuple[dp_accounting.DpEvent, _State], int] = {}
-        self._supported: set[dp_accounting.DpEvent] = set()
         self._spent: float | None = None  # eps of _counts, until the next charge
 
     # -- read-only state -------------------------------------------------------------
@@ -201,14 +200,11 @@ class PrivacyLedger:
     def _check_event(self, event: object) -> None:
         if not isinstance(event, dp_accounting.DpEvent) or not is_hashable(event):
             raise ValueError(f"event must be a hashable dp_accounting.DpEvent, got event={event!r}")
-        if event in self._supported:
-            return
-        if not make_accountant(self._kind).supports(event):
+        if not supports(self._kind, event):
             raise ValueError(
                 f"event must be supported by the {self._kind.value!r} accountant, "
                 f"got event={event!r}"
             )
-        self._supported.add(event)
 
     def _with(self, event: dp_accounting.DpEvent, count: int) -> dict[dp_accounting.DpEvent, int]:
         counts = dict(self._counts)
