@@ -161,11 +161,50 @@ def test_refused_reply_stops_the_run_with_the_client_s_message(flwr_apps,
     _serve(flwr_apps, cfg, tmp_path)  # spends every client's whole budget
     out = tmp_path / "out"
     (out / "result.json").unlink()
-    with pytest.raises(Exception, match="client 0 refused to reply"):
+    with pytest.raises(Exception, match=r"client 0 refused the run before round 0 \(nobody "
+                                        r"was charged\)"):
         _serve(flwr_apps, cfg, tmp_path, run_id=8)  # a second run on the same ledgers
     err = json.loads((out / "error.json").read_text())["error"]
     assert "BudgetRefused: client 0: this run's" in err  # refused before its first reply
     assert not (out / "result.json").exists()
+
+
+def test_a_client_that_cannot_join_stops_the_run_before_anybody_is_charged(
+        flwr_apps, tmp_path: Path) -> None:
+    """Client 2 spent its budget in an earlier run; clients 0 and 1 (round 0's) are fresh.
+    The server's check before round 0 stops the run: no model is sent, and clients 0 and 1
+    are charged nothing (asked only at its first reply, in round 1, client 2 would have
+    refused after they were charged for round 0)."""
+    from fedqr.flower.client_state import read_state
+
+    cfg = _cfg(tmp_path, mechanism=Mechanism.LAPLACE, eps=(8.0,), clip=20.0, sample_rate=1.0,
+               rounds=3)
+    _serve(flwr_apps, cfg, tmp_path)  # spends every client's whole budget
+    for c in (0, 1):  # clients 0 and 1 come back with fresh ledgers
+        for f in (tmp_path / "state" / f"client-{c}").iterdir():
+            f.unlink()
+    (tmp_path / "out" / "result.json").unlink()
+    with pytest.raises(Exception, match="client 2 refused the run before round 0"):
+        _serve(flwr_apps, cfg, tmp_path, run_id=8)
+    for c in (0, 1):
+        state = read_state(tmp_path / "state" / f"client-{c}")
+        assert state is None or (state.ledger.replies == 0 and not state.answered)
+    assert "this run's 2 replies do not fit" in (tmp_path / "out" / "error.json").read_text()
+
+
+def test_the_check_charges_nothing_and_the_run_then_replies(flwr_apps, tmp_path: Path) -> None:
+    cfg = _cfg(tmp_path, mechanism=Mechanism.LAPLACE, eps=(8.0,), clip=20.0, sample_rate=1.0,
+               rounds=3)
+    kinds: list[list[str]] = []
+
+    def hook(grid: Any, messages: list[Any]) -> None:
+        kinds.append(sorted({m.metadata.message_type for m in messages}))
+
+    _serve(flwr_apps, cfg, tmp_path, hook)
+    # the identity queries, then the check (also a query) before the first train message
+    assert kinds[:3] == [["query"], ["query"], ["train"]]
+    doc = json.loads((tmp_path / "out" / "result.json").read_text())
+    assert [c["epsilon_spent"] for c in doc["clients"]] == pytest.approx([8.0] * 3)
 
 
 def test_too_few_replies_stop_the_run(flwr_apps, tmp_path: Path) -> None:

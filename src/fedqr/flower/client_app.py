@@ -14,7 +14,7 @@ sent back as an error reply with code :data:`REFUSED` and a message that says wh
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from flwr.app import (
     Array,
@@ -83,7 +83,10 @@ def _error(message: Message, code: int, exc: BaseException) -> Message:
 
 @app.query()
 def query(message: Message, context: Context) -> Message:
-    """Which partition this node holds (or, with its own data: its size and budget)."""
+    """Which partition this node holds (or, with its own data: its size and budget); with a
+    ``check`` record, whether the run fits what the client's ledger has left."""
+    if "check" in message.content.config_records:
+        return _check(message, context)
     if "data-file" in context.node_config:
         from fedqr.flower.own_data import BudgetRefused
 
@@ -129,13 +132,12 @@ def _own_info(message: Message, context: Context) -> ConfigRecord:
     return ConfigRecord({"partition-id": cid, "num-samples": size, "eps": eps, "delta": delta})
 
 
-def _own_reply(message: Message, context: Context, rnd: int, theta: object) -> Reply:
-    """One reply of a client with its own data and budget."""
+def _own_run(message: Message, context: Context, *, record: str) -> dict[str, Any]:
+    """A client with its own data and budget: :func:`~fedqr.flower.client_logic.answer_round`'s
+    arguments but the round and model (the server's client id is in ``record``)."""
     import dataclasses
 
-    import numpy as np
-
-    from fedqr.flower.client_logic import answer_round, client_budget
+    from fedqr.flower.client_logic import client_budget
     from fedqr.flower.config import FlowerRunConfig
     from fedqr.flower.own_data import NodeSettings, node_data, run_for_client
 
@@ -143,18 +145,52 @@ def _own_reply(message: Message, context: Context, rnd: int, theta: object) -> R
     if settings is None:
         raise ValueError("node config must set data-file")
     cfg = FlowerRunConfig.from_run_config(context.run_config)
-    client = message.content.config_records["config"]["client-id"]
+    client = message.content.config_records[record]["client-id"]
     if not isinstance(client, int) or (settings.client_id not in (None, client)):
         raise ValueError(f"the server calls this node client {client!r}, its --client-id is "
                          f"{settings.client_id}")
     data = node_data(settings, _run_model(message))
-    run = run_for_client(cfg, settings, client=client, run_key=str(message.metadata.run_id))
+    run_key = str(message.metadata.run_id)
+    run = run_for_client(cfg, settings, client=client, run_key=run_key)
     budget = client_budget(run.sim_config(), client=client)
     own = None if budget is None else dataclasses.replace(budget, eps=settings.eps,
                                                          delta=settings.delta)
-    return answer_round(run, client=client, round=rnd, theta=np.asarray(theta),
-                        run_key=str(message.metadata.run_id), state_dir=settings.state_dir,
-                        data=data, ledger_budget=own)
+    return {"cfg": run, "client": client, "run_key": run_key, "state_dir": settings.state_dir,
+            "data": data, "ledger_budget": own}
+
+
+def _own_reply(message: Message, context: Context, rnd: int, theta: object) -> Reply:
+    """One reply of a client with its own data and budget."""
+    import numpy as np
+
+    from fedqr.flower.client_logic import answer_round
+
+    return answer_round(**_own_run(message, context, record="config"), round=rnd,
+                        theta=np.asarray(theta))
+
+
+def _check(message: Message, context: Context) -> Message:
+    """The server's check before round 0 (:func:`~fedqr.flower.client_logic.check_run`):
+    the replies the run asks of this client, or a refusal; nothing is charged."""
+    from fedqr.flower.client_logic import check_run
+    from fedqr.flower.own_data import BudgetRefused
+
+    try:
+        if "data-file" in context.node_config:
+            replies = check_run(**_own_run(message, context, record="check"))
+        else:
+            cfg, pid, state_dir = _settings(context)
+            client = _int(message.content.config_records["check"]["client-id"])
+            if client != pid:
+                raise ValueError(f"the server calls this node client {client}, it holds "
+                                 f"partition-id={pid}")
+            replies = check_run(cfg, client=pid, run_key=str(message.metadata.run_id),
+                                state_dir=state_dir)
+    except BudgetRefused as exc:
+        return _error(message, REFUSED, exc)
+    except Exception as exc:
+        return _error(message, FAILED, exc)
+    return Message(RecordDict({"check": ConfigRecord({"replies": replies})}), reply_to=message)
 
 
 @app.train()

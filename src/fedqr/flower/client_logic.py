@@ -194,8 +194,8 @@ def answer_round(cfg: FlowerRunConfig, *, client: int, round: int, theta: np.nda
                                 "answered for another model; a second answer would spend "
                                 "budget twice: refused")
         event = plan.event
-        if not answered and state.ledger.would_exceed(event, plan.replies):
-            raise BudgetRefused(_does_not_fit(state.ledger, client=client, replies=plan.replies))
+        if not answered:
+            _check_fits(state.ledger, plan, client=client)
 
         def charge() -> None:  # charge and persist before the noise is drawn
             if prior is None:
@@ -210,14 +210,50 @@ def answer_round(cfg: FlowerRunConfig, *, client: int, round: int, theta: np.nda
                       eps=state.ledger.spent()[0], charged=state.ledger.replies)
 
 
-def _does_not_fit(ledger: PrivacyLedger, *, client: int, replies: int) -> str:
-    """Why a run is refused at its first reply: its whole schedule does not fit what the
-    client's ledger has left after earlier runs (nothing of this run is charged)."""
+def check_run(cfg: FlowerRunConfig, *, client: int, run_key: str, state_dir: Path,
+              data: ClientData | None = None, ledger_budget: Budget | None = None) -> int:
+    """The server's check before round 0: does this run's whole schedule fit what the
+    client's ledger has left? Charges nothing (it keeps the noise calibration, which the
+    first reply would compute anyway). Arguments as :func:`answer_round`'s.
+
+    Returns
+    -------
+    int
+        The replies the run asks of this client.
+
+    Raises
+    ------
+    BudgetRefused
+        If the run's replies do not fit beside what earlier runs spent.
+    """
+    sim = cfg.sim_config()
+    budget = client_budget(sim, client=client)
+    if budget is None:  # no mechanism: nothing to account
+        return int(reply_counts(_schedule(sim), sim.num_clients)[0, client])
+    if data is None:
+        data = load_client_data(cfg, client=client, cache_dir=state_dir)
+    with locked_state(state_dir, budget=ledger_budget or budget) as (state, save):
+        known = len(state.calibration)
+        plan = client_plan(sim, client=client, size=data.x.shape[0],
+                           calibration=state.calibration, num_params=math.prod(data.theta_shape))
+        if not state.answered.get(run_key):  # a run already begun was checked then
+            _check_fits(state.ledger, plan, client=client)
+        if len(state.calibration) != known:
+            save()
+        return plan.replies
+
+
+def _check_fits(ledger: PrivacyLedger, plan: ClientPlan, *, client: int) -> None:
+    """Refuse a run whose whole schedule does not fit what the client's ledger has left
+    after earlier runs (nothing of this run is charged)."""
+    if plan.event is None or not ledger.would_exceed(plan.event, plan.replies):
+        return
     spent, _ = ledger.spent()
-    return (f"client {client}: this run's {replies} replies do not fit its budget eps="
-            f"{ledger.eps_budget:g} (delta={ledger.delta_budget:g}) beside the eps={spent:.6g} "
-            f"its ledger spent in earlier runs: refused before its first reply (nothing "
-            f"charged); run with a smaller --eps, fewer rounds, or a node with budget left")
+    raise BudgetRefused(
+        f"client {client}: this run's {plan.replies} replies do not fit its budget eps="
+        f"{ledger.eps_budget:g} (delta={ledger.delta_budget:g}) beside the eps={spent:.6g} "
+        f"its ledger spent in earlier runs: refused before its first reply (nothing "
+        f"charged); run with a smaller --eps, fewer rounds, or a node with budget left")
 
 
 def _reply(theta: np.ndarray, sums: GradSums, gnorm: float, *, size: int, noise_std: float,
@@ -229,5 +265,5 @@ def _reply(theta: np.ndarray, sums: GradSums, gnorm: float, *, size: int, noise_
                  epsilon_spent=eps if math.isfinite(eps) else -1.0, replies_charged=charged)
 
 
-__all__ = ["ClientData", "ClientPlan", "Reply", "answer_round", "client_budget", "client_plan",
-           "compute_reply", "load_client_data", "model_digest"]
+__all__ = ["ClientData", "ClientPlan", "Reply", "answer_round", "check_run", "client_budget",
+           "client_plan", "compute_reply", "load_client_data", "model_digest"]

@@ -2,7 +2,9 @@
 
 Before round 0 the server asks every connected node (``query``) which partition it holds and
 maps partition ids to node ids; it asks again whenever a new node appears, so a restarted
-client is found and used from the next round on. Each round it sends theta_t to the b
+client is found and used from the next round on. Then it asks every client whether the run
+fits its ledger (:mod:`fedqr.flower.server_check`), so a client that cannot join stops the
+run before anybody is charged. Each round it sends theta_t to the b
 clients of the round robin, waits ``round-timeout`` seconds for their replies, aggregates
 ``(N/b) sum (d_i/d) theta^i`` with ``theta^i = theta_t`` for a reply that did not arrive, and
 evaluates theta_{t+1} on the test set. An *error reply* (a client that refuses, e.g. over
@@ -30,6 +32,7 @@ from fedqr.data import Dataset
 from fedqr.flower.client_app import FAILED, REFUSED
 from fedqr.flower.config import FlowerRunConfig
 from fedqr.flower.results import REPORTS, write_error, write_result
+from fedqr.flower.server_check import check_clients
 from fedqr.flower.server_logic import (
     ClientReply,
     ClientReports,
@@ -227,6 +230,8 @@ def run_rounds(grid: Grid, cfg: FlowerRunConfig, *, progress: Path | None) -> Se
             directory = Directory(cfg.num_clients)
             directory.wait_all(grid, cfg)
             run = starting.result()
+    check_clients(grid, node_of=directory.node_of, model=directory.model,
+                  timeout=cfg.round_timeout, pull=_pull)
     started = time.monotonic()
     for t in range(cfg.rounds):
         directory.refresh(grid, cfg.round_timeout)
