@@ -32,7 +32,8 @@ def test_plan_json_has_the_recommended_object(tmp_path: Path) -> None:
     assert rec["clients_per_round"] == 2 and rec["rounds"] >= 1
     # reading the clients' data without privacy is said on stderr in JSON mode too
     assert "read WITHOUT differential privacy" in " ".join(res.stderr.split())
-    assert rec["sample_rate"] is None  # laplace: full local batches
+    assert rec["sample_rate"] is None  # laplace: full local batches, in every schedule
+    assert {p["sample_rate"] for p in rec["runner_ups"] + doc["predictions"]} == {None}
     assert {"mean", "stderr", "fitted", "proxy_std", "proxy_range", "re_simulated",
             "search_mean"} == set(rec["predicted_test_loss"])
     assert rec["method"] == "twin" and rec["data_used"]["kind"] == "clear-proxy"

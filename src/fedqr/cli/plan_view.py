@@ -67,7 +67,8 @@ def plan_view(doc: dict[str, Any]) -> PlanView:
                                                  for o in doc["predictions"][:i])]
     for i, p in enumerate(rows[:_TOP]):
         table.add_row(str(i + 1), str(_int(p["rounds"])), str(_int(p["clients_per_round"])),
-                      f"{p['sample_rate']:g}", f"{p['predicted_test_loss']:.4f}",
+                      "-" if p["sample_rate"] is None else f"{p['sample_rate']:g}",
+                      f"{p['predicted_test_loss']:.4f}",
                       f"{p['stderr']:.4f}", "fit" if _bool(p["fitted"]) else "twin")
     lines: list[RenderableType] = [head, table]
     if shift.get("proxy_std") is not None:

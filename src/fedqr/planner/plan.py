@@ -72,9 +72,9 @@ class Plan:
     def recommended_dict(self, *, mechanism: Mechanism) -> dict[str, Any]:
         """The ``recommended`` object of ``fedqr plan --json`` and result.json."""
         r = self.recommended
+        sampled = mechanism_for(mechanism).batch_rate(0.5) < 1  # else the full batch: null
         return {"rounds": r.rounds, "clients_per_round": r.clients_per_round,
-                "sample_rate": r.sample_rate if mechanism_for(mechanism).batch_rate(0.5) < 1
-                else None,
+                "sample_rate": r.sample_rate if sampled else None,
                 "predicted_test_loss": {"mean": r.mean, "stderr": r.stderr,
                                         "fitted": r.fitted,
                                         "re_simulated": headline_re_simulated(self.proxy_shift),
@@ -88,7 +88,8 @@ class Plan:
                 "beats_label_prior": (r.mean < self.prior_loss
                                       if math.isfinite(self.prior_loss) else None),
                 "message": self.message,
-                "runner_ups": [p.as_dict() for p in self.runner_ups()]}
+                "runner_ups": [{**p.as_dict(), "sample_rate": p.sample_rate if sampled else None}
+                               for p in self.runner_ups()]}
 
 
 def _proxy(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,
