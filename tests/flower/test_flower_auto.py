@@ -157,3 +157,16 @@ def test_public_file_checks_name_the_option(heart: Path, tmp_path: Path) -> None
                            proxy_classes="7")
     with pytest.raises(ValueError, match="proxy_classes"):
         check_plannable(_heart_cfg(heart), one_class)
+
+
+def test_a_run_on_a_test_file_records_no_built_in_data_set(heart: Path) -> None:
+    """result.json's run_config of a run whose server holds a test file names no built-in
+    data set (it named the default, mnist, before)."""
+    from fedqr.flower.server_logic import ServerRun
+
+    reports = ClientReports(sizes=(210, 40, 140), eps=(2.0, 4.0, 8.0), delta=(0.0,) * 3)
+    run = ServerRun.start(_heart_cfg(heart), reported=reports)
+    run.record(0)
+    recorded = run.result()["flower"]["run_config"]
+    assert recorded["test-data"].endswith("three_test.csv")
+    assert not {"dataset", "data-dir", "fraction", "partition", "alpha"} & set(recorded)

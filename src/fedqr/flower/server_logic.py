@@ -223,7 +223,7 @@ class ServerRun:
             client["per_repeat"]["epsilon_spent"] = [final_eps[i]]  # one repeat
             client["replies_received"] = int(self.stats[2, 0, i])
         run_config = self.cfg.to_run_config()
-        if self.cfg.data_file:  # a built-in recipe's options are not the run's: not recorded
+        if self.cfg.own_data:  # a built-in recipe's options are not the run's: not recorded
             for key in ("dataset", "data-dir", "fraction", "partition", "alpha"):
                 run_config.pop(key, None)
         doc["flower"] = {"run_config": run_config, "missing_replies": self.missing}
