@@ -251,6 +251,8 @@ def _execute(cfg: "FlowerRunConfig", *, mode: str, work_dir: Path | None, timeou
                                       work=work, timeout_s=timeout, console=out)
             cfg = planned.cfg
         with sigterm_as_interrupt(), _progress(cfg.rounds) as on_progress:
+            err.print(f"waiting for the {cfg.num_clients} clients (up to --connect-timeout "
+                      f"{cfg.connect_timeout:g} s), then {cfg.rounds} rounds", highlight=False)
             if remote is not None:
                 outcome = run_remote(cfg, address=remote[0], ca=remote[1], work=work,
                                      timeout_s=timeout, on_progress=on_progress)
@@ -295,7 +297,7 @@ def _progress(total: int) -> Iterator[Callable[[list[dict[str, Any]]], None]]:
 
     with Progress(TextColumn("[bold]Flower[/] {task.description}"), BarColumn(),
                   MofNCompleteColumn(), console=err, disable=not err.is_terminal) as bar:
-        task = bar.add_task("rounds", total=total)
+        task = bar.add_task("rounds (waiting for the clients)", total=total)
 
         def update(lines: list[dict[str, Any]]) -> None:
             last = lines[-1]
