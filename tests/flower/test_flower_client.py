@@ -75,7 +75,7 @@ def test_unscheduled_round_and_foreign_ledger_are_refused(tmp_path: Path) -> Non
         _answer(cfg, tmp_path, rnd=0)
     _answer(LAPLACE, tmp_path)
     other = FlowerRunConfig(**{**LAPLACE.__dict__, "eps": (9.0,)})
-    with pytest.raises(ValueError, match="give this client a fresh state-dir"):
+    with pytest.raises(ValueError, match="a ledger keeps its client and budget for life"):
         _answer(other, tmp_path, rnd=1)
 
 

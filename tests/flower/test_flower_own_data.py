@@ -58,3 +58,25 @@ def test_node_config_errors_are_named(tmp_path: Path) -> None:
         NodeSettings.from_node_config({"data-file": "x.npz"})
     with pytest.raises(ValueError, match="client-id and noise-seed must be integers"):
         _settings(tmp_path, **{"client-id": "one"})
+
+
+def test_a_node_without_client_id_keeps_its_ledger_whatever_number_a_run_gives_it(
+        tmp_path: Path) -> None:
+    """The server numbers nodes without --client-id afresh every run: the ledger made when the
+    node was client 2 is still the node's when a later run calls it client 0 (it was refused
+    as another client's ledger, with advice to start afresh: to forget what it spent)."""
+    from fedqr.flower.client_state import Budget, locked_state
+    from fedqr.flower.own_data import ledger_budget
+
+    own = _settings(tmp_path)
+    asked = Budget(client_id=2, eps=1.0, delta=1e-6, accountant="rdp")
+    first = ledger_budget(own, asked)
+    assert (first.client_id, first.eps, first.delta) == (2, 2.0, 1e-5)  # the node's budget
+    with locked_state(own.state_dir, budget=first) as (_, save):
+        save()
+    later = ledger_budget(own, dataclasses.replace(asked, client_id=0))
+    assert later.client_id == 2
+    with locked_state(own.state_dir, budget=later):
+        pass  # accepted: the same ledger
+    named = _settings(tmp_path, **{"client-id": 0})  # a node named by its operator: its name
+    assert ledger_budget(named, dataclasses.replace(asked, client_id=0)).client_id == 0

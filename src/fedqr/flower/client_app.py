@@ -135,11 +135,9 @@ def _own_info(message: Message, context: Context) -> ConfigRecord:
 def _own_run(message: Message, context: Context, *, record: str) -> dict[str, Any]:
     """A client with its own data and budget: :func:`~fedqr.flower.client_logic.answer_round`'s
     arguments but the round and model (the server's client id is in ``record``)."""
-    import dataclasses
-
     from fedqr.flower.client_logic import client_budget
     from fedqr.flower.config import FlowerRunConfig
-    from fedqr.flower.own_data import NodeSettings, node_data, run_for_client
+    from fedqr.flower.own_data import NodeSettings, ledger_budget, node_data, run_for_client
 
     settings = NodeSettings.from_node_config(context.node_config)
     if settings is None:
@@ -153,8 +151,7 @@ def _own_run(message: Message, context: Context, *, record: str) -> dict[str, An
     run_key = str(message.metadata.run_id)
     run = run_for_client(cfg, settings, client=client, run_key=run_key)
     budget = client_budget(run.sim_config(), client=client)
-    own = None if budget is None else dataclasses.replace(budget, eps=settings.eps,
-                                                         delta=settings.delta)
+    own = None if budget is None else ledger_budget(settings, budget)
     return {"cfg": run, "client": client, "run_key": run_key, "state_dir": settings.state_dir,
             "data": data, "ledger_budget": own}
 

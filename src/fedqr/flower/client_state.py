@@ -124,4 +124,6 @@ def _check_budget(ledger: PrivacyLedger, budget: Budget, path: Path) -> None:
     if have != want:
         raise ValueError(
             f"the ledger in {path} is (client, eps, delta, accountant)={have}, this run asks "
-            f"{want}: give this client a fresh state-dir, or run with its own budget")
+            f"{want}: a ledger keeps its client and budget for life (a fresh state-dir would "
+            f"forget what it spent); start this node with the client and budget of its "
+            f"ledger, or give a new client a state-dir of its own")
