@@ -8,6 +8,7 @@ given, e.g. ``eps must be > 0, got eps=-1.0``, and returns the value. Nothing he
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 from numbers import Integral, Real
 
 __all__ = [
@@ -51,11 +52,14 @@ def float_tuple(name: str, value: object) -> tuple[float, ...]:
         value = value.item()  # type: ignore[attr-defined]
     if isinstance(value, Real) and not isinstance(value, bool):
         return (float(value),)
-    try:
-        items = list(value)  # type: ignore[call-overload]
-    except TypeError:
-        raise ValueError(f"{name} must be a number or a sequence of numbers, "
-                         f"got {name}={value!r}") from None
+    # an ordered sequence only: a dict's iteration gives its keys, a set's an arbitrary order
+    # and a generator is spent once, so a per-client list could go to other clients
+    if not (isinstance(value, Sequence) or getattr(value, "ndim", None) == 1):
+        raise ValueError(f"{name} must be a number or a sequence of numbers (a list, tuple or "
+                         f"1-D array, one per client), got {name}={value!r} "
+                         f"({type(value).__name__})")
+    items = [v.item() if getattr(v, "ndim", None) == 0 else v  # a tensor's 0-d items
+             for v in value]  # type: ignore[attr-defined]
     if not items:
         raise ValueError(f"{name} must have at least one value, got {name}={value!r}")
     return tuple(check_float(name, v) for v in items)

@@ -17,7 +17,8 @@ import torch
 
 from fedqr._device import resolve_device
 from fedqr._precision import Arithmetic, arithmetic_of
-from fedqr._validate import check_int_range, float_tuple
+from fedqr._validate import check_int_range
+from fedqr.api_budget import DEFAULT_DELTA, DEFAULT_EPS, budget_values
 from fedqr.api_results import PlanResult, PrivateDataWarning, SimulationResult
 from fedqr.api_schedule import check_schedule, model_identity, same_data, same_scenario
 from fedqr.data import DataSpec, FederatedData
@@ -61,8 +62,8 @@ def _source(data: object, seed: int, *, name: str = "data") -> DataSource:
 
 def simulate(
     *, data: FederatedData | DataSpec | DataSource, model: Model | None = None,
-    mechanism: Mechanism | str = Mechanism.GAUSSIAN, eps: float | Sequence[float] = 1.0,
-    delta: float | Sequence[float] = 1e-5, clip: float | None = None,
+    mechanism: Mechanism | str = Mechanism.GAUSSIAN, eps: float | Sequence[float] = DEFAULT_EPS,
+    delta: float | Sequence[float] = DEFAULT_DELTA, clip: float | None = None,
     sample_rate: float | None = None, rounds: int | None = None,
     clients_per_round: int | None = None, schedule: PlanResult | None = None,
     lr: float = 0.05, lr_decay: float = 0.01, lr_schedule: LrSchedule = LrSchedule.INVERSE_TIME,
@@ -110,6 +111,7 @@ def simulate(
         (mixed where the CPU multiplies bfloat16 and int8 natively).
     """
     mech = parse_enum(Mechanism, "mechanism", mechanism)
+    budget = budget_values(mech, eps, delta)
     arith = arithmetic_of(arithmetic)
     if on_round is not None and not callable(on_round):
         raise ValueError(f"on_round must be a callable (rounds done) -> None, got {on_round!r}")
@@ -135,8 +137,7 @@ def simulate(
         selection=selection, aggregation=aggregation,
         lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay, mu=mu, gamma=gamma),
         weight_decay=weight_decay,
-        privacy=PrivacyConfig(mechanism=mech, eps=float_tuple("eps", eps),
-                              delta=float_tuple("delta", delta),
+        privacy=PrivacyConfig(mechanism=mech, eps=budget[0], delta=budget[1],
                               clip=clip if clip is not None else default_clip(source.dataset,
                                                                               mech),
                               sample_rate=q,
@@ -193,8 +194,8 @@ def _accountant(mechanism: Mechanism, accountant: Accountant | str | None) -> Ac
 
 def plan(
     *, data: FederatedData | DataSpec | DataSource, model: Model | None = None,
-    mechanism: Mechanism | str = Mechanism.GAUSSIAN, eps: float | Sequence[float] = 1.0,
-    delta: float | Sequence[float] = 1e-5, clip: float | None = None,
+    mechanism: Mechanism | str = Mechanism.GAUSSIAN, eps: float | Sequence[float] = DEFAULT_EPS,
+    delta: float | Sequence[float] = DEFAULT_DELTA, clip: float | None = None,
     sample_rate: float | None = _PLAN_SAMPLE_RATE, rounds: int | None = None,
     clients_per_round: int | None = None, lr: float = 0.05, lr_decay: float = 0.01,
     lr_schedule: LrSchedule = LrSchedule.INVERSE_TIME, weight_decay: float = 0.01,
@@ -212,6 +213,7 @@ def plan(
     :func:`simulate`.
     """
     mech = parse_enum(Mechanism, "mechanism", mechanism)
+    budget = budget_values(mech, eps, delta)
     use = parse_enum(DataUse, "data_use", data_use)
     if not isinstance(use_cache, bool):
         raise ValueError(f"use_cache must be True or False, got use_cache={use_cache!r}")
@@ -230,8 +232,7 @@ def plan(
     widths = _hidden(model, hidden)
     source = _source(data, seed)
     scenario = Scenario(
-        data=source, mechanism=mech, eps=float_tuple("eps", eps),
-        delta=float_tuple("delta", delta),
+        data=source, mechanism=mech, eps=budget[0], delta=budget[1],
         clip=clip if clip is not None else default_clip(source.dataset, mech),
         sample_rate=sample_rate if mechanism_for(mech).batch_rate(0.5) < 1 else 1.0,
         accountant=_accountant(mech, accountant), rounds=rounds,

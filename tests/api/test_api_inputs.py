@@ -27,7 +27,8 @@ def test_float_tuple_takes_numbers_and_sequences_never_strings() -> None:
     assert float_tuple("eps", np.array(3.0)) == (3.0,)
     assert float_tuple("eps", np.array([1, 2])) == (1.0, 2.0)
     assert float_tuple("eps", [1, np.int64(5)]) == (1.0, 5.0)
-    for bad in ("25", b"2", None, True, [], ["1"], [None]):
+    for bad in ("25", b"2", None, True, [], ["1"], [None], {1: 0.1}, {0.5}, (e for e in [1.0]),
+                np.ones((2, 2))):  # a dict gave its keys, a set an arbitrary order
         with pytest.raises(ValueError, match="eps"):
             float_tuple("eps", bad)
 
@@ -35,11 +36,19 @@ def test_float_tuple_takes_numbers_and_sequences_never_strings() -> None:
 @pytest.mark.parametrize(("change", "message"), [
     ({"eps": "25"}, "eps must be a number or a sequence of numbers, got eps='25'"),
     ({"eps": None}, "eps must be a number"),
+    ({"eps": {0: 0.1, 1: 0.1}}, "eps must be a number or a sequence of numbers (a list, tuple "
+                                "or 1-D array, one per client), got eps={0: 0.1, 1: 0.1} (dict)"),
+    ({"delta": 0.5}, "delta must be left out for mechanism='laplace' (pure eps-DP: delta is 0), "
+                     "got delta=0.5"),
+    ({"mechanism": "none", "eps": 0.1}, "eps must be left out for mechanism='none' (no noise, "
+                                        "no privacy budget), got eps=0.1"),
+    ({"mechanism": "none", "eps": 1.0, "delta": 1e-3}, "delta must be left out for "
+                                                       "mechanism='none'"),
     ({"mechanism": "Laplace"}, "mechanism must be one of 'laplace'"),
     ({"accountant": "x"}, "accountant must be one of"),
     ({"accountant": "pld"}, "accountant must be left out or 'pure' for the laplace mechanism, "
                             "whose budgets the pure accountant composes, got accountant='pld'"),
-    ({"mechanism": "none", "accountant": "rdp"}, "which spends no budget"),
+    ({"mechanism": "none", "eps": 1.0, "accountant": "rdp"}, "which spends no budget"),
     ({"clip": "5"}, "clip must be a number, got clip='5'"),
     ({"clients_per_round": 1.5}, "clients_per_round must be an integer"),
     ({"clients_per_round": True}, "clients_per_round must be an integer"),
