@@ -102,6 +102,14 @@ def test_csv_client_ids_sort_as_numbers_when_each_is_an_integer(
     (tmp_path / "f.csv").write_text("\n".join(lines) + "\n")
     fd = FederatedData.from_file(tmp_path / "f.csv", test_share=0.25, seed=0)
     assert fd.client_names == names
+    # the same ids as strings in arrays and in an .npz: the same clients in the same order
+    rows = np.array([ids[i % 3] for i in range(12)])
+    arrays = FederatedData.from_arrays(x=np.arange(12.0)[:, None], y=np.arange(12) % 2,
+                                       client=rows, test_share=0.25, seed=0)
+    assert arrays.client_names == names
+    np.savez(tmp_path / "f.npz", x=np.arange(12.0)[:, None], y=np.arange(12) % 2, client=rows)
+    assert FederatedData.from_file(tmp_path / "f.npz", test_share=0.25,
+                                   seed=0).client_names == names
 
 
 def test_csv_with_a_byte_order_mark_and_crlf_lines(tmp_path: Path) -> None:

@@ -13,6 +13,7 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fedqr.data._cells import clients_from
 from fedqr.data._labels import as_labels, one_per_row
 
 _CHUNK_ROWS = 8192
@@ -125,6 +126,8 @@ def map_clients(name: str, client: ArrayLike, *, length: int
     elif not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.str_)):
         raise ValueError(f"{name} must hold integer or string client ids, "
                          f"got {name}.dtype={arr.dtype}")
+    if np.issubdtype(arr.dtype, np.str_):  # "10", "2": integers, sorted as a CSV's ids are
+        arr = clients_from(arr)
     uniq, ids = np.unique(arr, return_inverse=True)
     ids = ids.astype(np.int64).reshape(-1)
     if np.issubdtype(uniq.dtype, np.integer) and np.array_equal(uniq, np.arange(uniq.size)):
