@@ -159,7 +159,9 @@ class FederatedData:
         num_classes : int or None
             Number of classes (labels must lie in ``0..num_classes-1``); ``max(label) + 1``
             when ``None``, and then a given test set must have no label above every training
-            label. It may not exceed the number of training rows (a model output per class).
+            label, which may not exceed the number of training rows (a model output per
+            class: a huge label is refused). A given ``num_classes`` may exceed them (classes
+            without rows kept on purpose), as long as the model fits in memory.
         input_shape : sequence of int or None
             Shape of one sample (its product is the number of features); ``x.shape[1:]``,
             where a 3-D ``x`` ``[n, H, W]`` holds 1-channel images ``(1, H, W)`` (as the
