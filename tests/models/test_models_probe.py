@@ -89,6 +89,37 @@ def test_a_random_forward_is_reported_and_torch_generator_left_alone() -> None:
         check_rows_independent(_Mix(5, 2).a, input_shape=(5,), label="lin")
 
 
+class _Lin(nn.Module):
+    def __init__(self, d: int, k: int, out: object) -> None:
+        super().__init__()
+        self.a, self.out = nn.Linear(d, k), out
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.a(x))  # type: ignore[operator]
+
+
+def test_integer_or_non_finite_logits_are_named_not_called_random() -> None:
+    with pytest.raises(ValueError, match=r"must return floating-point logits .* dtype=torch"
+                                         r".int64"):
+        check_rows_independent(_Lin(5, 2, lambda z: z.round().long()), input_shape=(5,),
+                               label="int")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # NaN != NaN: it was reported as a random forward
+        with pytest.raises(ValueError, match=r"non-finite logits \(NaN or inf\)"):
+            check_rows_independent(_Lin(5, 2, lambda z: z / 0 * 0), input_shape=(5,),
+                                   label="nan")
+
+
+def test_mixing_only_in_batches_above_four_rows_is_seen() -> None:
+    class _Big(_Mix):
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            h = torch.relu(self.a(x.flatten(1)))
+            return self.b(h - h.mean(0, keepdim=True) if x.shape[0] > 4 else h)
+
+    with pytest.raises(ValueError, match="mixes the rows of a batch"):
+        check_rows_independent(_Big(5, 2), input_shape=(5,), label="big")
+
+
 def test_a_module_instance_in_a_model_file_is_named(tmp_path: Path) -> None:
     f = tmp_path / "m.py"
     f.write_text("import torch\nnet = torch.nn.Linear(3, 2)\n")

@@ -8,7 +8,10 @@ runs the model on a batch of distinct random rows and on each row alone and refu
 model where the outputs differ by more than float rounding. A ``forward`` that draws random
 numbers (``torch.nn.functional.dropout``) gives two different outputs for the same rows: it
 is reported (:class:`RandomForwardWarning`: the run's seed does not fix it), and the rows
-cannot then be compared. Torch's global generator is left as it was.
+cannot then be compared. Torch's global generator is left as it was. Logits that are not
+floating point, or not finite on the probe rows, are refused first (a NaN is not equal to
+itself, so such a model looked random). A ``forward`` that mixes rows only in batches larger
+than :data:`PROBE_ROWS` is not seen.
 """
 
 from __future__ import annotations
@@ -20,7 +23,7 @@ from torch import nn
 
 __all__ = ["PROBE_ROWS", "RandomForwardWarning", "check_rows_independent"]
 
-PROBE_ROWS = 4
+PROBE_ROWS = 8
 """Rows of the probe batch (uniform in [0, 1): distinct rows, inputs a model accepts)."""
 
 _RTOL = 1e-3
@@ -74,4 +77,10 @@ def _logits(model: nn.Module, x: torch.Tensor, *, label: str) -> torch.Tensor:
         shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
         raise ValueError(f"model {label!r} must map a batch of n inputs to (n, k) logits, got "
                          f"{shape} for n={n} (a Poisson batch can hold one row)")
+    if not out.is_floating_point():
+        raise ValueError(f"model {label!r} must return floating-point logits (the loss and "
+                         f"its gradient need them), got dtype={out.dtype}")
+    if not bool(torch.isfinite(out).all()):
+        raise ValueError(f"model {label!r} gives non-finite logits (NaN or inf) for random "
+                         f"inputs in [0, 1) of its input shape: its forward cannot be trained")
     return out
