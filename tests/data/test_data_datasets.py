@@ -117,3 +117,22 @@ def test_mnist_missing_is_data_not_found(tmp_path: Path, isolated_env: Path) -> 
 
     with pytest.raises(DataNotFoundError):
         load_dataset("mnist", data_dir=tmp_path, download=False)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"seed": 1.5}, "seed must be an integer, got seed=1.5"),
+    ({"num_clients": "5"}, "num_clients must be an integer, got num_clients='5'"),
+    ({"num_clients": 2.5}, "num_clients must be an integer, got num_clients=2.5"),
+    ({"fraction": "0.5"}, "fraction must be a number, got fraction='0.5'"),
+    ({"fraction": float("nan")}, r"fraction must be in \(0, 1\], got fraction=nan"),
+    ({"alpha": 0}, "alpha must be > 0 and finite, got alpha=0"),
+])
+def test_a_data_spec_checks_its_numbers_by_type_and_range(change: dict[str, object],
+                                                          message: str) -> None:
+    """A float seed or a string count failed deep inside NumPy at build time."""
+    from fedqr.data.spec import DataSpec
+
+    with pytest.raises(ValueError, match=message):
+        DataSpec(dataset=DatasetName.DIGITS, **change)  # type: ignore[arg-type]
+    ok = DataSpec(dataset=DatasetName.DIGITS, num_clients=np.int64(5), seed=np.int32(3))
+    assert type(ok.num_clients) is int and type(ok.seed) is int  # plain numbers

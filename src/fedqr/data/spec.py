@@ -14,7 +14,6 @@ training writers (LEAF's convention).
 from __future__ import annotations
 
 import hashlib
-import math
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
@@ -22,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from fedqr._validate import check_in_range, check_int_range, check_positive
 from fedqr.data._validate import parse_enum
 from fedqr.data.datasets import Dataset, DatasetName, load_dataset
 from fedqr.data.partition import Partition, PartitionKind, make_partition
@@ -103,14 +103,15 @@ class DataSpec:
         if self.partition is not None:
             object.__setattr__(self, "partition",
                                parse_enum(PartitionKind, "partition", self.partition))
-        if not 0.0 < self.fraction <= 1.0 or math.isnan(self.fraction):
-            raise ValueError(f"fraction must be in (0, 1], got fraction={self.fraction}")
-        if not (self.alpha > 0 and math.isfinite(self.alpha)):
-            raise ValueError(f"alpha must be > 0 and finite, got alpha={self.alpha}")
-        if isinstance(self.num_clients, bool) or self.num_clients < 1:
-            raise ValueError(f"num_clients must be >= 1, got num_clients={self.num_clients}")
-        if not 0 <= self.seed <= SEED_MAX:
-            raise ValueError(f"seed must be in [0, {SEED_MAX}], got seed={self.seed}")
+        # numbers by type too (a string or a float seed failed deep inside NumPy), as plain
+        # Python numbers (NumPy's accepted)
+        for name, value in (
+                ("fraction", check_in_range("fraction", self.fraction, 0.0, 1.0,
+                                            low_open=True)),
+                ("alpha", check_positive("alpha", self.alpha)),
+                ("num_clients", check_int_range("num_clients", self.num_clients, 1)),
+                ("seed", check_int_range("seed", self.seed, 0, SEED_MAX))):
+            object.__setattr__(self, name, value)
 
     @property
     def partition_kind(self) -> PartitionKind:
