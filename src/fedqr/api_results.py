@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from fedqr._atomic import check_writable_file
 from fedqr.planner import Plan
 from fedqr.sim.result import write_json_atomic, write_model
 
@@ -91,8 +93,14 @@ class SimulationResult:
         return _number(self.document["summary"]["final_test_loss_mean"], self.diverged)
 
     def save(self, path: str | Path) -> None:
-        """Write ``result.json`` atomically."""
-        write_json_atomic(Path(path), self.document)
+        """Write ``result.json`` atomically.
+
+        Raises
+        ------
+        ValueError
+            If ``path`` is not a path, or not a file that can be written (a folder).
+        """
+        write_json_atomic(_file_path(path), self.document)
 
     def save_model(self, path: str | Path) -> None:
         """Write the final parameters as ``model.npz`` (array ``theta``, ``(R,
@@ -106,7 +114,15 @@ class SimulationResult:
         """
         if self.theta is None:
             raise ValueError("this result kept no parameters (theta is None)")
-        write_model(Path(path), self.theta)
+        write_model(_file_path(path), self.theta)
+
+
+def _file_path(path: object) -> Path:
+    """``path`` as a ``Path`` where a file can be written (``ValueError`` naming ``path``)."""
+    if not isinstance(path, str | os.PathLike) or not str(path):
+        raise ValueError(f"path must be a file path (str or os.PathLike), got path={path!r}")
+    check_writable_file("path", path)
+    return Path(path)
 
 
 def _number(value: object, diverged: bool) -> float:

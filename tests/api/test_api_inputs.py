@@ -3,6 +3,7 @@ plan run as a schedule, a diverged run, the models it cannot train reproducibly.
 
 from __future__ import annotations
 
+import json
 import math
 import re
 import warnings
@@ -274,6 +275,14 @@ def test_a_run_keeps_its_final_parameters(budget: dict[str, Any], tmp_path: Path
         np.testing.assert_array_equal(npz["theta"], ran.theta)
     with pytest.raises(ValueError, match="kept no parameters"):
         fedqr.SimulationResult(document=ran.document).save_model(tmp_path / "none.npz")
+    with pytest.raises(ValueError, match=r"path must be a file path \(str or os.PathLike\), "
+                                         r"got path=5"):
+        ran.save_model(5)  # type: ignore[arg-type]
+    with pytest.raises(ValueError, match=r"path must be a file path, got path=.* \(a folder\)"):
+        ran.save(tmp_path)  # it raised IsADirectoryError naming fedqr's temporary file
+    ran.save(tmp_path / "result.json")
+    assert json.loads((tmp_path / "result.json").read_text()) == json.loads(
+        json.dumps(ran.document))
 
 
 def test_a_model_of_another_float_format_is_refused_naming_the_parameter() -> None:
