@@ -225,6 +225,21 @@ def test_a_clear_proxy_plan_warns_that_it_read_private_data(budget: dict[str, An
     assert not public.document["recommended"]["data_used"]["reads_private_data"]
 
 
+def test_a_public_proxy_of_other_classes_is_told_how_to_select_them_in_python(
+        budget: dict[str, Any]) -> None:
+    """The message named --proxy-classes, which fedqr.plan does not take."""
+    from fedqr.data.public import select_proxy_classes
+
+    data = budget["data"]
+    three = fedqr.FederatedData.from_arrays(x=data.x, y=np.arange(data.num_train) % 3,
+                                            client=data.client, test_share=0.25, seed=0)
+    with pytest.raises(ValueError, match=re.escape(
+            "got 6 features and 3 classes; select or map its classes with "
+            "fedqr.data.public.select_proxy_classes(proxy, '0-9')")):
+        fedqr.plan(**budget, data_use="public-proxy", proxy=three, use_cache=False)
+    assert select_proxy_classes(three, "0,1").num_classes == 2  # what the message offers
+
+
 @pytest.mark.parametrize(("change", "needle"), [
     ({"use_cache": "no"}, "use_cache must be True or False, got use_cache='no'"),
     ({"progress": 3}, "progress must be a callable"),

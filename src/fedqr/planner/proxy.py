@@ -22,7 +22,7 @@ from fedqr.planner.budget import (
     size_twin,
 )
 from fedqr.planner.kernels import for_twin, forward_flops, scenario_kernel
-from fedqr.planner.public import check_fits, split_like_deployment
+from fedqr.planner.public import PYTHON_CLASSES_HINT, check_fits, split_like_deployment
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import SearchSettings, auto_repeats, first_arms, first_grid
 from fedqr.planner.twin import Proxy, make_proxy, proxy_rows
@@ -92,8 +92,9 @@ def _train_data(choice: ProxyChoice, real: ClientData | None, sizes: np.ndarray,
     pub, split = split_like_deployment(choice.public, np.asarray(sizes, dtype=np.int64),
                                        seed=seed, draw=draw, label_alpha=label_alpha)
     if real is not None:
-        check_fits(pub.dataset, features=real.dataset.num_features,
-                   classes=real.dataset.num_classes, option=f"the public proxy {label!r}")
+        check_fits(pub.dataset, features=real.dataset.num_features,  # the command line
+                   classes=real.dataset.num_classes, option=f"the public proxy {label!r}",
+                   classes_hint=PYTHON_CLASSES_HINT)  # checked it before: fedqr.plan's
     return pub, {"kind": DataUse.PUBLIC_PROXY.value, "proxy": label,
                  "reads_private_data": False, "reads_client_sizes": True, "split": split,
                  "client_facts_used": {

@@ -55,14 +55,21 @@ def kernel_io(kernel: Kernel | None) -> tuple[int, int] | None:
     return None
 
 
+CLASSES_HINT = "select or map its classes with --proxy-classes"
+"""How a command line selects a proxy's classes (:func:`check_fits`'s default hint)."""
+PYTHON_CLASSES_HINT = ("select or map its classes with fedqr.data.public.select_proxy_classes("
+                       "proxy, '0-9') (a range, a list '0,1,5' or a label map file)")
+"""The same in Python (``fedqr.plan(proxy=...)``)."""
+
+
 def check_fits(proxy: Shaped, *, features: int, classes: int, option: str,
-               what: str = "the deployment") -> None:
+               what: str = "the deployment", classes_hint: str = CLASSES_HINT) -> None:
     """Raise a ``ValueError`` naming ``option`` unless the proxy (anything with
     ``num_features`` and ``num_classes``) has ``features`` features and ``classes`` classes
-    (the model's input and output)."""
+    (the model's input and output); ``classes_hint`` says how to select its classes."""
     if proxy.num_features != features or proxy.num_classes != classes:
-        hint = ("; select or map its classes with --proxy-classes" if proxy.num_classes
-                != classes and proxy.num_features == features else "")
+        hint = (f"; {classes_hint}" if proxy.num_classes != classes
+                and proxy.num_features == features else "")
         raise ValueError(
             f"{option} must have {what}'s {features} features and {classes} classes (the "
             f"model's input and output), got {proxy.num_features} features and "
