@@ -116,6 +116,20 @@ def check_int_range(name: str, value: int, low: int, high: int | None = None) ->
     return value
 
 
+def check_shape(name: str, value: object) -> tuple[int, ...]:
+    """One sample's shape as a tuple of integers >= 1 (one integer: a 1-D sample)."""
+    def whole(v: object) -> int | None:
+        return int(v) if isinstance(v, Integral) and not isinstance(v, bool) else None
+
+    dims = [value] if whole(value) is not None else (
+        list(value) if isinstance(value, Sequence) and not isinstance(value, str) else [])
+    shape = [whole(d) for d in dims]
+    if not shape or any(d is None or d < 1 for d in shape):
+        raise ValueError(f"{name} must be one sample's shape, a tuple of integers >= 1 (e.g. "
+                         f"(784,) or (1, 28, 28)), got {name}={value!r}")
+    return tuple(d for d in shape if d is not None)
+
+
 def check_seed(name: str, value: int) -> int:
     """``value`` if it is a seed in ``[0, 2**63 - 1]``."""
     return check_int_range(name, value, 0, SEED_MAX)

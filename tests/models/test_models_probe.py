@@ -125,3 +125,18 @@ def test_a_module_instance_in_a_model_file_is_named(tmp_path: Path) -> None:
     f.write_text("import torch\nnet = torch.nn.Linear(3, 2)\n")
     with pytest.raises(ValueError, match="'net' is a Linear instance; it must be a factory"):
         load_factory(f"{f}:net")
+
+
+@pytest.mark.parametrize(("shape", "classes", "message"), [
+    ((5,), 0, "num_classes must be >= 1, got num_classes=0"),
+    ((5,), 2.0, "num_classes must be an integer, got num_classes=2.0"),
+    ("5", 2, "input_shape must be one sample's shape, a tuple of integers >= 1"),
+    ((5, 0), 2, r"got input_shape=\(5, 0\)"),
+])
+def test_make_kernel_names_a_bad_shape_or_class_count(shape: object, classes: object,
+                                                      message: str) -> None:
+    """They failed inside the factory or inside training (IndexError: Target 0 is out of
+    bounds), naming neither parameter."""
+    with pytest.raises(ValueError, match=message):
+        make_kernel("mlp", input_shape=shape, num_classes=classes)  # type: ignore[arg-type]
+    assert make_kernel("mlp", input_shape=5, num_classes=2).num_params == 5 * 64 + 64 + 64 * 2 + 2

@@ -30,6 +30,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from fedqr._validate import check_int_range, check_shape
 from fedqr.models._probe import check_rows_independent
 from fedqr.models.cnn import PaperCNN
 from fedqr.models.kernel import Kernel
@@ -223,6 +224,8 @@ def make_kernel(model: str | UserFactory | Kernel, *, input_shape: tuple[int, ..
     options:
         Chunk sizes and memory format of a torch model.
     """
+    input_shape = check_shape("input_shape", input_shape)
+    num_classes = check_int_range("num_classes", num_classes, 1)
     if isinstance(model, nn.Module):
         raise ValueError(f"model must be a factory (input_shape, num_classes) -> nn.Module, "
                          f"not a module: got model={type(model).__name__} instance (pass "
