@@ -3,7 +3,8 @@
 click keeps the last of repeated values (``--eps 4 ... --eps 8`` runs with eps 8): for a
 privacy budget, a script that appends an option would change the budget without a word.
 :class:`OnceCommand` refuses an option given twice before the command runs (a usage error,
-exit 2), except options that take several values (``multiple``).
+exit 2), except options that take several values (``multiple``). It also refuses an empty
+path (``--out ""``), which click would read as the current folder.
 
 Light on purpose: imported by every command module (click and typer only).
 """
@@ -24,18 +25,21 @@ class OnceCommand(TyperCommand):
                    and not param.multiple
                    for name in (*param.opts, *param.secondary_opts)}
         seen: dict[str, str] = {}
-        expects_value = False
+        expects_value: str | None = None  # the option whose value comes next
         for arg in args:
             if arg == "--":
                 break
-            if expects_value:  # the value of the option before: never an option itself
-                expects_value = False
+            if expects_value is not None:  # the value of the option before: never an option
+                _check_path_value(ctx, options[expects_value], expects_value, arg)
+                expects_value = None
                 continue
-            name = arg.split("=", 1)[0]
+            name, eq, value = arg.partition("=")
             param = options.get(name)
             if param is None:
                 continue
-            expects_value = not param.is_flag and "=" not in arg
+            if eq:
+                _check_path_value(ctx, param, name, value)
+            expects_value = name if not param.is_flag and not eq else None
             if param.name in seen:
                 given = seen[param.name]
                 raise click.UsageError(
@@ -44,3 +48,11 @@ class OnceCommand(TyperCommand):
                     ctx=ctx)
             seen[str(param.name)] = name
         return super().parse_args(ctx, args)
+
+
+def _check_path_value(ctx: click.Context, param: click.Option, name: str, value: str) -> None:
+    """An empty path (``--out ""``, an unset shell variable) is refused: click reads it as
+    ``.``, the current folder, and the command would write or read there."""
+    if isinstance(param.type, click.Path) and not value.strip():
+        raise click.UsageError(f"{name} must be a path, got {name}={value!r} (empty: an unset "
+                               f"shell variable?)", ctx=ctx)

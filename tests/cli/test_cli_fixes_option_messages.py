@@ -164,6 +164,19 @@ def test_an_option_given_twice_is_refused_not_the_last_one_kept(tmp_path: Path,
     assert not out.exists()
 
 
+@pytest.mark.parametrize("args", [["run", "--out", ""], ["run", "--out="],
+                                  ["plan", "--data", " "], ["flower", "simulate", "--out", ""]])
+def test_an_empty_path_is_refused_not_read_as_the_current_folder(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, args: list[str]) -> None:
+    """click reads "" as ".": `fedqr run --out "$UNSET"` wrote into the current folder."""
+    monkeypatch.chdir(tmp_path)
+    res = runner.invoke(app, [*args, "--dataset", "digits"])
+    assert res.exit_code == 2, res.output
+    assert "must be a path, got" in res.output and "(empty: an unset shell variable?)" in \
+        " ".join(res.output.split())
+    assert not list(tmp_path.iterdir())
+
+
 def test_a_value_that_looks_like_an_option_and_a_flag_pair_are_told_apart() -> None:
     res = runner.invoke(app, ["plan", "--dataset", "digits", "--plot", "--json", "--num-clients",
                               "4", "--cache", "--no-cache"])
