@@ -130,6 +130,20 @@ def check_shape(name: str, value: object) -> tuple[int, ...]:
     return tuple(d for d in shape if d is not None)
 
 
+def parse_widths(name: str, text: str, *, most: int | None = None) -> tuple[int, ...]:
+    """Comma-separated layer widths ``"64,32"`` as ``(64, 32)``: integers >= 1 (at most
+    ``most``), no empty item (``"8,,4"`` is refused, not read as ``8,4``)."""
+    parts = [v.strip() for v in text.split(",")]
+    try:
+        widths = tuple(int(v) for v in parts) if all(parts) else ()
+    except ValueError:
+        widths = ()
+    if not widths or min(widths) < 1 or (most is not None and max(widths) > most):
+        span = ">= 1" if most is None else f"in [1, {most}]"
+        raise ValueError(f"{name} must be comma-separated widths {span}, got {name}={text!r}")
+    return widths
+
+
 def check_seed(name: str, value: int) -> int:
     """``value`` if it is a seed in ``[0, 2**63 - 1]``."""
     return check_int_range(name, value, 0, SEED_MAX)

@@ -41,6 +41,13 @@ def constants(tmp_path_factory: pytest.TempPathFactory) -> Path:
       "--plot", "{out}.png"], "--eps must be a budget the bound's closed forms can compute"),
     (["run", "--dataset", "digits", "--rounds", "1", "--model", "mlp", "--hidden", HUGE,
       "--out", "{out}"], "--hidden must be comma-separated widths in [1, 1000000]"),
+    (["run", "--dataset", "digits", "--rounds", "1", "--model", "mlp", "--hidden", "8,,4",
+      "--out", "{out}"], "--hidden must be comma-separated widths in [1, 1000000], got "
+                         "--hidden='8,,4'"),  # an item left out: it trained (8, 4)
+    (["plan", "--dataset", "digits", "--data-use", "public-proxy", "--proxy-dataset", "digits",
+      "--proxy-classes", "0,,1", "--plot", "{out}.png"],
+     "--proxy-classes must look like 0-9 or 0,1,5 or name a .json label map, got "
+     "--proxy-classes='0,,1'"),
     (["audit", "--rounds", "1", "--trials", "10", "--one-reply-trials", "10", "--eps", "1e308",
       "--out", "{out}.json"], "--eps must be in (0, 100]"),
     (["audit", "--rounds", "1", "--trials", "10", "--one-reply-trials", "10", "--num-clients",

@@ -82,14 +82,9 @@ MAX_WIDTH = 1_000_000
 
 def parse_hidden(text: str) -> tuple[int, ...]:
     """``"64,32"`` as ``(64, 32)``; a clear error naming ``hidden`` otherwise."""
-    try:
-        widths = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        widths = ()
-    if not widths or min(widths) < 1 or max(widths) > MAX_WIDTH:
-        raise ValueError(f"hidden must be comma-separated widths in [1, {MAX_WIDTH}], got "
-                         f"hidden={text!r}")
-    return widths
+    from fedqr._validate import parse_widths
+
+    return parse_widths("hidden", text, most=MAX_WIDTH)
 
 
 def load_own(path: Path, *, test_data: Path | None, test_share: float | None,

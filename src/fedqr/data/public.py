@@ -43,7 +43,10 @@ def parse_classes(text: str, *, num_classes: int | None = None) -> dict[int, int
         return _read_label_map(Path(text.strip()))
     classes: list[int] = []
     try:
-        for part in (p.strip() for p in text.split(",") if p.strip()):
+        parts = [p.strip() for p in text.split(",")]
+        if text.strip() and not all(parts):  # "0,,1": an item left out, not read as "0,1"
+            raise ValueError(text)
+        for part in (p for p in parts if p):
             lo, sep, hi = part.partition("-")
             if sep and num_classes is not None and int(hi) >= num_classes:
                 raise _Beyond(f"proxy_classes: the range {part} reaches beyond the proxy's "

@@ -6,6 +6,8 @@ import math
 from enum import StrEnum
 from typing import TypeVar
 
+from fedqr._validate import parse_widths as _parse_widths
+
 __all__ = ["parse_floats", "parse_value", "parse_widths"]
 
 _E = TypeVar("_E", bound=StrEnum)
@@ -36,13 +38,7 @@ def parse_widths(text: str) -> tuple[int, ...]:
     ValueError
         Naming ``hidden`` unless they are comma-separated integers >= 1.
     """
-    try:
-        widths = tuple(int(v) for v in text.split(",") if v.strip())
-    except ValueError:
-        widths = ()
-    if not widths or min(widths) < 1:
-        raise ValueError(f"hidden must be comma-separated widths >= 1, got hidden={text!r}")
-    return widths
+    return _parse_widths("hidden", text)
 
 
 def parse_value(key: str, value: object, default: object) -> object:
