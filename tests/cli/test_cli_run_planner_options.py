@@ -52,7 +52,8 @@ def test_run_plans_with_the_plans_twin_settings(tmp_path: Path, scenario: list[s
 
 @pytest.mark.parametrize("extra", [["--twin-budget", "3"], ["--twin-repeats", "4"],
                                    ["--proxy-share", "0.5"],
-                                   ["--data-use", "public-proxy", "--proxy-data", "X.npz"]])
+                                   ["--data-use", "public-proxy", "--proxy-data", "X.npz"],
+                                   ["--no-cache"], ["--cache"]])  # a flag: it was ignored
 def test_planner_options_with_nothing_to_plan_are_refused(tmp_path: Path, scenario: list[str],
                                                           extra: list[str]) -> None:
     out = tmp_path / "run"
@@ -83,3 +84,23 @@ def test_run_plans_from_scratch_with_no_cache(tmp_path: Path, scenario: list[str
         assert res.exit_code == 0, res.output
         files = [p for p in cache.rglob("*") if p.is_file()] if cache.exists() else []
         assert bool(files) is stored, files
+
+
+def test_what_reads_the_clients_data_without_privacy_is_said(tmp_path: Path,
+                                                            scenario: list[str]) -> None:
+    """A data file standardised by its pooled statistics, and a run without noise, said
+    nothing on stderr."""
+    run = ["run", *scenario, "--rounds", "2", "--clients-per-round", "2"]  # Laplace
+    res = runner.invoke(app, [*run, "--out", str(tmp_path / "a")])
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.stderr.split())
+    assert ("--data is standardised with the mean and std of all clients' training rows, "
+            "computed WITHOUT differential privacy") in said
+    assert "--mechanism none" not in said
+    i = run.index("--mechanism")
+    none = [*run[:i], "--mechanism", "none", "--clip", "5", *run[i + 6:]]  # no --eps
+    res = runner.invoke(app, [*none, "--no-standardize", "--out", str(tmp_path / "b")])
+    assert res.exit_code == 0, res.output
+    said = " ".join(res.stderr.split())
+    assert "--mechanism none adds no noise and spends no budget" in said
+    assert "standardised" not in said

@@ -140,6 +140,7 @@ def run(
         check_accountant_applies,
         check_budget_applies,
         check_theory_options_apply,
+        given,
     )
     from fedqr._precision import arithmetic_of
     from fedqr.cli.scenario import check_full_batch_rate, workload
@@ -186,11 +187,12 @@ def run(
                                 client_column=client_column, label_column=label_column,
                                 **planning)
         else:
-            _nothing_to_plan(planning)
+            _nothing_to_plan({**planning, **({"cache": cache} if given("cache") else {})})
     except (OSError, DataNotFoundError) as e:  # data found nowhere (2) or unreadable (1)
         raise fail_on(e) from None
     except ValueError as e:
         raise fail(str(e)) from None
+    _warn_unprivate(mechanism, standardized_file=data is not None and standardize)
     result = _simulate(source, kernel, settings)
     from fedqr.cli.run_view import write_run
 
@@ -200,9 +202,23 @@ def run(
         raise fail(str(e)) from None
 
 
+def _warn_unprivate(mechanism: Mechanism, *, standardized_file: bool) -> None:
+    """Say what of the run reads the clients' data without privacy (stderr)."""
+    if not mechanism_for(mechanism).private:
+        err.print("[yellow]warning:[/] --mechanism none adds no noise and spends no budget: "
+                  "the replies are the clients' clipped gradients as they are (a baseline "
+                  "without privacy)")
+    if standardized_file:
+        err.print("[yellow]warning:[/] --data is standardised with the mean and std of all "
+                  "clients' training rows, computed WITHOUT differential privacy (result.json "
+                  "records them; a deployment standardises with public or agreed statistics): "
+                  "--no-standardize uses the values as given")
+
+
 def _nothing_to_plan(planning: dict[str, Any]) -> None:
     """Refuse the planner's options when T, b and q are all given (they would be ignored)."""
-    given = [f"{k}={v.value if isinstance(v, DataUse) else v}" for k, v in planning.items()
+    given = [("--" if v else "--no-") + k.replace("_", "-") if isinstance(v, bool)  # a flag
+             else f"{k}={v.value if isinstance(v, DataUse) else v}" for k, v in planning.items()
              if v is not None and v is not DataUse.CLEAR_PROXY]
     if given:
         raise ValueError(f"{', '.join(given)}: options of the planner, which plans only what "
