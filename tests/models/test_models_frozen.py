@@ -113,8 +113,9 @@ def test_a_frozen_weight_keeps_its_value_through_a_run(mechanism: str) -> None:
         built.append(frozen_linear(input_shape, num_classes))
         return built[-1]
 
-    res = fedqr.simulate(data=_data(), model=factory, mechanism=mechanism, eps=4.0, clip=1.0,
-                         rounds=20, clients_per_round=2, lr=0.5, repeats=2)
+    budget = {"eps": 4.0} if mechanism != "none" else {}  # none spends no budget
+    res = fedqr.simulate(data=_data(), model=factory, mechanism=mechanism, clip=1.0,
+                         rounds=20, clients_per_round=2, lr=0.5, repeats=2, **budget)
     assert res.theta is not None and res.theta.shape == (2, 3)  # the noise's dimension too
     assert res.document["provenance"]["model"]["num_params"] == 3
     final = torch.as_tensor(res.theta[-1])
