@@ -53,6 +53,18 @@ def test_only_logreg_is_told_of_the_intercept_it_lacks() -> None:
     assert prior_note(0.6, float("nan"), public=False, model="logreg", uniform=log2) == ""
 
 
+def test_a_plan_that_barely_beats_the_label_frequencies_says_so() -> None:
+    """A heart-disease MLP plan predicted 0.684 against the frequencies' 0.6927 (1.3%) and
+    said nothing; its runs achieved 0.694, no better than the constant."""
+    note = prior_note(0.684, 0.6927, public=False, model="mlp", uniform=math.log(2),
+                      margin=0.02)
+    assert "by only 1.3%, less than 2%" in note and "0.6927" in note
+    assert prior_note(0.66, 0.6927, public=False, model="mlp", uniform=math.log(2),
+                      margin=0.02) == ""  # 4.7% below: no note
+    assert prior_note(0.684, 0.6927, public=False, model="mlp",
+                      uniform=math.log(2)) == ""  # no margin asked
+
+
 def test_inconsistent_clients_are_refused() -> None:
     with pytest.raises(ValueError, match="offsets give 1 clients, real_sizes 2"):
         _loss([0, 1], [0, 2], [1, 1], [0], 2)

@@ -207,7 +207,7 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
                    budget=budget_note(twin.size, searcher.estimated_s))
     if useful:
         text += prior_note(best.mean, prior, public=choice.use is DataUse.PUBLIC_PROXY,
-                           model=scenario.model_name, uniform=base)
+                           model=scenario.model_name, uniform=base, margin=USEFUL_MARGIN)
     return Plan(recommended=best, predictions=predictions, untrained_loss=base, useful=useful,
                 message=text, data_used=twin.data_used,
                 privacy_cost=_privacy_cost(choice.use),

@@ -88,22 +88,28 @@ def proxy_prior_loss(proxy: Proxy | KernelProxy) -> float:
 
 
 def prior_note(predicted: float, prior: float, *, public: bool, model: str = "",
-               uniform: float = math.nan) -> str:
+               uniform: float = math.nan, margin: float = 0.0) -> str:
     """The plan message's note on the label frequencies: where the predicted loss does not
-    beat them, that it does not; for ``model`` ``logreg``, which has no intercept and so
-    cannot learn them, also where they are imbalanced (:data:`IMBALANCED` of ``uniform``, the
-    loss of predicting every class alike), that ``linear`` has one. Empty otherwise, or
-    where there is no prior."""
+    beat them, that it does not; where it beats them by less than ``margin`` (a share of the
+    prior's loss: the plan's own usefulness margin), that it does so barely; for ``model``
+    ``logreg``, which has no intercept and so cannot learn them, also where they are
+    imbalanced (:data:`IMBALANCED` of ``uniform``, the loss of predicting every class alike),
+    that ``linear`` has one. Empty otherwise, or where there is no prior."""
     if not math.isfinite(prior):
         return ""
+    source = "the public proxy's labels" if public else "the proxy's labels"
     if predicted < prior:
+        if predicted >= (1 - margin) * prior:
+            return (f"; it beats predicting the label frequencies (estimated from {source}: "
+                    f"a test loss of {prior:.4f}) by only {1 - predicted / prior:.1%}, less "
+                    f"than {margin:.0%}: within what the twin can tell, the trained model may "
+                    f"learn no more than the class shares")
         if model != "logreg" or not prior < IMBALANCED * uniform:
             return ""
         return (f"; the labels are imbalanced (predicting their frequencies has a test loss "
                 f"of {prior:.4f}, every class alike {uniform:.4f}) and logreg has no "
                 f"intercept to learn them: --model linear (model='linear'), softmax "
                 f"regression with one, may do better")
-    source = "the public proxy's labels" if public else "the proxy's labels"
     other = ("another model may: logreg has no intercept, so it cannot learn the label "
              "frequencies; --model linear (model='linear') is softmax regression with one"
              if model == "logreg" else "another model may")
