@@ -65,7 +65,7 @@ MechOpt = Annotated[Mechanism, typer.Option(help="laplace (l1 clip) or gaussian 
 ClipOpt = Annotated[float | None, typer.Option(
     help="Clip xi (default: the paper's, 300 laplace (femnist 200), 10 gaussian).")]
 QOpt = Annotated[float | None, typer.Option(help="Sampling rate q (gaussian default 0.01).")]
-DeltaOpt = Annotated[float, typer.Option(help="delta per client (gaussian).")]
+DeltaOpt = Annotated[float, typer.Option(help="delta per client (gaussian, discrete-laplace).")]
 WdOpt = Annotated[float, typer.Option(help="L2 regularisation; mu >= weight decay.")]
 ProxyOpt = Annotated[float | None, typer.Option(
     help="Estimate on this random share of each client's data (0..1) instead of all of it.")]

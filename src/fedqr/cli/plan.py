@@ -82,7 +82,8 @@ _MethodOpt = Annotated[Method | None, typer.Option(
 _DatasetOpt = Annotated[DatasetName | None, typer.Option(
         help="Data set of the deployment (default mnist).")]
 _FractionOpt = Annotated[float, typer.Option(help="Share of the training set used.")]
-_DeltaOpt = Annotated[str, typer.Option(help="Delta per client (gaussian): one or N values.")]
+_DeltaOpt = Annotated[str, typer.Option(
+    help="Delta per client (gaussian, discrete-laplace): one or N values.")]
 _SampleRateOpt = Annotated[str | None, typer.Option(
         help="q (gaussian, default 0.01), or 'auto': the planner chooses q too.")]
 _LrScheduleOpt = Annotated[LrSchedule, typer.Option(help="inverse-time or constant.")]

@@ -38,7 +38,8 @@ RoundsOpt = Annotated[str, typer.Option(
 EpsOpt = Annotated[str, typer.Option(
         help="Epsilon per client: one value or N comma-separated, for the clients in the "
              "sorted order of their ids (result.json's clients[i].name).")]
-DeltaOpt = Annotated[str, typer.Option(help="Delta per client (Gaussian): one or N values.")]
+DeltaOpt = Annotated[str, typer.Option(
+    help="Delta per client (gaussian, discrete-laplace): one or N values.")]
 ClipOpt = Annotated[float | None, typer.Option(
         help="Per-sample clip xi (l1 for laplace, l2 for gaussian). Default: the paper's, "
              "laplace 300 (femnist 200), gaussian 10; none without noise.")]

@@ -42,7 +42,8 @@ ClientsPerRoundOpt = Annotated[str, typer.Option(
 RoundsOpt = Annotated[str, typer.Option(help="T, the number of rounds; run: or 'auto'.")]
 EpsOpt = Annotated[str, typer.Option(
     help="Epsilon per client: one value or N (default 1; run: each client's own).")]
-DeltaOpt = Annotated[str, typer.Option(help="Delta per client (gaussian): one or N.")]
+DeltaOpt = Annotated[str, typer.Option(
+    help="Delta per client (gaussian, discrete-laplace): one or N.")]
 ClipOpt = Annotated[float | None, typer.Option(
     help="Per-sample clip (l1 laplace, l2 gaussian). Default: the paper's, laplace 300 "
          "(femnist 200), gaussian 10; none without noise.")]
