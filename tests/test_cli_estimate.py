@@ -51,7 +51,11 @@ def small_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _estimate(args: list[str], out: Path) -> dict[str, Any]:
     res = runner.invoke(app, ["estimate", *args, "--out", str(out)])
     assert res.exit_code == 0, res.output
-    assert "read the clients' data without privacy" in res.output
+    said = " ".join(res.output.split())
+    assert "the clients' data WITHOUT differential privacy" in said
+    # what reads none of it: not --proxy-fraction, which reads a share without privacy
+    assert "(--proxy-fraction reads less of it, still without privacy)" in said
+    assert ("share of" in said) == ("--proxy-fraction" in args)
     doc: dict[str, Any] = json.loads(out.read_text())
     return doc
 

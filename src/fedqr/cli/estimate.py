@@ -173,8 +173,11 @@ def estimate(
         raise fail_on(e) from None
     except ValueError as e:
         raise fail(str(e)) from None
-    err.print("[yellow]note:[/] the estimate read the clients' data without privacy"
-              + ("" if proxy_fraction else "; use --proxy-fraction or a public split"))
+    share = f"a {proxy_fraction:.0%} share of" if proxy_fraction else "all of"
+    err.print(f"[yellow]note:[/] the estimate read {share} the clients' data WITHOUT "
+              "differential privacy (--proxy-fraction reads less of it, still without "
+              "privacy); to read none of it, estimate on public data of the same kind (--data "
+              "PUBLIC_FILE) and plan with its constants (fedqr plan --constants)")
     write_json_atomic(out_path, doc)
     out.print(f"mu={c.mu:.4g} lambda={c.lam:.4g} gamma={c.gamma:.4g} G={c.G:.4g} "
               f"Gamma={c.Gamma:.4g} Y0={c.Y0:.4g} (clipped at theta_0: "
