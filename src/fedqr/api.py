@@ -40,7 +40,7 @@ from fedqr.sim.config import (
     parse_train_eval,
 )
 from fedqr.sim.loop import run_rounds
-from fedqr.sim.provenance import provenance
+from fedqr.sim.provenance import model_record, provenance
 from fedqr.sim.result import name_clients
 
 __all__ = ["PlanResult", "SimulationResult", "plan", "simulate"]
@@ -156,7 +156,7 @@ def simulate(
     doc["wall_time_s"] = time.perf_counter() - started
     doc["data"] = source.identity()
     name_clients(doc, source.data.client_names if isinstance(source, OwnData) else None)
-    doc["provenance"] = provenance(model=kernel.describe(), device=dev)
+    doc["provenance"] = provenance(model=model_record(kernel), device=dev)
     if schedule is not None:
         doc["plan"] = {**schedule.document["recommended"],
                        "achieved_test_loss": doc["summary"]["final_test_loss_mean"]}

@@ -81,7 +81,8 @@ def test_api_simulate_equals_the_engine_on_builtin_data() -> None:
     assert a.document["runs"] == b.document["runs"]
     # own data's default is softmax regression with an intercept: another model
     c = fedqr.simulate(data=own, **kw)  # type: ignore[arg-type]
-    assert c.document["provenance"]["model"] == {"name": "linear", "num_params": 650}
+    assert c.document["provenance"]["model"] == {"name": "linear", "num_params": 650,
+                                                  "parameter_shapes": {"theta": [10, 65]}}
 
 
 @pytest.mark.parametrize(("args", "needle"), [

@@ -86,7 +86,9 @@ def test_hidden_with_the_mlp_runs(tmp_path: Path) -> None:
     res = runner.invoke(app, _args("run", out, "--model", "mlp", "--hidden", "8"))
     assert res.exit_code == 0, res.output
     model = json.loads((out / "result.json").read_text())["provenance"]["model"]
-    assert model == {"name": "mlp", "num_params": 64 * 8 + 8 + 8 * 10 + 10, "per_sample": "ghost"}
+    assert model == {"name": "mlp", "num_params": 64 * 8 + 8 + 8 * 10 + 10, "per_sample": "ghost",
+                     "parameter_shapes": {"1.weight": [8, 64], "1.bias": [8],  # the widths
+                                          "3.weight": [10, 8], "3.bias": [10]}}
 
 
 def test_linear_runs_softmax_regression_with_an_intercept(tmp_path: Path) -> None:
@@ -94,7 +96,8 @@ def test_linear_runs_softmax_regression_with_an_intercept(tmp_path: Path) -> Non
     res = runner.invoke(app, _args("run", out, "--model", "linear"))
     assert res.exit_code == 0, res.output
     model = json.loads((out / "result.json").read_text())["provenance"]["model"]
-    assert model == {"name": "linear", "num_params": 64 * 10 + 10}
+    assert model == {"name": "linear", "num_params": 64 * 10 + 10,
+                     "parameter_shapes": {"theta": [10, 65]}}  # a bias column per class
 
 
 @pytest.fixture(scope="module")

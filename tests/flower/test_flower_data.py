@@ -18,6 +18,7 @@ from fedqr.flower.node_data import read_node_rows
 from fedqr.flower.server_logic import ClientReply, ServerRun
 from fedqr.privacy import Mechanism
 from fedqr.sim.loop import run_rounds
+from fedqr.sim.provenance import model_record
 
 
 def _own(tmp_path: Path, *, clients: int = 3, seed: int = 0) -> FederatedData:
@@ -87,7 +88,7 @@ def test_own_data_replies_and_rounds_equal_the_round_loop(
     assert spent == pytest.approx([c["epsilon_spent"] for c in ref["clients"]], rel=1e-9)
     assert spent == pytest.approx([2.0, 4.0, 3.0], rel=1e-5)
     assert all(s <= e * (1 + 1e-12) for s, e in zip(spent, (2.0, 4.0, 3.0), strict=True))
-    assert doc["provenance"]["model"] == kernel.describe()
+    assert doc["provenance"]["model"] == model_record(kernel)
     assert doc["data"]["sha256"] == cfg.federated().digest  # as fedqr run --data records it
 
 

@@ -40,7 +40,8 @@ def test_simulate_reproduces_the_engine_and_writes_run_s_result(tmp_path: Path) 
     ref = engine.to_json()
     assert doc["flower"]["mode"] == "simulation"
     assert set(doc) == set(ref) | {"flower", "wall_time_s", "provenance"}
-    assert doc["provenance"]["model"] == {"name": "logreg", "num_params": 640}
+    assert doc["provenance"]["model"] == {"name": "logreg", "num_params": 640,
+                                          "parameter_shapes": {"theta": [10, 64]}}
     assert doc["config"] == ref["config"]
     assert set(doc["clients"][0]) == set(ref["clients"][0]) | {"replies_received"}
     assert doc["runs"][0]["rounds"][-1].keys() == ref["runs"][0]["rounds"][-1].keys()

@@ -3,6 +3,7 @@ bit-identical replies for the same inputs and generator state (logistic regressi
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -100,5 +101,7 @@ def test_flower_femnist_trains_the_cnn_and_replies_as_the_network_engine(
     run.record(0)
     doc = run.result()
     assert doc["provenance"]["torch_version"] == torch.__version__
-    assert doc["provenance"]["model"] == {"name": "cnn", "num_params": 110_526,
-                                          "per_sample": "ghost"}  # as fedqr run records it
+    model = doc["provenance"]["model"]
+    assert {k: model[k] for k in ("name", "num_params", "per_sample")} == {
+        "name": "cnn", "num_params": 110_526, "per_sample": "ghost"}  # as fedqr run records it
+    assert sum(math.prod(s) for s in model["parameter_shapes"].values()) == 110_526

@@ -25,7 +25,7 @@ from fedqr.models.kernel import Attached, Kernel, KernelData
 from fedqr.sim.budget import ClientPrivacy, plan_client_privacy
 from fedqr.sim.config import SimConfig
 from fedqr.sim.loop import aggregation_weights
-from fedqr.sim.provenance import provenance
+from fedqr.sim.provenance import model_record, provenance
 from fedqr.sim.result import RoundMetrics, SimResult
 from fedqr.sim.schedule import make_schedule
 
@@ -227,7 +227,7 @@ class ServerRun:
             for key in ("dataset", "data-dir", "fraction", "partition", "alpha"):
                 run_config.pop(key, None)
         doc["flower"] = {"run_config": run_config, "missing_replies": self.missing}
-        doc["provenance"] = provenance(model=self.kernel.describe(), device="cpu")
+        doc["provenance"] = provenance(model=model_record(self.kernel), device="cpu")
         if self.cfg.data_file:  # what fedqr run --data records of the file
             from fedqr.data.source import OwnData
 

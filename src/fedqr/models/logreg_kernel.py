@@ -103,6 +103,11 @@ class LogRegKernel:
         """Name and size."""
         return {"name": self.name, "num_params": self.num_params}
 
+    @property
+    def parameter_shapes(self) -> dict[str, list[int]]:
+        """``theta``'s shape ``(k, p)``, ``(k, p + 1)`` with the intercept."""
+        return {"theta": [self.num_classes, self.columns]}
+
 
 @dataclass(frozen=True)
 class _Attached:

@@ -173,6 +173,13 @@ class TorchKernel:
         model = self.build(torch.Generator().manual_seed(0))
         return sum(p.numel() for p in trainable_parameters(model)), frozen_parameters(model)
 
+    @functools.cached_property
+    def parameter_shapes(self) -> dict[str, list[int]]:
+        """Each trainable parameter's shape by name: the layer widths (result.json's
+        ``provenance.model``)."""
+        model = self.build(torch.Generator().manual_seed(0))
+        return {n: list(p.shape) for n, p in model.named_parameters() if p.requires_grad}
+
     @property
     def num_params(self) -> int:
         """Number of trainable scalar parameters (frozen ones are not trained: module
