@@ -26,17 +26,26 @@ class OnceCommand(TyperCommand):
                    for name in (*param.opts, *param.secondary_opts)}
         seen: dict[str, str] = {}
         expects_value: str | None = None  # the option whose value comes next
+        stray = not ctx.allow_extra_args and not any(
+            isinstance(p, click.Argument) for p in self.params)  # no word without an option
+        last = ""  # the last option and its value, for a stray word's message
         for arg in args:
             if arg == "--":
                 break
             if expects_value is not None:  # the value of the option before: never an option
                 _check_path_value(ctx, options[expects_value], expects_value, arg)
-                expects_value = None
+                last, expects_value = f"{expects_value} {arg}", None
                 continue
             name, eq, value = arg.partition("=")
             param = options.get(name)
             if param is None:
+                if stray and last and not arg.startswith("-"):
+                    raise click.UsageError(
+                        f"unexpected argument {arg!r} after {last}: an option takes at most "
+                        f"one value (per-client values are comma-separated: --eps 1,2,...)",
+                        ctx=ctx)
                 continue
+            last = arg
             if eq:
                 _check_path_value(ctx, param, name, value)
             expects_value = name if not param.is_flag and not eq else None

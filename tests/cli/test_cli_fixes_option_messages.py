@@ -177,6 +177,17 @@ def test_an_empty_path_is_refused_not_read_as_the_current_folder(
     assert not list(tmp_path.iterdir())
 
 
+def test_a_second_value_of_an_option_is_named_with_the_option(tmp_path: Path) -> None:
+    """click said only "Got unexpected extra argument (2)"."""
+    res = runner.invoke(app, ["run", "--dataset", "digits", "--eps", "1", "2", "--out",
+                              str(tmp_path / "o")])
+    assert res.exit_code == 2, res.output
+    assert ("unexpected argument '2' after --eps 1: an option takes at most one value "
+            "(per-client values are comma-separated: --eps 1,2,...)") in " ".join(
+                res.output.replace("│", " ").split())
+    assert not (tmp_path / "o").exists()
+
+
 def test_a_value_that_looks_like_an_option_and_a_flag_pair_are_told_apart() -> None:
     res = runner.invoke(app, ["plan", "--dataset", "digits", "--plot", "--json", "--num-clients",
                               "4", "--cache", "--no-cache"])
