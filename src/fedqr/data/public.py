@@ -44,7 +44,7 @@ def parse_classes(text: str, *, num_classes: int | None = None) -> dict[int, int
     classes: list[int] = []
     try:
         parts = [p.strip() for p in text.split(",")]
-        if text.strip() and not all(parts):  # "0,,1": an item left out, not read as "0,1"
+        if any(parts) and not all(parts):  # "0,,1": an item left out, not read as "0,1"
             raise ValueError(text)
         for part in (p for p in parts if p):
             lo, sep, hi = part.partition("-")
