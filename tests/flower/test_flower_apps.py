@@ -217,3 +217,19 @@ def test_too_few_replies_stop_the_run(flwr_apps, tmp_path: Path) -> None:
     with pytest.raises(Exception, match="round 0: 1 of 2 replies arrived"):
         _serve(flwr_apps, cfg, tmp_path, hook)
     assert "fewer than min_replies=2" in (tmp_path / "out" / "error.json").read_text()
+
+
+def test_connect_timeout_counts_the_clients_without_client_id(flwr_apps) -> None:
+    """Two of three own-data nodes without --client-id connected: the message said 0."""
+    from flwr.app import ConfigRecord
+
+    _, server_app = flwr_apps
+    directory = server_app.Directory(3, model=ConfigRecord({}))
+    directory.unplaced = [11, 12]  # nodes that reported no client id: placed once all are in
+    directory.refresh = lambda grid, timeout: None  # type: ignore[method-assign]
+    cfg = FlowerRunConfig(num_clients=3, clients_per_round=3, rounds=1,
+                          dataset=DatasetName.DIGITS, connect_timeout=0.01, round_timeout=0.01)
+    with pytest.raises(Exception, match=r"2 of N=3 clients connected within connect-timeout="
+                                        r"0.01 s; missing partition ids \[0, 1, 2\] \(2 of them "
+                                        r"without --client-id"):
+        directory.wait_all(None, cfg)

@@ -60,7 +60,7 @@ def test_node_config_errors_are_named(tmp_path: Path) -> None:
         _settings(tmp_path, **{"client-id": "one"})
 
 
-def test_a_node_without_client_id_keeps_its_ledger_whatever_number_a_run_gives_it(
+def test_a_node_keeps_its_ledger_whatever_number_a_run_gives_it(
         tmp_path: Path) -> None:
     """The server numbers nodes without --client-id afresh every run: the ledger made when the
     node was client 2 is still the node's when a later run calls it client 0 (it was refused
@@ -78,5 +78,9 @@ def test_a_node_without_client_id_keeps_its_ledger_whatever_number_a_run_gives_i
     assert later.client_id == 2
     with locked_state(own.state_dir, budget=later):
         pass  # accepted: the same ledger
-    named = _settings(tmp_path, **{"client-id": 0})  # a node named by its operator: its name
-    assert ledger_budget(named, dataclasses.replace(asked, client_id=0)).client_id == 0
+    # --client-id given later (the id in its file): still the same ledger (it was refused
+    # both with the new id and with the ledger's, which owner.json refused)
+    named = _settings(tmp_path, **{"client-id": 5})
+    assert ledger_budget(named, dataclasses.replace(asked, client_id=5)).client_id == 2
+    fresh = _settings(tmp_path / "new", **{"client-id": 5})  # a new ledger: the server's index
+    assert ledger_budget(fresh, dataclasses.replace(asked, client_id=5)).client_id == 5

@@ -194,20 +194,19 @@ def run_for_client(cfg: FlowerRunConfig, settings: NodeSettings, *, client: int,
 
 
 def ledger_budget(settings: NodeSettings, budget: Budget) -> Budget:
-    """The budget of this node's ledger: the node's own (eps, delta), and the client id the
-    server gives it or, for a node without ``client-id``, the id its ledger was made with.
+    """The budget of this node's ledger: the node's own (eps, delta), and the client id its
+    ledger was made with (the server's index for a new ledger).
 
     The server numbers nodes without ``client-id`` afresh in every run (in the order their
-    node ids sort); the node's state folder is bound to its rows (``owner.json``), so its
-    ledger is the node's whatever number a run gives it (a number that changed was refused
-    as another client's ledger, and the advice to start afresh would have forgotten what the
-    node spent).
+    node ids sort), and a node may be given ``client-id`` later; its state folder is bound to
+    its rows (``owner.json``), so its ledger is the node's whatever number a run gives it (a
+    number that changed was refused as another client's ledger, and the advice to start
+    afresh would have forgotten what the node spent).
     """
     from fedqr.flower.client_state import read_state
 
     own = dataclasses.replace(budget, eps=settings.eps, delta=settings.delta)
-    if settings.client_id is None:
-        state = read_state(settings.state_dir)
-        if state is not None:
-            own = dataclasses.replace(own, client_id=state.ledger.client_id)
+    state = read_state(settings.state_dir)
+    if state is not None:
+        own = dataclasses.replace(own, client_id=state.ledger.client_id)
     return own

@@ -145,10 +145,13 @@ class Directory:
             if not missing:
                 return
             if time.monotonic() >= deadline:
+                placed = cfg.num_clients - len(missing)
                 raise FlowerRunError(
-                    f"{cfg.num_clients - len(missing)} of N={cfg.num_clients} clients connected "
+                    f"{placed + len(self.unplaced)} of N={cfg.num_clients} clients connected "
                     f"within connect-timeout={cfg.connect_timeout} s; missing partition ids "
-                    f"{missing}")
+                    f"{missing}" + (f" ({len(self.unplaced)} of them without --client-id, "
+                                    f"waiting for the free ids until all N are there)"
+                                    if self.unplaced else ""))
             time.sleep(0.2)
 
 
