@@ -84,3 +84,33 @@ def test_a_node_keeps_its_ledger_whatever_number_a_run_gives_it(
     assert ledger_budget(named, dataclasses.replace(asked, client_id=5)).client_id == 2
     fresh = _settings(tmp_path / "new", **{"client-id": 5})  # a new ledger: the server's index
     assert ledger_budget(fresh, dataclasses.replace(asked, client_id=5)).client_id == 5
+
+
+def test_a_run_the_ledger_cannot_take_is_refused_when_the_clients_report(tmp_path: Path) -> None:
+    """Before the server plans: the reports gave each node's whole budget although earlier
+    runs had spent most of it, and the plan was made for budget that no longer existed."""
+    import numpy as np
+
+    from fedqr.flower.client_logic import answer_round
+    from fedqr.flower.client_state import read_state
+    from fedqr.flower.own_data import check_budget_left
+    from fedqr.privacy import Mechanism
+
+    cfg = FlowerRunConfig(num_clients=3, clients_per_round=3, rounds=2,
+                          dataset=DatasetName.DIGITS, mechanism=Mechanism.LAPLACE, eps=(5.0,),
+                          clip=20.0, sample_rate=1.0, lr=0.3)
+    state = tmp_path / "state"
+    answer_round(cfg, client=1, round=0, theta=np.zeros((10, 64), dtype=np.float32),
+                 run_key="first", state_dir=state)  # eps 2.5 of the ledger's 5 spent
+    ledger = read_state(state)
+    assert ledger is not None and ledger.ledger.spent()[0] == pytest.approx(2.5)
+    node = dataclasses.replace(_settings(tmp_path), eps=5.0)
+    with pytest.raises(BudgetRefused, match=r"of which eps=2.5 was spent in earlier runs; a run "
+                                            r"without --eps asks every client's whole budget"
+                                            r".* at most 2.5, what is left"):
+        check_budget_left(node, eps=5.0, whole=True, run_key="second")
+    with pytest.raises(BudgetRefused, match=r"the run asks eps=3, more than the 2.5 left"):
+        check_budget_left(node, eps=3.0, whole=False, run_key="second")
+    check_budget_left(node, eps=2.5, whole=False, run_key="second")  # what is left: fits
+    check_budget_left(node, eps=5.0, whole=True, run_key="first")  # the run it began
+    check_budget_left(_settings(tmp_path / "fresh"), eps=2.0, whole=True, run_key="x")

@@ -119,8 +119,14 @@ def _run_model(message: Message) -> RunModel:
 
 
 def _own_info(message: Message, context: Context) -> ConfigRecord:
+    from fedqr._enums import Mechanism
     from fedqr.flower.config import FlowerRunConfig
-    from fedqr.flower.own_data import NodeSettings, effective_budget, node_data
+    from fedqr.flower.own_data import (
+        NodeSettings,
+        check_budget_left,
+        effective_budget,
+        node_data,
+    )
 
     settings = NodeSettings.from_node_config(context.node_config)
     if settings is None:
@@ -128,6 +134,9 @@ def _own_info(message: Message, context: Context) -> ConfigRecord:
     cfg = FlowerRunConfig.from_run_config(context.run_config)
     size = int(node_data(settings, _run_model(message)).x.shape[0])
     eps, delta = effective_budget(settings, cfg, client=settings.client_id)
+    if cfg.mechanism is not Mechanism.NONE:  # a run without noise spends no budget
+        check_budget_left(settings, eps=eps, whole=cfg.client_budgets,
+                          run_key=str(message.metadata.run_id))
     cid = -1 if settings.client_id is None else settings.client_id
     return ConfigRecord({"partition-id": cid, "num-samples": size, "eps": eps, "delta": delta})
 

@@ -210,3 +210,40 @@ def ledger_budget(settings: NodeSettings, budget: Budget) -> Budget:
     if state is not None:
         own = dataclasses.replace(own, client_id=state.ledger.client_id)
     return own
+
+
+def check_budget_left(settings: NodeSettings, *, eps: float, whole: bool, run_key: str) -> None:
+    """Refuse, when the clients report (before the server plans), a run this node's ledger
+    cannot take beside its earlier runs (nothing is charged).
+
+    ``whole``: the run asks every client's whole budget (no ``--eps``), which no ledger that
+    spent anything can take. Otherwise, for a ledger of pure eps-DP (Laplace: budgets add up
+    exactly), asking more than is left. A run already begun (a restarted node) is not
+    refused here: its replies are the ledger's to check. Other accountants are checked at
+    the server's check before round 0, when the run's noise is known.
+
+    Raises
+    ------
+    BudgetRefused
+        Saying what was spent and what the run asks.
+    """
+    from fedqr._enums import Accountant
+    from fedqr.flower.client_state import read_state
+
+    state = read_state(settings.state_dir)
+    if state is None or state.ledger.replies == 0 or state.answered.get(run_key):
+        return
+    spent = state.ledger.spent()[0]
+    left = settings.eps - spent
+    if whole:
+        raise BudgetRefused(
+            f"client budget is eps={settings.eps:g}, of which eps={spent:.6g} was spent in "
+            f"earlier runs; a run without --eps asks every client's whole budget: refused "
+            f"before the plan (nothing charged); run with --eps"
+            + (f" at most {left:.6g}, what is left" if state.ledger.accountant is
+               Accountant.PURE else " this node's ledger can still take"))
+    if state.ledger.accountant is Accountant.PURE and eps > left * (1 + 1e-12):
+        raise BudgetRefused(
+            f"client budget is eps={settings.eps:g}, of which eps={spent:.6g} was spent in "
+            f"earlier runs; the run asks eps={eps:g}, more than the {left:.6g} left: refused "
+            f"before the plan (nothing charged)")
