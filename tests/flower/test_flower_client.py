@@ -77,6 +77,15 @@ def test_unscheduled_round_and_foreign_ledger_are_refused(tmp_path: Path) -> Non
     other = FlowerRunConfig(**{**LAPLACE.__dict__, "eps": (9.0,)})
     with pytest.raises(ValueError, match="a ledger keeps its client and budget for life"):
         _answer(other, tmp_path, rnd=1)
+    # the same client and budget, another accountant (a Gaussian run after Laplace runs): the
+    # message says so, and does not advise a fresh state folder
+    from fedqr.flower.client_state import Budget, locked_state
+
+    with pytest.raises(ValueError, match=r"composes its releases with the 'pure' accountant, "
+                                         r"this run's mechanism is accounted by 'rdp'.*never"):
+        with locked_state(tmp_path / "client-1",
+                          budget=Budget(client_id=1, eps=5.0, delta=0.0, accountant="rdp")):
+            pass
 
 
 def test_a_crash_while_saving_leaves_the_previous_ledger(tmp_path: Path,

@@ -121,6 +121,12 @@ def locked_state(state_dir: Path, *,
 def _check_budget(ledger: PrivacyLedger, budget: Budget, path: Path) -> None:
     have = (ledger.client_id, ledger.eps_budget, ledger.delta_budget, ledger.accountant.value)
     want = (budget.client_id, budget.eps, budget.delta, budget.accountant)
+    if have[:3] == want[:3] and have[3] != want[3]:
+        raise ValueError(
+            f"the ledger in {path} composes its releases with the {have[3]!r} accountant, "
+            f"this run's mechanism is accounted by {want[3]!r}: one ledger cannot compose "
+            f"both, so this node joins only runs accounted as its ledger is (a fresh state-dir "
+            f"for the same rows would forget what they spent: never do that)")
     if have != want:
         raise ValueError(
             f"the ledger in {path} is (client, eps, delta, accountant)={have}, this run asks "
