@@ -69,3 +69,24 @@ def test_a_data_set_found_nowhere_is_bad_input_naming_the_cli_s_options(
     assert "FEMNIST not found" in said and "FEDQR_DATA" in said
     assert "--data-dir=" in said and "data_dir=" not in said.replace("--data-dir=", "")
     assert not (tmp_path / "out").exists()
+
+
+def test_flwr_run_s_own_failure_is_said_without_its_exit_code(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`flwr run` exits 0 with {"success": false, ...} when the SuperLink is unreachable (as
+    with --insecure against a TLS SuperLink); the message said "failed (exit 0)" and the
+    whole JSON."""
+    import json
+    import subprocess
+
+    from fedqr.flower import launch
+
+    fed = launch.LocalFederation(tmp_path, simulation=False)
+    fed.remote = ("127.0.0.1:1", None)
+    said = {"success": False, "error-message": "Connection to the SuperLink is unavailable."}
+    monkeypatch.setattr(launch.subprocess, "run", lambda *a, **k: subprocess.CompletedProcess(
+        a, 0, json.dumps(said).encode(), b""))
+    with pytest.raises(launch.LaunchError, match=r"^flwr run failed: Connection to the "
+                                                 r"SuperLink is unavailable\. \(check "
+                                                 r"--superlink, and --root-certificates"):
+        fed.flwr_run(tmp_path / "app")

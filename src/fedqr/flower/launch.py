@@ -184,12 +184,17 @@ class LocalFederation:
             raise LaunchError(f"flwr run did not answer within {timeout_s} s") from None
         text = done.stdout.decode(errors="replace")
         try:
-            run_id = json.loads(text[text.index("{"):])["run-id"]
-        except (ValueError, KeyError, TypeError):
-            run_id = None
+            doc = json.loads(text[text.index("{"):])
+        except ValueError:
+            doc = None
+        run_id = doc.get("run-id") if isinstance(doc, dict) else None
         if done.returncode != 0 or not run_id:
-            raise LaunchError(f"flwr run failed (exit {done.returncode}): {text.strip()} "
-                              f"{done.stderr.decode(errors='replace').strip()}")
+            said = (doc.get("error-message") if isinstance(doc, dict) else None) or text.strip()
+            hint = (" (check --superlink, and --root-certificates for a TLS SuperLink or "
+                    "--insecure for one without TLS: as the SuperLink was started)"
+                    if "unavailable" in str(said).lower() else "")
+            raise LaunchError(f"flwr run failed: {str(said).strip()} "
+                              f"{done.stderr.decode(errors='replace').strip()}".strip() + hint)
         return str(run_id)
 
     def flwr_stop(self, run_id: str, *, timeout_s: float = 30.0) -> bool:
