@@ -90,3 +90,28 @@ def test_flwr_run_s_own_failure_is_said_without_its_exit_code(
                                                  r"SuperLink is unavailable\. \(check "
                                                  r"--superlink, and --root-certificates"):
         fed.flwr_run(tmp_path / "app")
+
+
+def test_a_remote_run_stops_waiting_when_the_superlink_is_gone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A killed SuperLink left `fedqr flower run` waiting for --timeout (an hour)."""
+    import socket
+
+    from fedqr.flower import runner
+
+    with socket.socket() as s:  # a port nothing listens on
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    monkeypatch.setattr(runner, "PROBE_EVERY_S", 0.01)
+    (tmp_path / "progress.jsonl").write_text('{"round": 0}\n')
+    with pytest.raises(runner.FlowerRunFailed, match=rf"the SuperLink at 127.0.0.1:{port} "
+                                                     r"stopped accepting connections \(3 tries"
+                                                     r".* after 1 of 5 rounds of run 42"):
+        runner._await(tmp_path, "result.json", run_id="42", rounds=5, timeout_s=60.0,
+                      on_progress=None, address=f"127.0.0.1:{port}")
+    with socket.socket() as s:  # one that listens: waited for up to the timeout
+        s.bind(("127.0.0.1", 0))
+        s.listen()
+        with pytest.raises(runner.FlowerRunFailed, match=r"no result within timeout=0\.1 s"):
+            runner._await(tmp_path, "result.json", run_id="42", rounds=5, timeout_s=0.1,
+                          on_progress=None, address=f"127.0.0.1:{s.getsockname()[1]}")

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -25,6 +26,8 @@ from fedqr.flower.launch import LaunchError, LocalFederation, app_processes, wri
 from fedqr.flower.results import ERROR, MODEL, REPORTS, RESULT, read_progress
 
 ProgressCallback = Callable[[list[dict[str, Any]]], None]
+PROBE_EVERY_S = 10.0  # a remote run: how often the SuperLink's port is tried
+PROBE_FAILURES = 3  # ... and after how many refused tries in a row the run is given up
 APP_GONE_GRACE_S = 10.0  # after the ServerApp process ended, how long to wait for its files
 
 
@@ -208,17 +211,41 @@ def _submit(cfg: FlowerRunConfig, *, address: str, ca: Path | None,
     return cfg, exchange, fed.flwr_run(work / "app")
 
 
+def _superlink_answers(address: str) -> bool:
+    """Whether a TCP connection to the SuperLink's ``host:port`` opens (no TLS needed)."""
+    host, _, port = address.rpartition(":")
+    try:
+        with socket.create_connection((host.strip("[]"), int(port)), timeout=5.0):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
 def _await(exchange: Path, name: str, *, run_id: str, rounds: int, timeout_s: float,
-           on_progress: ProgressCallback | None) -> None:
-    """Wait until the ServerApp wrote ``name`` into ``exchange``.
+           on_progress: ProgressCallback | None, address: str | None = None) -> None:
+    """Wait until the ServerApp wrote ``name`` into ``exchange``; with the SuperLink's
+    ``address``, stop waiting when it no longer accepts connections (:data:`PROBE_EVERY_S`,
+    :data:`PROBE_FAILURES` times in a row): its run is gone with it.
 
     Raises
     ------
     FlowerRunFailed
-        With the ServerApp's error, or after ``timeout_s`` seconds.
+        With the ServerApp's error, after ``timeout_s`` seconds, or when the SuperLink is gone.
     """
     deadline, seen = time.monotonic() + timeout_s, 0
+    next_probe, failures = time.monotonic() + PROBE_EVERY_S, 0
     while True:
+        if address is not None and time.monotonic() >= next_probe:
+            failures = 0 if _superlink_answers(address) else failures + 1
+            next_probe = time.monotonic() + PROBE_EVERY_S
+            if failures >= PROBE_FAILURES:
+                done = len(read_progress(exchange))
+                raise FlowerRunFailed(
+                    f"the SuperLink at {address} stopped accepting connections ({failures} "
+                    f"tries, {PROBE_EVERY_S:g} s apart) after {done} of {rounds} rounds of run "
+                    f"{run_id}: the run is gone with it (the replies of those rounds were "
+                    "charged to the clients' ledgers); restart the SuperLink, register the "
+                    "nodes again and start a new run")
         if (exchange / ERROR).is_file():
             err = json.loads((exchange / ERROR).read_text())
             raise FlowerRunFailed(str(err.get("error", "unknown error")))
@@ -248,7 +275,7 @@ def run_remote(cfg: FlowerRunConfig, *, address: str, ca: Path | None, work: Pat
     cfg, exchange, run_id = _submit(cfg, address=address, ca=ca, work=work)
     try:
         _await(exchange, RESULT, run_id=run_id, rounds=cfg.rounds, timeout_s=timeout_s,
-               on_progress=on_progress)
+               on_progress=on_progress, address=address)
     except KeyboardInterrupt:  # the ServerApp runs under the SuperLink, not this process
         fed = LocalFederation(work, simulation=False)
         fed.remote = (address, ca)
