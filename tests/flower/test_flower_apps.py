@@ -207,16 +207,27 @@ def test_the_check_charges_nothing_and_the_run_then_replies(flwr_apps, tmp_path:
     assert [c["epsilon_spent"] for c in doc["clients"]] == pytest.approx([8.0] * 3)
 
 
-def test_too_few_replies_stop_the_run(flwr_apps, tmp_path: Path) -> None:
-    cfg = _cfg(tmp_path, min_replies=2, rounds=2)
+def test_a_client_s_earlier_runs_count_in_the_record_from_round_0(
+        flwr_apps, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The per-round record showed a client's total over runs once it replied and 0 before:
+    the check before round 0 reports what each ledger spent earlier (here client 2's 1.5,
+    an own-data node's earlier run; a partition node's run spends its whole budget)."""
+    from fedqr.flower import client_logic
 
-    def hook(grid: Any, messages: list[Any]) -> None:
-        if any(m.metadata.message_type == "train" for m in messages):
-            grid.dead.add(100)
+    real = client_logic.check_run
 
-    with pytest.raises(Exception, match="round 0: 1 of 2 replies arrived"):
-        _serve(flwr_apps, cfg, tmp_path, hook)
-    assert "fewer than min_replies=2" in (tmp_path / "out" / "error.json").read_text()
+    def earlier(cfg: FlowerRunConfig, *, client: int, **kw: Any) -> tuple[int, float]:
+        replies, spent = real(cfg, client=client, **kw)
+        return replies, 1.5 if client == 2 else spent
+
+    monkeypatch.setattr(client_logic, "check_run", earlier)
+    cfg = _cfg(tmp_path, mechanism=Mechanism.LAPLACE, eps=(8.0,), clip=20.0, sample_rate=1.0,
+               rounds=3, num_clients=3, clients_per_round=1)
+    _serve(flwr_apps, cfg, tmp_path)
+    doc = json.loads((tmp_path / "out" / "result.json").read_text())
+    record = [r["epsilon_spent"] for r in doc["runs"][0]["rounds"]]
+    assert record[0] == pytest.approx([0.0, 0.0, 1.5])  # before any reply of this run
+    assert record[-1] == pytest.approx([8.0, 8.0, 8.0])
 
 
 def test_connect_timeout_counts_the_clients_without_client_id(flwr_apps) -> None:

@@ -241,13 +241,14 @@ def test_the_check_before_round_0_charges_nothing_and_refuses_what_does_not_fit(
     from fedqr.flower.client_logic import check_run
 
     state = tmp_path / "client-1"
-    assert check_run(LAPLACE, client=1, run_key="run-1", state_dir=state) == 2
+    assert check_run(LAPLACE, client=1, run_key="run-1", state_dir=state) == (2, 0.0)
     checked = read_state(state)
     assert checked is not None and checked.ledger.replies == 0 and not checked.answered
     assert checked.calibration  # kept for the first reply
     _answer(LAPLACE, tmp_path, rnd=0)
     _answer(LAPLACE, tmp_path, rnd=1)  # run-1 spends the whole budget
-    assert check_run(LAPLACE, client=1, run_key="run-1", state_dir=state) == 2  # begun: no refusal
+    # a run begun is not refused; the ledger's spend is reported
+    assert check_run(LAPLACE, client=1, run_key="run-1", state_dir=state) == (2, 5.0)
     before = state_path(state).read_bytes()
     with pytest.raises(BudgetRefused, match="client 1: this run's 2 replies do not fit"):
         check_run(LAPLACE, client=1, run_key="run-2", state_dir=state)

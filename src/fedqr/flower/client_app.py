@@ -196,7 +196,9 @@ def _check(message: Message, context: Context) -> Message:
         return _error(message, REFUSED, exc)
     except Exception as exc:
         return _error(message, FAILED, exc)
-    return Message(RecordDict({"check": ConfigRecord({"replies": replies})}), reply_to=message)
+    return Message(RecordDict({"check": ConfigRecord({"replies": replies[0],
+                                                      "epsilon-spent": replies[1]})}),
+                   reply_to=message)
 
 
 @app.train()

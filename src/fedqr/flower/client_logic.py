@@ -211,15 +211,17 @@ def answer_round(cfg: FlowerRunConfig, *, client: int, round: int, theta: np.nda
 
 
 def check_run(cfg: FlowerRunConfig, *, client: int, run_key: str, state_dir: Path,
-              data: ClientData | None = None, ledger_budget: Budget | None = None) -> int:
+              data: ClientData | None = None, ledger_budget: Budget | None = None
+              ) -> tuple[int, float]:
     """The server's check before round 0: does this run's whole schedule fit what the
     client's ledger has left? Charges nothing (it keeps the noise calibration, which the
     first reply would compute anyway). Arguments as :func:`answer_round`'s.
 
     Returns
     -------
-    int
-        The replies the run asks of this client.
+    tuple of int and float
+        The replies the run asks of this client, and the eps its ledger spent so far (0
+        without a mechanism).
 
     Raises
     ------
@@ -229,7 +231,7 @@ def check_run(cfg: FlowerRunConfig, *, client: int, run_key: str, state_dir: Pat
     sim = cfg.sim_config()
     budget = client_budget(sim, client=client)
     if budget is None:  # no mechanism: nothing to account
-        return int(reply_counts(_schedule(sim), sim.num_clients)[0, client])
+        return int(reply_counts(_schedule(sim), sim.num_clients)[0, client]), 0.0
     if data is None:
         data = load_client_data(cfg, client=client, cache_dir=state_dir)
     with locked_state(state_dir, budget=ledger_budget or budget) as (state, save):
@@ -240,7 +242,8 @@ def check_run(cfg: FlowerRunConfig, *, client: int, run_key: str, state_dir: Pat
             _check_fits(state.ledger, plan, client=client)
         if len(state.calibration) != known:
             save()
-        return plan.replies
+        spent = state.ledger.spent()[0]
+        return plan.replies, spent if math.isfinite(spent) else -1.0
 
 
 def _check_fits(ledger: PrivacyLedger, plan: ClientPlan, *, client: int) -> None:

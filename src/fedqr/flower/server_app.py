@@ -233,8 +233,10 @@ def run_rounds(grid: Grid, cfg: FlowerRunConfig, *, progress: Path | None) -> Se
             directory = Directory(cfg.num_clients)
             directory.wait_all(grid, cfg)
             run = starting.result()
-    check_clients(grid, node_of=directory.node_of, model=directory.model,
-                  timeout=cfg.round_timeout, pull=_pull)
+    earlier = check_clients(grid, node_of=directory.node_of, model=directory.model,
+                            timeout=cfg.round_timeout, pull=_pull)
+    for c, eps in earlier.items():  # a client's record counts its earlier runs from round 0
+        run.reported_eps[c] = max(run.reported_eps[c], eps)
     started = time.monotonic()
     for t in range(cfg.rounds):
         directory.refresh(grid, cfg.round_timeout)

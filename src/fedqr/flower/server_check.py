@@ -26,11 +26,12 @@ Puller = Callable[[Grid, list[str], float], dict[str, Message]]
 
 
 def check_clients(grid: Grid, *, node_of: dict[int, int], model: ConfigRecord | None,
-                  timeout: float, pull: Puller) -> dict[int, int]:
+                  timeout: float, pull: Puller) -> dict[int, float]:
     """Ask clients ``node_of`` (client -> node) whether the run fits their ledgers.
 
-    ``pull(grid, ids, timeout)`` collects replies (the server's poll loop). Returns the
-    replies each answering client says the run asks of it.
+    ``pull(grid, ids, timeout)`` collects replies (the server's poll loop). Returns the eps
+    each answering client's ledger spent before the run (its earlier runs), so that the
+    run's per-round record counts them for every client from round 0 on.
 
     Raises
     ------
@@ -43,7 +44,7 @@ def check_clients(grid: Grid, *, node_of: dict[int, int], model: ConfigRecord | 
                     dst_node_id=node_of[c], message_type=MessageType.QUERY) for c in clients]
     ids = list(grid.push_messages(msgs))
     replies = pull(grid, ids, timeout)
-    asked: dict[int, int] = {}
+    spent: dict[int, float] = {}
     for c, mid in zip(clients, ids, strict=True):
         reply = replies.get(mid)
         if reply is None:
@@ -58,7 +59,7 @@ def check_clients(grid: Grid, *, node_of: dict[int, int], model: ConfigRecord | 
                 raise FlowerRunError(f"client {c} failed the check before round 0: "
                                      f"{reply.error.reason}")
             continue  # Flower's own error (the node is gone)
-        value = reply.content.config_records["check"]["replies"]
-        if isinstance(value, int) and not isinstance(value, bool):
-            asked[c] = value
-    return asked
+        value = reply.content.config_records["check"].get("epsilon-spent")
+        if isinstance(value, int | float) and not isinstance(value, bool) and value >= 0:
+            spent[c] = float(value)
+    return spent
