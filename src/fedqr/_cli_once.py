@@ -39,7 +39,9 @@ class OnceCommand(TyperCommand):
             name, eq, value = arg.partition("=")
             param = options.get(name)
             if param is None:
-                if stray and last and not arg.startswith("-"):
+                if arg.startswith("-"):  # an unknown option (click names it), or a flag
+                    stray = False  # its value, if any, is not a stray word
+                elif stray and last:
                     raise click.UsageError(
                         f"unexpected argument {arg!r} after {last}: an option takes at most "
                         f"one value (per-client values are comma-separated: --eps 1,2,...)",

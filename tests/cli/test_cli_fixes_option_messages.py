@@ -186,6 +186,11 @@ def test_a_second_value_of_an_option_is_named_with_the_option(tmp_path: Path) ->
             "(per-client values are comma-separated: --eps 1,2,...)") in " ".join(
                 res.output.replace("│", " ").split())
     assert not (tmp_path / "o").exists()
+    # an unknown option is click's to name, not a second value of the option before it
+    res = runner.invoke(app, ["run", "--dataset", "digits", "--rounds", "2", "--bogus", "3",
+                              "--out", str(tmp_path / "o")])
+    assert res.exit_code == 2, res.output
+    assert "No such option '--bogus'" in res.output and "after --rounds" not in res.output
 
 
 def test_a_value_that_looks_like_an_option_and_a_flag_pair_are_told_apart() -> None:
