@@ -84,8 +84,11 @@ class AuditConfig:
             raise ValueError(f"eps must be in (0, {MAX_EPS:g}] (an audit of at most "
                              f"{MAX_TRIALS} trials cannot tell larger ones apart), got "
                              f"eps={self.eps}")
-        if not (isinstance(self.delta, int | float) and 0 <= self.delta < 1):
-            raise ValueError(f"delta must be in [0, 1), got delta={self.delta}")
+        spends = mechanism_for(self.mechanism).needs_delta  # (0, 1); pure eps-DP claims 0
+        if not (isinstance(self.delta, int | float)
+                and (0 < self.delta if spends else 0 <= self.delta) and self.delta < 1):
+            raise ValueError(f"delta must be in {'(0' if spends else '[0'}, 1), got "
+                             f"delta={self.delta}")
         if not (isinstance(self.trials, int) and 10 <= self.trials <= MAX_TRIALS):
             raise ValueError(f"trials must be an integer in [10, {MAX_TRIALS}], "
                              f"got trials={self.trials}")

@@ -58,7 +58,7 @@ def audit(
     Exits 0 when no bound exceeds its claim, 1 when one does (a privacy violation, proven
     with the stated confidence; the JSON is still written), 2 on bad input.
     """
-    from fedqr._cli_checks import check_accountant_applies, check_budget_applies
+    from fedqr._cli_checks import check_accountant_applies, check_budget_applies, given
     from fedqr.audit import AuditConfig, run_audit
 
     try:
@@ -66,6 +66,8 @@ def audit(
         check_accountant_applies(mechanism, accountant)
         check_budget_applies(mechanism, delta=delta)  # laplace claims delta 0
         spec = mechanism_for(mechanism)
+        if not given("accountant"):  # the mechanism's own (Laplace: pure), as fedqr run's
+            accountant = spec.accountant(Accountant.RDP) or Accountant.RDP
         q = sample_rate if sample_rate is not None else spec.default_sample_rate
         config = AuditConfig(
             mechanism=mechanism, eps=eps, delta=delta,
