@@ -148,7 +148,7 @@ def test_the_final_accuracy_has_a_spread_only_over_several_repeats(tmp_path: Pat
     if repeats == 1:
         assert "+-" not in line and "(one repeat: no spread)" in line
     else:
-        assert f"+- {std:.4g} over 3 repeats" in line
+        assert f"+- {std:.4g} (std) over 3 repeats" in line
 
 
 def test_a_run_without_noise_records_no_budget(tmp_path: Path) -> None:

@@ -22,7 +22,9 @@ def _check_out(path: Path | None) -> None:
 
 
 def audit(
-    mechanism: Annotated[Mechanism, typer.Option(help="Client-side DP mechanism to audit.")]
+    mechanism: Annotated[Mechanism, typer.Option(
+        help="Client-side DP mechanism to audit: laplace or gaussian (the densities the canary "
+             "game is derived for).")]
         = Mechanism.GAUSSIAN,
     eps: Annotated[float, typer.Option(help="Claimed epsilon of every client (> 0).")] = 1.0,
     delta: Annotated[float, typer.Option(help="Claimed delta (gaussian; laplace claims 0).")]

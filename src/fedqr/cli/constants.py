@@ -69,8 +69,8 @@ class EstimateSpec:
             raise ValueError("an estimate needs exactly one of a built-in dataset or a data "
                              f"file's digest, got dataset={self.dataset}, data={self.data}")
         if not mechanism_for(self.mechanism).private:
-            raise ValueError(f"mechanism must be a private mechanism, got "
-                             f"mechanism={self.mechanism.value!r}")
+            raise ValueError(f"mechanism must be a private mechanism (laplace, gaussian or "
+                             f"discrete-laplace), got mechanism={self.mechanism.value!r}")
         if not self.clip > 0 or not np.isfinite(self.clip):
             raise ValueError(f"clip must be > 0 and finite, got clip={self.clip}")
         if not self.weight_decay > 0:

@@ -61,14 +61,15 @@ DatasetOpt = Annotated[DatasetName | None, typer.Option(
     help="Data set to estimate on (default mnist; or --data FILE).")]
 PartitionOpt = Annotated[PartitionKind | None, typer.Option(
     help="Partition into clients (default: by-writer for femnist, else two-digits).")]
-MechOpt = Annotated[Mechanism, typer.Option(help="laplace (l1 clip) or gaussian (l2 clip).")]
+MechOpt = Annotated[Mechanism, typer.Option(
+    help="laplace or discrete-laplace (l1 clip), or gaussian (l2 clip); not none.")]
 ClipOpt = Annotated[float | None, typer.Option(
     help="Clip xi (default: the paper's, 300 laplace (femnist 200), 10 gaussian).")]
 QOpt = Annotated[float | None, typer.Option(help="Sampling rate q (gaussian default 0.01).")]
 DeltaOpt = Annotated[float, typer.Option(help="delta per client (gaussian, discrete-laplace).")]
 WdOpt = Annotated[float, typer.Option(help="L2 regularisation; mu >= weight decay.")]
 ProxyOpt = Annotated[float | None, typer.Option(
-    help="Estimate on this random share of each client's data (0..1) instead of all of it.")]
+    help="Estimate on this random share of each client's data, in (0, 1), instead of all of it.")]
 SeedOpt = Annotated[int, typer.Option(help="Seed of the partition (and proxy draw).")]
 PlanSeedOpt = Annotated[int, typer.Option(
     help="Seed of the partition, the proxy draw and the twin's simulations: the plan depends "
@@ -81,8 +82,8 @@ def _checked(mechanism: Mechanism, num_clients: int, alpha: float, seed: int,
              sample_rate: float | None) -> float:
     """Check the options every estimate shares; the sampling rate q."""
     if not mechanism_for(mechanism).private:
-        raise ValueError(f"mechanism must be a private mechanism, got "
-                         f"mechanism={mechanism.value!r}")
+        raise ValueError(f"mechanism must be a private mechanism (laplace, gaussian or "
+                         f"discrete-laplace), got mechanism={mechanism.value!r}")
     if not num_clients >= 2:
         raise ValueError(f"num_clients must be >= 2, got num_clients={num_clients}")
     check_positive("alpha", alpha)

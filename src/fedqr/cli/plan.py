@@ -86,7 +86,8 @@ _DeltaOpt = Annotated[str, typer.Option(
     help="Delta per client (gaussian, discrete-laplace): one or N values.")]
 _SampleRateOpt = Annotated[str | None, typer.Option(
         help="q (gaussian, default 0.01), or 'auto': the planner chooses q too.")]
-_LrScheduleOpt = Annotated[LrSchedule, typer.Option(help="inverse-time or constant.")]
+_LrScheduleOpt = Annotated[LrSchedule, typer.Option(
+    help="inverse-time or constant (theory is fedqr run's: it is not planned).")]
 _RoundsOpt = Annotated[str | None, typer.Option(help="Fix T (default: auto, planned).")]
 _ClientsPerRoundOpt = Annotated[str | None, typer.Option(
         help="Fix b (default: auto, planned).")]

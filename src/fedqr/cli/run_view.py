@@ -36,7 +36,7 @@ def print_run_summary(doc: dict[str, object], elapsed: float, out_dir: Path) -> 
     out.print(table)
     config = doc.get("config")
     repeats = config.get("repeats", 1) if isinstance(config, dict) else 1
-    spread = (f" +- {_fmt(summary['final_test_accuracy_std'])} over {repeats} repeats"
+    spread = (f" +- {_fmt(summary['final_test_accuracy_std'])} (std) over {repeats} repeats"
               if isinstance(repeats, int) and repeats > 1 else " (one repeat: no spread)")
     out.print(f"final test accuracy {_fmt(summary['final_test_accuracy_mean'])}{spread}, "
               f"test loss {_fmt(summary['final_test_loss_mean'])}  ({elapsed:.1f} s)")
