@@ -343,3 +343,18 @@ def test_save_memo_reports_an_unwritable_folder_once(tmp_path: Path,
         assert save_memo(blocker / "b.json", memo) is False
     assert len(caplog.records) == 1 and "FEDQR_CACHE" in caplog.records[0].getMessage()
     assert save_memo(tmp_path / "ok.json", memo) and load_memo(tmp_path / "ok.json") == memo
+
+
+def test_plot_counts_the_runs_a_reproduction_has_not_stored(tmp_path: Path) -> None:
+    """`fedqr plot` said only "wrote 14 files" with a run file gone (summary.md alone said
+    31 of 32): it now warns with the count (_missing_runs)."""
+    from fedqr.cli.reproduce import _missing_runs
+
+    (tmp_path / "manifest.json").write_text(json.dumps(
+        {"entries": [{"key": "a"}, {"key": "b"}, {"key": "b"}], "constants": {}, "plans": {},
+         "settings": {}, "base_fraction": 1.0}))
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "a.json").write_text("{}")
+    assert _missing_runs(tmp_path) == 1  # distinct keys: b
+    (tmp_path / "runs" / "b.json").write_text("{}")
+    assert _missing_runs(tmp_path) == 0

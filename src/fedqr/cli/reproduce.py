@@ -110,6 +110,21 @@ def plot(
                    f"manifest.json), got {str(result_dir)!r}")
     files = _redraw(redraw, result_dir)
     out.print(f"wrote {len(files)} files under {result_dir}")
+    missing = _missing_runs(result_dir)
+    if missing:
+        err.print(f"[yellow]warning:[/] {missing} of the reproduction's runs are not stored "
+                  f"under {result_dir / 'runs'}: the figures and tables leave them out "
+                  f"(fedqr reproduce with the same --out computes them)")
+
+
+def _missing_runs(folder: Path) -> int:
+    """How many distinct runs of the manifest have no stored file."""
+    from fedqr.experiments.runs import RunStore
+    from fedqr.experiments.sweep import read_manifest
+
+    manifest = read_manifest(folder / "manifest.json")
+    keys = {e["key"] for e in manifest["entries"]}
+    return sum(not (RunStore(folder).dir / f"{k}.json").is_file() for k in keys)
 
 
 def _redraw(redraw: Callable[[Path], list[Path]], folder: Path) -> list[Path]:
