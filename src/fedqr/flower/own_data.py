@@ -192,7 +192,6 @@ def run_for_client(cfg: FlowerRunConfig, settings: NodeSettings, *, client: int,
                                client_budgets=False)
 
 
-
 def ledger_budget(settings: NodeSettings, budget: Budget) -> Budget:
     """The budget of this node's ledger: the node's own (eps, delta), and the client id its
     ledger was made with (the server's index for a new ledger).
