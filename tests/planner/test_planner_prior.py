@@ -63,6 +63,9 @@ def test_a_plan_that_barely_beats_the_label_frequencies_says_so() -> None:
                       margin=0.02) == ""  # 4.7% below: no note
     assert prior_note(0.684, 0.6927, public=False, model="mlp",
                       uniform=math.log(2)) == ""  # no margin asked
+    both = prior_note(0.54, 0.55, public=False, model="logreg", uniform=math.log(2),
+                      margin=0.02)  # barely, and logreg on imbalanced labels: both notes
+    assert "by only 1.8%" in both and "--model linear" in both
 
 
 def test_inconsistent_clients_are_refused() -> None:

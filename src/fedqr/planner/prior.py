@@ -99,17 +99,17 @@ def prior_note(predicted: float, prior: float, *, public: bool, model: str = "",
         return ""
     source = "the public proxy's labels" if public else "the proxy's labels"
     if predicted < prior:
-        if predicted >= (1 - margin) * prior:
-            return (f"; it beats predicting the label frequencies (estimated from {source}: "
-                    f"a test loss of {prior:.4f}) by only {1 - predicted / prior:.1%}, less "
-                    f"than {margin:.0%}: within what the twin can tell, the trained model may "
-                    f"learn no more than the class shares")
+        barely = (f"; it beats predicting the label frequencies (estimated from {source}: a "
+                  f"test loss of {prior:.4f}) by only {1 - predicted / prior:.1%}, less than "
+                  f"{margin:.0%}: within what the twin can tell, the trained model may learn "
+                  f"no more than the class shares" if predicted >= (1 - margin) * prior
+                  else "")
         if model != "logreg" or not prior < IMBALANCED * uniform:
-            return ""
-        return (f"; the labels are imbalanced (predicting their frequencies has a test loss "
-                f"of {prior:.4f}, every class alike {uniform:.4f}) and logreg has no "
-                f"intercept to learn them: --model linear (model='linear'), softmax "
-                f"regression with one, may do better")
+            return barely
+        return barely + (f"; the labels are imbalanced (predicting their frequencies has a "
+                         f"test loss of {prior:.4f}, every class alike {uniform:.4f}) and "
+                         f"logreg has no intercept to learn them: --model linear "
+                         f"(model='linear'), softmax regression with one, may do better")
     other = ("another model may: logreg has no intercept, so it cannot learn the label "
              "frequencies; --model linear (model='linear') is softmax regression with one"
              if model == "logreg" else "another model may")
