@@ -133,3 +133,18 @@ def test_an_interrupted_remote_run_is_stopped_on_its_superlink(
     else:
         assert "may still be running and spending the clients' budgets" in said
         assert "flwr stop 4242" in said
+
+
+def test_free_ports_lie_below_the_ephemeral_range() -> None:
+    """A port of the ephemeral range, free when picked, could be taken by an outgoing
+    connection before the Flower process bound it ("address already in use" in a CI run)."""
+    import socket
+
+    from fedqr.flower.procs import _ephemeral_low, free_port
+
+    low = _ephemeral_low()
+    for _ in range(20):
+        port = free_port()
+        assert low <= 2048 or 1024 <= port < low
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))  # still free

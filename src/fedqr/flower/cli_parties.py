@@ -179,11 +179,9 @@ def supernode(
         "noise-seed": -1 if noise_seed is None else noise_seed, "standardize": int(standardize),
         "client-column": client_column, "label-column": label_column}
     config.update({k: v for k, v in (("model", model), ("hidden", hidden)) if v})
-    import socket
+    from fedqr.flower.procs import free_port
 
-    with socket.socket() as s:  # the node's own Runtime API, on loopback only
-        s.bind(("127.0.0.1", 0))
-        runtime_port = int(s.getsockname()[1])
+    runtime_port = free_port()  # the node's own Runtime API, on loopback only
     args = supernode_args(superlink=superlink_address, runtime_port=runtime_port,
                           node_config=config, root_cert=ca, auth_key=key)
     os.environ.setdefault("FLWR_HOME", str((state_dir / "flwr-home").resolve()))

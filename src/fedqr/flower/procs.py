@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -19,10 +20,32 @@ STOP_GRACE_S = 5.0
 
 
 def free_port() -> int:
-    """A TCP port on 127.0.0.1 that was free a moment ago."""
+    """A TCP port on 127.0.0.1 that was free a moment ago, below the kernel's ephemeral range
+    where it can: a Flower process binds it seconds later, and a port of the ephemeral range
+    may meanwhile be taken by any outgoing connection (a SuperNode once failed to start with
+    "address already in use" beside another federation's HTTP traffic)."""
+    low = _ephemeral_low()
+    pick = random.SystemRandom()  # not a simulation's draw: any free port will do
+    for _ in range(64):
+        port = pick.randrange(max(1024, low - 12_000), low) if low > 2048 else 0
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return int(s.getsockname()[1])
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("127.0.0.1", 0))
         return int(s.getsockname()[1])
+
+
+def _ephemeral_low() -> int:
+    """The first port of the kernel's ephemeral range (Linux), 0 where unknown."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range", encoding="ascii") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 0
 
 
 PR_SET_PDEATHSIG = 1  # prctl option, <linux/prctl.h>
