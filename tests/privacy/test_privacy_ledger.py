@@ -83,6 +83,9 @@ def test_random_schedules_never_exceed_budget(
         assert spent_delta == (delta if kind is Accountant.RDP and ledger.replies else 0.0)
         assert ledger.replies == sum(ledger.counts.values())
         assert ledger.remaining_eps == pytest.approx(max(0.0, eps - spent_eps))
+        # what a further release may spend is a number only where budgets add up exactly
+        assert ledger.spendable_eps == (ledger.remaining_eps if kind is Accountant.PURE
+                                        else None)
 
 
 @pytest.mark.parametrize(

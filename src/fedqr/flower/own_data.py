@@ -226,23 +226,22 @@ def check_budget_left(settings: NodeSettings, *, eps: float, whole: bool, run_ke
     BudgetRefused
         Saying what was spent and what the run asks.
     """
-    from fedqr._enums import Accountant
     from fedqr.flower.client_state import read_state
 
     state = read_state(settings.state_dir)
     if state is None or state.ledger.replies == 0 or state.answered.get(run_key):
         return
-    spent = state.ledger.spent()[0]
-    left = settings.eps - spent
+    ledger = state.ledger
+    spent, left = ledger.spent()[0], ledger.spendable_eps  # None: not additive (RDP, PLD)
     if whole:
         raise BudgetRefused(
-            f"client budget is eps={settings.eps:g}, of which eps={spent:.6g} was spent in "
-            f"earlier runs; a run without --eps asks every client's whole budget: refused "
+            f"client budget is eps={ledger.eps_budget:g}, of which eps={spent:.6g} was spent "
+            f"in earlier runs; a run without --eps asks every client's whole budget: refused "
             f"before the plan (nothing charged); run with --eps"
-            + (f" at most {left:.6g}, what is left" if state.ledger.accountant is
-               Accountant.PURE else " this node's ledger can still take"))
-    if state.ledger.accountant is Accountant.PURE and eps > left * (1 + 1e-12):
+            + (f" at most {left:.6g}, what is left" if left is not None
+               else " this node's ledger can still take"))
+    if left is not None and eps > left * (1 + 1e-12):
         raise BudgetRefused(
-            f"client budget is eps={settings.eps:g}, of which eps={spent:.6g} was spent in "
-            f"earlier runs; the run asks eps={eps:g}, more than the {left:.6g} left: refused "
-            f"before the plan (nothing charged)")
+            f"client budget is eps={ledger.eps_budget:g}, of which eps={spent:.6g} was spent "
+            f"in earlier runs; the run asks eps={eps:g}, more than the {left:.6g} left: "
+            f"refused before the plan (nothing charged)")

@@ -163,6 +163,13 @@ class PrivacyLedger:
         """``max(0, eps_budget - spent eps)``."""
         return max(0.0, self._eps_budget - self.spent()[0])
 
+    @property
+    def spendable_eps(self) -> float | None:
+        """The eps a further release may still spend where budgets add up exactly (pure
+        composition: :attr:`remaining_eps`); ``None`` where they do not (RDP, PLD: what fits
+        depends on the release, :meth:`would_exceed`)."""
+        return self.remaining_eps if self._kind is Accountant.PURE else None
+
     # -- charging ---------------------------------------------------------------------
     def would_exceed(self, event: dp_accounting.DpEvent, count: int = 1) -> bool:
         """Whether charging ``count`` more replies of ``event`` would exceed the budget."""
