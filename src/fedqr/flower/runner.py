@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import socket
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -213,12 +212,13 @@ def _submit(cfg: FlowerRunConfig, *, address: str, ca: Path | None,
 
 def _superlink_answers(address: str) -> bool:
     """Whether a TCP connection to the SuperLink's ``host:port`` opens (no TLS needed)."""
-    host, _, port = address.rpartition(":")
+    from fedqr.flower.parts import check_superlink, split_address
+
     try:
-        with socket.create_connection((host.strip("[]"), int(port)), timeout=5.0):
-            return True
-    except (OSError, ValueError):
+        check_superlink(*split_address("--superlink", address), ca=None)
+    except ValueError:
         return False
+    return True
 
 
 def _await(exchange: Path, name: str, *, run_id: str, rounds: int, timeout_s: float,
