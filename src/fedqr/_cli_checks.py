@@ -100,13 +100,10 @@ def check_budget_applies(mechanism: Mechanism, **values: object) -> None:
     typed = [name for name in values if given(name)]
     if not typed:
         return
-    from fedqr.privacy import mechanism_for
+    from fedqr.privacy.spec import unspent_budget
 
-    spec = mechanism_for(mechanism)
     for name in typed:
-        if not spec.private:
-            raise ValueError(f"{name} must be left out for --mechanism {spec.kind.value} (no "
-                             f"noise, no privacy budget), got {name}={values[name]!r}")
-        if name == "delta" and not spec.needs_delta:
-            raise ValueError(f"delta must be left out for --mechanism {spec.kind.value} (pure "
-                             f"eps-DP: delta is 0), got delta={values[name]!r}")
+        why = unspent_budget(mechanism, name)
+        if why is not None:
+            raise ValueError(f"{name} must be left out for --mechanism {mechanism.value} "
+                             f"({why}), got {name}={values[name]!r}")

@@ -1,7 +1,8 @@
 """The budgets ``fedqr.simulate`` and ``fedqr.plan`` take, checked against the mechanism.
 
 A budget the mechanism does not spend is refused rather than recorded as one nothing holds
-(the command line refuses ``--eps`` or ``--delta`` typed for such a mechanism,
+(the command line refuses ``--eps`` or ``--delta`` typed for such a mechanism, with the same
+reason, :func:`fedqr.privacy.spec.unspent_budget`;
 :func:`fedqr._cli_checks.check_budget_applies`): ``eps`` and ``delta`` for
 ``mechanism='none'``, ``delta`` for a pure eps-DP mechanism (Laplace). A parameter's default
 cannot be told from the same value passed on purpose, so only other values are refused.
@@ -13,7 +14,7 @@ from collections.abc import Sequence
 
 from fedqr._enums import Mechanism
 from fedqr._validate import float_tuple
-from fedqr.privacy import mechanism_for
+from fedqr.privacy.spec import unspent_budget
 
 __all__ = ["DEFAULT_DELTA", "DEFAULT_EPS", "budget_values"]
 
@@ -32,15 +33,10 @@ def budget_values(mechanism: Mechanism, eps: float | Sequence[float],
         default.
     """
     e, d = float_tuple("eps", eps), float_tuple("delta", delta)
-    spec = mechanism_for(mechanism)
-    name = spec.kind.value
-    if not spec.private:
-        for key, values, default, given in (("eps", e, DEFAULT_EPS, eps),
-                                            ("delta", d, DEFAULT_DELTA, delta)):
-            if values != (default,):
-                raise ValueError(f"{key} must be left out for mechanism={name!r} (no noise, no "
-                                 f"privacy budget), got {key}={given!r}")
-    elif not spec.needs_delta and d != (DEFAULT_DELTA,):
-        raise ValueError(f"delta must be left out for mechanism={name!r} (pure eps-DP: delta "
-                         f"is 0), got delta={delta!r}")
+    for name, values, default, given in (("eps", e, DEFAULT_EPS, eps),
+                                         ("delta", d, DEFAULT_DELTA, delta)):
+        why = unspent_budget(mechanism, name) if values != (default,) else None
+        if why is not None:
+            raise ValueError(f"{name} must be left out for mechanism={mechanism.value!r} "
+                             f"({why}), got {name}={given!r}")
     return e, d

@@ -38,6 +38,7 @@ __all__ = [
     "check_accountant_applies",
     "mechanism_for",
     "not_closed_under_sums",
+    "unspent_budget",
 ]
 
 
@@ -277,3 +278,16 @@ def check_accountant_applies(mechanism: Mechanism | str, accountant: Accountant 
     raise ValueError(f"accountant must be left out or {used.value!r} for the {mech.value} "
                      f"mechanism, whose budgets the {used.value} accountant composes, got "
                      f"accountant={asked.value!r}")
+
+
+def unspent_budget(mechanism: Mechanism | str, name: str) -> str | None:
+    """Why the budget ``name`` (``"eps"`` or ``"delta"``) is not one ``mechanism`` spends
+    (``None``: it is): without noise neither is; a pure eps-DP mechanism spends no delta. The
+    command line (an option typed) and the API (a value other than the default) refuse such a
+    budget with this reason rather than record one nothing holds."""
+    spec = mechanism_for(as_mechanism(mechanism))
+    if not spec.private:
+        return "no noise, no privacy budget"
+    if name == "delta" and not spec.needs_delta:
+        return "pure eps-DP: delta is 0"
+    return None
