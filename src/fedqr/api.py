@@ -291,6 +291,6 @@ def plan_document(plan: Plan, scenario: Scenario) -> dict[str, Any]:
                          "aggregation": s.aggregation.value},
             "simulated_rounds": plan.simulated_rounds, "wall_time_s": plan.wall_time_s,
             "from_cache": plan.from_cache, "simulated": plan.settings.get("simulated"),
-            "predictions": [{**p.as_dict(), "sample_rate": p.sample_rate if s.poisson else None}
-                            for p in plan.predictions if math.isfinite(p.mean)]}
+            "predictions": [p.as_dict(sampled=s.poisson) for p in plan.predictions
+                            if math.isfinite(p.mean)]}
 

@@ -88,8 +88,7 @@ class Plan:
                 "beats_label_prior": (r.mean < self.prior_loss
                                       if math.isfinite(self.prior_loss) else None),
                 "message": self.message,
-                "runner_ups": [{**p.as_dict(), "sample_rate": p.sample_rate if sampled else None}
-                               for p in self.runner_ups()]}
+                "runner_ups": [p.as_dict(sampled=sampled) for p in self.runner_ups()]}
 
 
 def _proxy(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,

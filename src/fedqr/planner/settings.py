@@ -96,11 +96,12 @@ class Prediction:
     stderr: float
     fitted: bool = False  # read off the fitted coarse curve rather than simulated
 
-    def as_dict(self) -> dict[str, float | int | bool]:
-        """JSON-ready."""
+    def as_dict(self, *, sampled: bool = True) -> dict[str, float | int | bool | None]:
+        """JSON-ready; ``sampled=False`` (full local batches: Laplace) writes ``sample_rate``
+        as ``null``, as the plan's recommendation does."""
         return {"rounds": self.rounds, "clients_per_round": self.clients_per_round,
-                "sample_rate": self.sample_rate, "predicted_test_loss": self.mean,
-                "stderr": self.stderr, "fitted": self.fitted}
+                "sample_rate": self.sample_rate if sampled else None,
+                "predicted_test_loss": self.mean, "stderr": self.stderr, "fitted": self.fitted}
 
 
 Memo = dict[tuple[int, float, int], tuple[float, ...]]
