@@ -167,18 +167,20 @@ class TorchKernel:
         return self.label
 
     @functools.cached_property
-    def _layout(self) -> tuple[int, dict[str, Tensor]]:
-        """The trainable size and the frozen parameters of the model built from seed 0 (the
-        working copy's: its frozen values are every repeat's)."""
+    def _layout(self) -> tuple[int, dict[str, Tensor], dict[str, list[int]]]:
+        """The trainable size, the frozen parameters and each trainable parameter's shape of
+        the model built from seed 0 (the working copy's: its frozen values are every
+        repeat's)."""
         model = self.build(torch.Generator().manual_seed(0))
-        return sum(p.numel() for p in trainable_parameters(model)), frozen_parameters(model)
+        shapes = {n: list(p.shape) for n, p in model.named_parameters() if p.requires_grad}
+        return (sum(p.numel() for p in trainable_parameters(model)), frozen_parameters(model),
+                shapes)
 
-    @functools.cached_property
+    @property
     def parameter_shapes(self) -> dict[str, list[int]]:
         """Each trainable parameter's shape by name: the layer widths (result.json's
         ``provenance.model``)."""
-        model = self.build(torch.Generator().manual_seed(0))
-        return {n: list(p.shape) for n, p in model.named_parameters() if p.requires_grad}
+        return self._layout[2]
 
     @property
     def num_params(self) -> int:
