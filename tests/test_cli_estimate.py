@@ -194,3 +194,13 @@ def test_a_model_with_frozen_parameters_is_estimated_over_the_trainable_ones(
     doc = _estimate(["--data", str(small_file), "--model", f"{model}:net", "--mechanism",
                      "gaussian", "--clip", "1"], tmp_path / "frozen.json")
     assert doc["p"] == 4 + 4 * 3 + 3  # the first layer's bias and the second layer
+
+
+def test_a_mechanism_without_noise_is_refused_naming_the_private_ones(tmp_path: Path) -> None:
+    out = tmp_path / "c.json"
+    res = runner.invoke(app, ["estimate", "--dataset", "digits", "--mechanism", "none",
+                              "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    assert ("must be a private mechanism (laplace, gaussian, discrete-laplace), got "
+            "--mechanism='none'") in " ".join(res.output.split())
+    assert not out.exists()

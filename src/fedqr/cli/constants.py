@@ -25,6 +25,7 @@ from fedqr.models.kernel import Kernel
 from fedqr.models.logreg import Norm
 from fedqr.models.logreg_kernel import LogRegKernel
 from fedqr.privacy import Mechanism, mechanism_for
+from fedqr.privacy.spec import check_private
 from fedqr.theory import ProblemConstants, constants_from_json, constants_to_json
 from fedqr.theory.estimate import EstimatedConstants, EstimateSettings, estimate_constants
 
@@ -68,9 +69,7 @@ class EstimateSpec:
         if (self.dataset is None) == (self.data is None):
             raise ValueError("an estimate needs exactly one of a built-in dataset or a data "
                              f"file's digest, got dataset={self.dataset}, data={self.data}")
-        if not mechanism_for(self.mechanism).private:
-            raise ValueError(f"mechanism must be a private mechanism (laplace, gaussian or "
-                             f"discrete-laplace), got mechanism={self.mechanism.value!r}")
+        check_private(self.mechanism)
         if not self.clip > 0 or not np.isfinite(self.clip):
             raise ValueError(f"clip must be > 0 and finite, got clip={self.clip}")
         if not self.weight_decay > 0:

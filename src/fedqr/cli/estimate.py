@@ -81,9 +81,9 @@ CacheOpt = Annotated[bool, typer.Option(
 def _checked(mechanism: Mechanism, num_clients: int, alpha: float, seed: int,
              sample_rate: float | None) -> float:
     """Check the options every estimate shares; the sampling rate q."""
-    if not mechanism_for(mechanism).private:
-        raise ValueError(f"mechanism must be a private mechanism (laplace, gaussian or "
-                         f"discrete-laplace), got mechanism={mechanism.value!r}")
+    from fedqr.privacy.spec import check_private
+
+    check_private(mechanism)
     if not num_clients >= 2:
         raise ValueError(f"num_clients must be >= 2, got num_clients={num_clients}")
     check_positive("alpha", alpha)

@@ -36,6 +36,7 @@ __all__ = [
     "PaperBound",
     "as_mechanism",
     "check_accountant_applies",
+    "check_private",
     "mechanism_for",
     "not_closed_under_sums",
     "unspent_budget",
@@ -291,3 +292,13 @@ def unspent_budget(mechanism: Mechanism | str, name: str) -> str | None:
     if name == "delta" and not spec.needs_delta:
         return "pure eps-DP: delta is 0"
     return None
+
+
+def check_private(mechanism: Mechanism | str) -> None:
+    """``ValueError`` naming the private mechanisms unless ``mechanism`` is one (an estimate
+    of the bound's constants has a clip and a noise to estimate for)."""
+    mech = as_mechanism(mechanism)
+    if not mechanism_for(mech).private:
+        names = ", ".join(m.value for m in Mechanism if mechanism_for(m).private)
+        raise ValueError(f"mechanism must be a private mechanism ({names}), got "
+                         f"mechanism={mech.value!r}")
