@@ -119,7 +119,6 @@ def _run_model(message: Message) -> RunModel:
 
 
 def _own_info(message: Message, context: Context) -> ConfigRecord:
-    from fedqr._enums import Mechanism
     from fedqr.flower.config import FlowerRunConfig
     from fedqr.flower.own_data import (
         NodeSettings,
@@ -127,6 +126,7 @@ def _own_info(message: Message, context: Context) -> ConfigRecord:
         effective_budget,
         node_data,
     )
+    from fedqr.privacy.spec import unspent_budget
 
     settings = NodeSettings.from_node_config(context.node_config)
     if settings is None:
@@ -134,7 +134,7 @@ def _own_info(message: Message, context: Context) -> ConfigRecord:
     cfg = FlowerRunConfig.from_run_config(context.run_config)
     size = int(node_data(settings, _run_model(message)).x.shape[0])
     eps, delta = effective_budget(settings, cfg, client=settings.client_id)
-    if cfg.mechanism is not Mechanism.NONE:  # a run without noise spends no budget
+    if unspent_budget(cfg.mechanism, "eps") is None:  # a run without noise spends none
         check_budget_left(settings, eps=eps, whole=cfg.client_budgets,
                           run_key=str(message.metadata.run_id))
     cid = -1 if settings.client_id is None else settings.client_id
@@ -183,21 +183,21 @@ def _check(message: Message, context: Context) -> Message:
 
     try:
         if "data-file" in context.node_config:
-            replies = check_run(**_own_run(message, context, record="check"))
+            asked, spent = check_run(**_own_run(message, context, record="check"))
         else:
             cfg, pid, state_dir = _settings(context)
             client = _int(message.content.config_records["check"]["client-id"])
             if client != pid:
                 raise ValueError(f"the server calls this node client {client}, it holds "
                                  f"partition-id={pid}")
-            replies = check_run(cfg, client=pid, run_key=str(message.metadata.run_id),
-                                state_dir=state_dir)
+            asked, spent = check_run(cfg, client=pid, run_key=str(message.metadata.run_id),
+                                     state_dir=state_dir)
     except BudgetRefused as exc:
         return _error(message, REFUSED, exc)
     except Exception as exc:
         return _error(message, FAILED, exc)
-    return Message(RecordDict({"check": ConfigRecord({"replies": replies[0],
-                                                      "epsilon-spent": replies[1]})}),
+    return Message(RecordDict({"check": ConfigRecord({"replies": asked,
+                                                      "epsilon-spent": spent})}),
                    reply_to=message)
 
 
