@@ -174,9 +174,10 @@ def _hidden(model: object, hidden: Sequence[int] | None) -> Sequence[int]:
     if hidden is None:
         return (64,)
     if model != "mlp":
+        name = model if isinstance(model, str | None) else getattr(
+            model, "__name__", type(model).__name__)
         raise ValueError(f"hidden sets the widths of model='mlp'; leave it out for model="
-                         f"{model if isinstance(model, str | None) else type(model).__name__!r}"
-                         f", got hidden={hidden!r}")
+                         f"{name!r}, got hidden={hidden!r}")
     return hidden
 
 

@@ -275,6 +275,12 @@ def test_hidden_is_for_the_mlp_only(budget: dict[str, Any]) -> None:
         fedqr.simulate(**run, hidden=(8,))
     with pytest.raises(ValueError, match="leave it out for model=None"):
         fedqr.plan(**{**budget, "model": None}, hidden=(8,))
+
+    def my_net(shape: tuple[int, ...], k: int) -> torch.nn.Module:
+        return torch.nn.Linear(shape[0], k)
+
+    with pytest.raises(ValueError, match="leave it out for model='my_net'"):  # was 'function'
+        fedqr.simulate(**{**run, "model": my_net}, hidden=(8,))
     mlp = fedqr.simulate(**{**run, "model": "mlp"}, hidden=(8,))
     assert mlp.document["provenance"]["model"]["num_params"] == 6 * 8 + 8 + 8 * 2 + 2
 

@@ -28,7 +28,6 @@ from fedqr.data import DatasetName, DataSpec, PartitionKind
 from fedqr.data.presets import PRESETS, default_partition
 from fedqr.data.public import ProxyColumnsWarning
 from fedqr.data.source import DataSource, OwnData
-from fedqr.models._probe import RandomForwardWarning
 from fedqr.models.factory import ModelName
 from fedqr.models.kernel import Kernel
 from fedqr.models.workload import Workload
@@ -259,9 +258,8 @@ def workload(*, dataset: DatasetName | None, partition: PartitionKind | None, al
             raise ValueError(f"num_clients must match the clients of --data "
                              f"({source.num_clients}), got num_clients={num_clients}")
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", RandomForwardWarning)
         work = Workload.of(source, model, hidden=parse_hidden(hidden))
-    show_warnings(caught)  # a model file's random forward (the seed does not fix it)
+    show_warnings(caught)  # what loading the data and the model said
     # a model file (FILE.py:NAME) is named as given: its factory may be called mlp
     check_hidden_applies(model if model is not None and ":" in model else work.kernel.name,
                          hidden)

@@ -17,9 +17,10 @@ for any other per-sample model), with the loss the kernel was given (default cro
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -38,8 +39,8 @@ from fedqr.models.per_sample import (
     trainable_parameters,
 )
 
-__all__ = ["ModelFactory", "TorchKernel", "TorchOptions", "evaluate_model", "flat_trainable",
-           "frozen_parameters", "load_flat", "place_model"]
+__all__ = ["ModelFactory", "TorchKernel", "TorchOptions", "evaluate_model", "evaluation_mode",
+           "flat_trainable", "frozen_parameters", "load_flat", "place_model"]
 
 #: Builds a freshly initialised model from a CPU generator (the same model on every device).
 ModelFactory = Callable[[torch.Generator], nn.Module]
@@ -129,12 +130,32 @@ def _drawn_frozen(reference: dict[str, Tensor], model: nn.Module) -> list[str]:
             if n not in reference or not torch.equal(p, reference[n])]
 
 
+@contextlib.contextmanager
+def evaluation_mode(model: nn.Module) -> Iterator[nn.Module]:
+    """``model`` in evaluation mode (``model.eval()``: a ``forward`` that reads
+    ``self.training`` takes its test branch) for the block; its mode restored after."""
+    was = model.training
+    model.train(False)
+    try:
+        yield model
+    finally:
+        model.train(was)
+
+
 @torch.no_grad()
 def evaluate_model(
     model: nn.Module, x: Tensor, y: Tensor, *, chunk_rows: int, channels_last: bool = False,
     loss_fn: LossFn = per_sample_cross_entropy,
 ) -> tuple[float, int]:
-    """Summed loss (float64) and number of correct predictions over ``(x, y)``."""
+    """Summed loss (float64) and number of correct predictions over ``(x, y)``, the model in
+    evaluation mode (:func:`evaluation_mode`)."""
+    with evaluation_mode(model):
+        return _evaluate(model, x, y, chunk_rows=chunk_rows, channels_last=channels_last,
+                         loss_fn=loss_fn)
+
+
+def _evaluate(model: nn.Module, x: Tensor, y: Tensor, *, chunk_rows: int, channels_last: bool,
+              loss_fn: LossFn) -> tuple[float, int]:
     loss = torch.zeros((), dtype=torch.float64, device=x.device)
     correct = torch.zeros((), dtype=torch.int64, device=x.device)
     for start in range(0, x.shape[0], chunk_rows):

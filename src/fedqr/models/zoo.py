@@ -9,10 +9,10 @@ frequencies on standardised features (UCI Adult, 75% of one class, 20 clients, n
 
 :func:`make_kernel` is the one place a model name becomes a :class:`~fedqr.models.kernel.Kernel`
 (the CLI, the public API, the planner and Flower ask it). A torch model is checked before any
-work (:func:`check_model`): it must be an ``nn.Module``, map a batch to ``(n, num_classes)``
-logits, hold no batch-coupled layer (batch normalisation: use GroupNorm, as Opacus' validator
-says) and give per-sample gradients; its per-sample method is ``ghost`` when every
-parameterised layer is Linear or Conv2d, else ``vmap``.
+work (:func:`~fedqr.models.model_check.check_model`: among others, a new module at each call of
+its factory, ``(n, num_classes)`` logits, no batch-coupled layer, each row's output its own,
+per-sample gradients that agree with autograd's row by row); its per-sample method is
+``ghost`` where Linear/Conv2d hooks give those gradients, else ``vmap``.
 """
 
 from __future__ import annotations
@@ -31,12 +31,12 @@ import torch
 from torch import nn
 
 from fedqr._validate import check_int_range, check_shape
-from fedqr.models._probe import check_rows_independent
 from fedqr.models.cnn import PaperCNN
 from fedqr.models.kernel import Kernel
 from fedqr.models.logreg_kernel import LogRegKernel
 from fedqr.models.losses import LossFn, per_sample_cross_entropy
-from fedqr.models.per_sample import Method, clipped_grad_sums
+from fedqr.models.model_check import check_model
+from fedqr.models.per_sample import Method
 from fedqr.models.torch_kernel import ModelFactory, TorchKernel, TorchOptions
 
 __all__ = ["UserFactory", "check_model", "load_factory", "make_kernel", "mlp_factory"]
@@ -44,8 +44,6 @@ __all__ = ["UserFactory", "check_model", "load_factory", "make_kernel", "mlp_fac
 UserFactory = Callable[[tuple[int, ...], int], nn.Module]
 """A user's model: ``(input_shape, num_classes) -> nn.Module`` (input without the batch axis)."""
 
-_BATCH_COUPLED = (nn.modules.batchnorm._BatchNorm, nn.SyncBatchNorm)
-_DROPOUT = (nn.modules.dropout._DropoutNd,)  # Dropout*, AlphaDropout, FeatureAlphaDropout
 
 
 def seeded(factory: UserFactory, input_shape: tuple[int, ...], num_classes: int) -> ModelFactory:
@@ -109,8 +107,12 @@ def load_factory(spec: str) -> UserFactory:
                          "it must be a factory (input_shape, num_classes) -> nn.Module, which "
                          "fedqr calls for each repeat's own initialisation: define "
                          f"def {func}(input_shape, num_classes): return ...")
-    if not callable(fn):
+    if fn is None:
         raise ValueError(f"model file {str(path)!r} has no function {func!r}")
+    if not callable(fn):
+        raise ValueError(f"model file {str(path)!r}: {func!r} is a {type(fn).__name__}, not a "
+                         "function; it must be a factory (input_shape, num_classes) -> "
+                         "nn.Module")
     factory: UserFactory = fn
     return factory
 
@@ -126,81 +128,6 @@ def _first_on_path(folder: Path) -> Iterator[None]:
     finally:
         with contextlib.suppress(ValueError):  # the user's code took it out itself
             sys.path.remove(entry)
-
-
-def check_model(build: ModelFactory, *, input_shape: tuple[int, ...], num_classes: int,
-                label: str, loss_fn: LossFn = per_sample_cross_entropy) -> Method:
-    """Build the model once and check it; return its per-sample method.
-
-    Raises
-    ------
-    ValueError
-        If the factory raises or returns no ``nn.Module``, the model has no parameters, holds
-        batch normalisation or dropout, mixes the rows of a batch, gives logits of the wrong
-        shape, or no per-sample gradients.
-    """
-    try:
-        model = build(torch.Generator().manual_seed(0))
-    except (Exception, SystemExit) as e:  # the user's factory (sys.exit included)
-        raise ValueError(f"model {label!r}: the factory raised {type(e).__name__}: {e}") from e
-    if not isinstance(model, nn.Module):
-        raise ValueError(f"model {label!r}: the factory must return a torch.nn.Module, "
-                         f"got {type(model).__name__}")
-    coupled = [type(m).__name__ for m in model.modules() if isinstance(m, _BATCH_COUPLED)]
-    if coupled:
-        raise ValueError(f"model {label!r} holds {coupled[0]}: batch normalisation mixes the "
-                         "samples of a batch, so per-sample gradients (and their clipping) "
-                         "are undefined; use nn.GroupNorm (or LayerNorm) instead")
-    dropout = [m for m in model.modules() if isinstance(m, _DROPOUT) and m.p > 0]
-    if dropout:
-        raise ValueError(f"model {label!r} holds {dropout[0]!r}: dropout draws from torch's "
-                         "global random generator, not the run's seed (runs would not be "
-                         "reproducible), and fedqr trains and evaluates the module as built; "
-                         "remove it or set p=0 (the clients' noise regularises already)")
-    if not any(p.requires_grad for p in model.parameters()):
-        raise ValueError(f"model {label!r} has no trainable parameters")
-    other = [(n, p.dtype) for n, p in model.named_parameters() if p.dtype != torch.float32]
-    if other:
-        raise ValueError(f"model {label!r} must hold float32 parameters (fedqr feeds float32 "
-                         f"rows and draws float32 noise), got {other[0][1]} for "
-                         f"{other[0][0]!r}: leave out .double() / .half() in the factory")
-    x = torch.zeros(2, *input_shape)
-    y = torch.zeros(2, dtype=torch.int64)
-    try:
-        out = model(x)
-    except Exception as e:
-        raise ValueError(f"model {label!r} cannot take inputs of shape {tuple(input_shape)}: "
-                         f"{type(e).__name__}: {e}") from e
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, num_classes):
-        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
-        raise ValueError(f"model {label!r} must map a batch of n inputs to (n, {num_classes}) "
-                         f"logits (num_classes={num_classes}), got {shape} for n=2")
-    _check_per_sample_loss(loss_fn, out, y, label=label)
-    check_rows_independent(model, input_shape=tuple(input_shape), label=label)
-    for method in (Method.GHOST, Method.VMAP):
-        try:
-            clipped_grad_sums(model, x, y, clip=1.0, norm="l2", method=method, loss_fn=loss_fn)
-            return method
-        except Exception as e:
-            error = e
-    raise ValueError(f"model {label!r}: per-sample gradients cannot be computed "
-                     f"({type(error).__name__}: {error}); a model without batch-coupled "
-                     "layers and with differentiable parameters is needed")
-
-
-def _check_per_sample_loss(loss_fn: LossFn, logits: torch.Tensor, y: torch.Tensor, *,
-                           label: str) -> None:
-    """``ValueError`` unless ``loss_fn(logits, y)`` is one loss per row (shape ``(n,)``): a
-    reduced loss (a mean) would scale every clipped gradient and the test loss silently."""
-    try:
-        loss = loss_fn(logits.detach(), y)
-    except Exception as e:  # the user's loss
-        raise ValueError(f"loss_fn (model {label!r}) raised {type(e).__name__}: {e}") from e
-    n = logits.shape[0]
-    if not isinstance(loss, torch.Tensor) or tuple(loss.shape) != (n,):
-        got = tuple(loss.shape) if isinstance(loss, torch.Tensor) else type(loss).__name__
-        raise ValueError(f"loss_fn must return one loss per row, shape (n,) (reduction="
-                         f"'none'), got {got} for n={n} (model {label!r})")
 
 
 def make_kernel(model: str | UserFactory | Kernel, *, input_shape: tuple[int, ...],
@@ -248,6 +175,9 @@ def make_kernel(model: str | UserFactory | Kernel, *, input_shape: tuple[int, ..
             raise ValueError(f"loss_fn applies to torch models; {model} trains cross-entropy")
         return LogRegKernel(num_features=math.prod(input_shape), num_classes=num_classes,
                             intercept=model == "linear")
+    if loss_fn is not None and not callable(loss_fn):
+        raise ValueError(f"loss_fn must be a callable (logits, y) -> one loss per row, shape "
+                         f"(n,), got loss_fn={loss_fn!r}")
     build, label = _factory(model, input_shape=input_shape, num_classes=num_classes,
                             hidden=tuple(int(h) for h in hidden))
     loss = loss_fn if loss_fn is not None else per_sample_cross_entropy

@@ -21,7 +21,7 @@ from torch.func import functional_call, grad, vmap
 from fedqr.models.kernel import KernelData
 from fedqr.models.logreg import Norm
 from fedqr.models.losses import LossFn
-from fedqr.models.torch_kernel import TorchKernel
+from fedqr.models.torch_kernel import TorchKernel, evaluation_mode
 
 __all__ = ["StackedColumns", "stacks_repeats"]
 
@@ -292,7 +292,8 @@ class StackedColumns:
         for start in range(0, self.x_test.shape[0], self.chunk_rows):
             x = self.x_test[start:start + self.chunk_rows]
             y = self.y_test[start:start + self.chunk_rows]
-            logits = vmap(forward, in_dims=(0, None))(params, x)  # (A, m, k)
+            with evaluation_mode(self.model):  # as the engine evaluates
+                logits = vmap(forward, in_dims=(0, None))(params, x)  # (A, m, k)
             loss = self.loss_fn(logits.reshape(-1, logits.shape[-1]), y.repeat(theta.shape[0]))
             total += loss.view(theta.shape[0], -1).double().sum(dim=1)
         mean: Tensor = total / self.y_test.shape[0]
