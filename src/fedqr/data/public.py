@@ -19,7 +19,7 @@ from fedqr.data._cells import column_difference
 from fedqr.data._labels import EmptyClassWarning
 from fedqr.data.federated import FederatedData
 from fedqr.data.source import OwnData
-from fedqr.data.tabular import read_table
+from fedqr.data.tabular import TableData, read_table
 
 __all__ = ["ProxyColumnsWarning", "align_features", "load_proxy", "parse_classes",
            "select_proxy_classes"]
@@ -117,18 +117,34 @@ def load_proxy(path: Path, *, classes: str | None, client_column: str, label_col
     try:
         t = read_table(path, client_column=client_column, label_column=label_column,
                        option=("proxy_data", "--proxy-data"), need_client=False)
+        x, y, client, x_test, y_test, k = t.x, t.y, t.client, t.x_test, t.y_test, t.num_classes
+        if classes is not None:  # selected and relabelled before the split and the statistics
+            kept = _selected(t, classes, seed=seed)
+            x, y, client, k = kept.x, kept.y, kept.client, kept.num_classes
+            x_test, y_test = (None, None) if t.x_test is None else (kept.x_test, kept.y_test)
         with warnings.catch_warnings():
-            if classes is not None:  # the file's labels may have gaps: checked once selected
+            if classes is not None:  # said of the proxy's own class numbers by _selected
                 warnings.simplefilter("ignore", EmptyClassWarning)
             data = FederatedData.from_arrays(
-                x=t.x, y=t.y, client=t.client, x_test=t.x_test, y_test=t.y_test,
-                test_share=None if t.x_test is not None else 0.2, standardize=True,
-                num_classes=t.num_classes, seed=seed, name=t.stem,
-                feature_names=t.feature_names)
+                x=x, y=y, client=client, x_test=x_test, y_test=y_test,
+                test_share=None if x_test is not None else 0.2, standardize=True,
+                num_classes=k, seed=seed, name=t.stem, feature_names=t.feature_names)
     except ValueError as e:
         raise ValueError(f"proxy_data {str(path)!r}: {e}") from None
-    return OwnData(data=data if classes is None else select_proxy_classes(data, classes),
-                   seed=seed)
+    return OwnData(data=data, seed=seed)
+
+
+def _selected(t: TableData, classes: str, *, seed: int) -> FederatedData:
+    """The file's rows (and test rows) of the classes ``classes`` keeps, relabelled, before any
+    split or standardisation: a label map and a file already relabelled the same way give the
+    same proxy, the same held-out rows and the same statistics."""
+    with warnings.catch_warnings():  # the file's labels may have gaps: checked once selected
+        warnings.simplefilter("ignore", EmptyClassWarning)
+        whole = FederatedData.from_arrays(
+            x=t.x, y=t.y, client=t.client, x_test=t.x if t.x_test is None else t.x_test,
+            y_test=t.y if t.y_test is None else t.y_test, standardize=False,
+            num_classes=t.num_classes, seed=seed, name=t.stem, feature_names=t.feature_names)
+    return select_proxy_classes(whole, classes)
 
 
 def select_proxy_classes(data: FederatedData, classes: str) -> FederatedData:
