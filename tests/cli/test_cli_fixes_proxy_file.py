@@ -198,3 +198,25 @@ def test_a_proxy_without_column_names_for_named_data_is_a_warning_line(
     res = runner.invoke(app, [*deployment, "--proxy-data", str(named)])
     assert res.exit_code == 0, res.output
     assert "no column names" not in res.stderr
+
+
+def test_a_replayed_plan_says_the_warnings_of_the_fresh_one(
+        tmp_path: Path, deployment: list[str]) -> None:
+    """The answer cache replayed the plan without the proxy's column warning (a tester's
+    find); the JSON keeps them under ``warnings``."""
+    rng = np.random.default_rng(2)
+    x = rng.normal(size=(200, 3)).astype(np.float32)
+    proxy = tmp_path / "unnamed.npz"
+    y = (x[:, 0] > 0).astype(np.int64) + (x[:, 1] > 0).astype(np.int64)
+    np.savez(proxy, x=x, y=y, client=np.zeros(200, np.int64))
+    cached = [a for a in deployment if a != "--no-cache"]
+    said = []
+    for _ in range(2):
+        res = runner.invoke(app, [*cached, "--proxy-data", str(proxy), "--json"])
+        assert res.exit_code == 0, res.output
+        doc = json.loads(res.stdout)
+        said.append((_flat(res.stderr).count(_flat("has no column names")), doc["warnings"],
+                     doc["simulated"] is None))
+    assert said[0][0] == said[1][0] == 1 and said[0][1] == said[1][1]
+    assert "has no column names" in said[0][1][0]
+    assert (said[0][2], said[1][2]) == (False, True)  # the second one was the stored answer

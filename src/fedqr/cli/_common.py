@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -106,8 +107,23 @@ staged = staged_dir
 
 
 __all__ = ["FIGURE_SUFFIXES", "check_out_dir", "check_out_file", "device", "err", "fail", "fail_on",
-           "floats", "mechanism_for", "out", "progress", "show_warnings", "staged", "warn_diverged",
-           "write_file_atomic", "write_json_atomic"]
+           "floats", "mechanism_for", "out", "progress", "recorded_warnings", "show_warnings",
+           "staged", "warn_diverged", "write_file_atomic", "write_json_atomic"]
+
+
+_RECORDERS: list[list[str]] = []
+
+
+@contextlib.contextmanager
+def recorded_warnings() -> Iterator[list[str]]:
+    """The texts of fedqr's own warnings :func:`show_warnings` prints inside the block (a
+    stored plan keeps them, so that its replay says them again)."""
+    texts: list[str] = []
+    _RECORDERS.append(texts)
+    try:
+        yield texts
+    finally:
+        _RECORDERS.remove(texts)
 
 
 def show_warnings(caught: list[warnings.WarningMessage], *,
@@ -122,6 +138,8 @@ def show_warnings(caught: list[warnings.WarningMessage], *,
         if Path(w.filename).resolve().is_relative_to(own):
             text = name_options(rewrite(str(w.message)))
             err.print(f"[yellow]warning:[/] {escape(text)}")
+            for texts in _RECORDERS:
+                texts.append(text)
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)
 

@@ -32,6 +32,7 @@ from fedqr.cli._common import (
     fail,
     fail_on,
     out,
+    recorded_warnings,
     write_file_atomic,
 )
 from fedqr.cli.data_options import (
@@ -244,7 +245,8 @@ def _plan_twin(o: dict[str, Any]) -> None:
     from fedqr.data import DataNotFoundError
 
     try:
-        result, scenario = twin_plan(o)
+        with recorded_warnings() as said:
+            result, scenario = twin_plan(o)
     except (DataNotFoundError, OSError) as e:  # data found nowhere (2) or unreadable (1)
         raise fail_on(e) from None
     except ValueError as e:
@@ -254,6 +256,7 @@ def _plan_twin(o: dict[str, Any]) -> None:
 
         write_file_atomic(plot, lambda p: plot_predicted_loss(result.predictions, p))
     doc = plan_document(result, scenario)  # through JSON, as a cached one
+    doc["warnings"] = said  # what loading and planning said: a replay says it again
     view = plan_view(doc)
     if key is not None:
         plan_cache.store(key, doc)

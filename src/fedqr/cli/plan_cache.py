@@ -49,6 +49,8 @@ from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+from rich.markup import escape
+
 import fedqr
 from fedqr._atomic import write_bytes_atomic
 from fedqr._cache import PLANNER_VERSION, cache_home
@@ -119,6 +121,8 @@ def replay(key: str, *, as_json: bool, started: float) -> bool:
         err.print(f"[yellow]warning:[/] unreadable or damaged cached plan {path}, planning "
                   f"again ({e!r}; --no-cache skips the cache)")
         return False
+    for text in doc.get("warnings", ()):  # what the fresh plan's data and planner said
+        err.print(f"[yellow]warning:[/] {escape(str(text))}")
     show_plan(view, as_json=as_json)
     return True
 
