@@ -34,6 +34,9 @@ CTX = click.Context(click.Command("plan", params=[
      "--lr-decay must be >= 0 and finite, got --lr-decay=-1.0"),
     ("out_dir must be a folder path, got out_dir='f'",
      "--out must be a folder path, got --out='f'"),
+    # a Python spelling quoted beside the option is left as it is (it said --test-share=None)
+    ("with --test-share 0.2 ('test_share=0.2' in Python)",
+     "with --test-share 0.2 ('test_share=0.2' in Python)"),
 ])
 def test_parameter_names_become_options(given: str, expected: str) -> None:
     assert name_options(given, CTX) == expected

@@ -34,6 +34,14 @@ def test_plan_json_has_the_recommended_object(tmp_path: Path) -> None:
     assert "read WITHOUT differential privacy" in " ".join(res.stderr.split())
     assert rec["sample_rate"] is None  # laplace: full local batches, in every schedule
     assert {p["sample_rate"] for p in rec["runner_ups"] + doc["predictions"]} == {None}
+
+    def rates(value: object) -> set[object]:  # every sample_rate in the proxy shift's record
+        if isinstance(value, dict):
+            return {v for k, v in value.items() if k == "sample_rate"}.union(
+                *(rates(v) for v in value.values()))
+        return set().union(*(rates(v) for v in value)) if isinstance(value, list) else set()
+
+    assert rates(rec["proxy_shift"]) == {None}  # they said 1.0 (a tester's find)
     assert {"mean", "stderr", "fitted", "proxy_std", "proxy_range", "re_simulated",
             "search_mean"} == set(rec["predicted_test_loss"])
     assert rec["method"] == "twin" and rec["data_used"]["kind"] == "clear-proxy"

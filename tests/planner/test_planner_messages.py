@@ -40,3 +40,22 @@ def test_a_replaced_first_choice_of_another_rate_names_both_rates() -> None:
             "first choice T=128, b=3, q=0.164414 (predicted") in said(0.164414)
     assert "at T=64, b=3, re-simulated on the plan's proxy: it replaces the search's first " \
            "choice T=128, b=3 (predicted" in said(1.0)
+
+
+def test_a_schedule_kept_though_it_lost_on_other_draws_says_why() -> None:
+    """'stays the best of the candidates on 0 of 4' read as an overrule that did not
+    happen; the rule (win on every run by 1% on average) is said, and only then."""
+    def said(still: str) -> str:
+        shift = {"proxy_std": 0.01, "alternatives": [{}] * 4, "recommended_still_best": still}
+        return message(Prediction(77, 6, 1.0, 0.51, 0.004), 0.6931, useful=True, shift=shift,
+                       cut_short=())
+
+    assert ("stays the best of the candidates on 0 of 4 (no other candidate beat it on the "
+            "plan's proxy and on every other draw, by 1% on average, so the search's choice "
+            "stands)") in said("0 of 4")
+    assert "stays the best of the candidates on 4 of 4;" in said("4 of 4") + ";"
+    assert "no other candidate" not in said("4 of 4")
+    cut = message(Prediction(128, 4, 1.0, 0.83, 0.004), 0.6931, useful=True, shift={},
+                  cut_short=[(4, 1.0, 128)])
+    assert "ended the search of b=4 at T=128, where the loss still fell (the next, longer " \
+           "schedule was estimated to cost more than the budget had left)" in cut

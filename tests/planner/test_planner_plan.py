@@ -69,7 +69,7 @@ def test_a_useless_fixed_sample_rate_is_named_with_its_batch() -> None:
     assert not plan.useful
     batch = re.search(r"at the sampling rate q = 0.003 the median client's expected batch "
                       r"is ([0-9.]+) rows; the planner chooses q itself with --sample-rate auto "
-                      r"\(sample_rate=None in Python\)", plan.message)
+                      r"\('sample_rate=None' in Python\)", plan.message)
     assert batch is not None, plan.message
     assert 0.5 < float(batch.group(1)) < 2.0  # 0.003 x ~360 rows
 

@@ -8,6 +8,7 @@ from typing import Any
 import numpy as np
 
 from fedqr.planner.budget import COARSE_SHARE, TwinSize
+from fedqr.planner.candidates import CONFIRM_MARGIN
 from fedqr.planner.proxy import Twin
 from fedqr.planner.scenario import Scenario
 from fedqr.planner.shift import headline_re_simulated
@@ -39,7 +40,7 @@ def sampling_hint(scenario: Scenario, twin: Twin) -> str:
     rows = q * float(np.median(twin.proxy.real_sizes))
     return (f", or sample more rows per reply: at the sampling rate q = {q:g} the median "
             f"client's expected batch is {rows:.1f} rows; the planner chooses q itself with "
-            f"--sample-rate auto (sample_rate=None in Python)")
+            f"--sample-rate auto ('sample_rate=None' in Python)")
 
 
 def budget_note(size: TwinSize | None, estimated_s: float) -> str:
@@ -115,18 +116,31 @@ def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
         message += (f"; proxy shift: +- {shift['proxy_std']:.4f} over "
                     f"{len(shift['alternatives'])} other draws of the proxy" + (
                         "" if still is None else
-                        f", the schedule stays the best of the candidates on {still}")
+                        f", the schedule stays the best of the candidates on {still}"
+                        + _why_it_stays(still, shift))
                     + _far_behind(shift))
     message += followed
     for b, q, t in cut_short:
         if (b, q) == (best.clients_per_round, best.sample_rate):
             message += (f"; the twin's time budget ended the search of b={b} at T={t}, where "
-                        f"the loss still fell: a larger time budget may find a larger T")
+                        f"the loss still fell (the next, longer schedule was estimated to cost "
+                        f"more than the budget had left): a larger time budget may find a "
+                        f"larger T")
     for b, q, t in at_limit:
         if (b, q) == (best.clients_per_round, best.sample_rate):
             message += (f"; the loss of b={b} still fell at T={t}, the largest T the search "
                         f"simulates (t_limit): more rounds may help further")
     return message
+
+
+def _why_it_stays(still: str, shift: dict[str, Any]) -> str:
+    """Why a schedule that lost on some of the proxy's other draws is still recommended (the
+    rule of :func:`fedqr.planner.candidates.confirm`), where it did not win on all of them."""
+    won, _, of = still.partition(" of ")
+    if shift.get("confirmed") is not None or won == of:
+        return ""
+    return (" (no other candidate beat it on the plan's proxy and on every other draw, by "
+            f"{CONFIRM_MARGIN:.0%} on average, so the search's choice stands)")
 
 
 def _far_behind(shift: dict[str, Any]) -> str:

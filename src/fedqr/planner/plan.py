@@ -82,13 +82,23 @@ class Plan:
                                             "re_simulated", {}).get("search_mean", r.mean),
                                         "proxy_std": self.proxy_shift.get("proxy_std"),
                                         "proxy_range": self.proxy_shift.get("range")},
-                "proxy_shift": self.proxy_shift,
+                "proxy_shift": self.proxy_shift if sampled else _full_batch(self.proxy_shift),
                 "method": self.method, "data_used": self.data_used,
                 "privacy_cost": self.privacy_cost, "useful": self.useful,
                 "beats_label_prior": (r.mean < self.prior_loss
                                       if math.isfinite(self.prior_loss) else None),
                 "message": self.message,
                 "runner_ups": [p.as_dict(sampled=sampled) for p in self.runner_ups()]}
+
+
+def _full_batch(value: Any) -> Any:
+    """``value`` (the proxy shift's record) with every ``sample_rate`` null, as the
+    recommendation's of a mechanism that reads each client's full batch."""
+    if isinstance(value, dict):
+        return {k: None if k == "sample_rate" else _full_batch(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_full_batch(v) for v in value]
+    return value
 
 
 def _proxy(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,
