@@ -203,3 +203,21 @@ def test_a_state_folder_serves_one_clients_rows(tmp_path: Path, listening: int,
     with pytest.raises(ValueError, match=r"holds the ledger of client 3 .* rows of client 4"):
         bind_state(named, data=other, owner="client 4")
     assert sorted(p.name for p in named.iterdir()) == [OWNER_FILE]
+
+
+def test_a_certificate_for_a_public_host_also_covers_the_loopback(tmp_path: Path) -> None:
+    """`certs --host server.example.org` covered that name alone: the SuperLink's own server
+    app process (SuperExec), which connects over 127.0.0.1, failed its TLS handshake and the
+    run never started (a tester's walkthrough of deployment.md)."""
+    from cryptography import x509
+
+    code, text = _invoke(["certs", str(tmp_path / "c"), "--host", "server.example.org",
+                          "--host", "10.0.0.1", "--nodes", "1"])
+    assert code == 0, text
+    cert = x509.load_pem_x509_certificate((tmp_path / "c" / "superlink.pem").read_bytes())
+    san = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+    names = set(san.get_values_for_type(x509.DNSName))
+    addresses = {str(a) for a in san.get_values_for_type(x509.IPAddress)}
+    assert names == {"server.example.org", "localhost"}
+    assert addresses == {"10.0.0.1", "127.0.0.1"}
+    assert "CN=server.example.org" in cert.subject.rfc4514_string()

@@ -165,3 +165,28 @@ def test_labels_must_match_rows() -> None:
     with pytest.raises(ValueError, match=r"y must have shape \(4,\)"):
         clipped_grad_sums(nn.Linear(3, 2), torch.randn(4, 3), torch.zeros(3, dtype=torch.int64),
                           clip=1.0, norm="l2")
+
+
+def test_vmap_chunks_are_bounded_by_the_models_size(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 12M-parameter model ran 256 rows at a time through vmap and stopped with the
+    allocator's 'can't allocate memory'; the chunk is now capped by the model's size, with
+    the same sums."""
+    import fedqr.models.per_sample as ps
+
+    model = nn.Sequential(nn.Linear(6, 16), nn.LayerNorm(16), nn.Linear(16, 3))
+    x = torch.randn(40, 6, generator=torch.Generator().manual_seed(0))
+    y = torch.arange(40) % 3
+    whole = clipped_grad_sums(model, x, y, clip=0.5, norm="l2", method="vmap")
+    seen: list[int] = []
+    chunk = ps._vmap_chunk
+
+    def spy(model: nn.Module, xc: torch.Tensor, *args: object, **kw: object) -> object:
+        seen.append(xc.shape[0])
+        return chunk(model, xc, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(ps, "_vmap_chunk", spy)
+    num_p = sum(p.numel() for p in model.parameters())
+    monkeypatch.setattr(ps, "VMAP_CHUNK_BYTES", 7 * ps.VMAP_ROW_COPIES * num_p * 4)
+    capped = clipped_grad_sums(model, x, y, clip=0.5, norm="l2", method="vmap")
+    assert max(seen) == 7 and sum(seen) == 40
+    torch.testing.assert_close(capped.grad, whole.grad, rtol=1e-5, atol=1e-6)

@@ -55,8 +55,16 @@ MAX_NODES = 10_000
 """The most SuperNode key pairs one call makes."""
 
 
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1")
+"""Names the SuperLink's certificate always covers besides the hosts given: the SuperLink's
+own Flower process for server apps (SuperExec) connects to it over the loopback, and a
+certificate for ``--host server.example.org`` alone failed its TLS handshake (the run never
+started)."""
+
+
 def make_certs(out: Path, *, hosts: list[str], num_nodes: int) -> list[Path]:
-    """Write the CA, the SuperLink's certificate for ``hosts`` and ``num_nodes`` key pairs.
+    """Write the CA, the SuperLink's certificate for ``hosts`` (and
+    :data:`LOOPBACK_HOSTS`) and ``num_nodes`` key pairs.
 
     Returns the files written. ``out`` must not hold certificates already (nothing is
     overwritten).
@@ -64,16 +72,16 @@ def make_certs(out: Path, *, hosts: list[str], num_nodes: int) -> list[Path]:
     Raises
     ------
     ValueError
-        If ``hosts`` is empty, ``num_nodes`` < 1 or ``out`` already holds ``ca.pem``.
+        If a host is not a name or address, ``num_nodes`` < 1 or ``out`` already holds
+        ``ca.pem``.
     """
-    if not hosts:
-        raise ValueError("--host must name at least one host name or address of the SuperLink")
     if not 1 <= num_nodes <= MAX_NODES:
         raise ValueError(f"--nodes must be in [1, {MAX_NODES}], got --nodes={num_nodes}")
     bad = [h for h in hosts if not 1 <= len(h) <= 64 or any(c.isspace() for c in h)]
     if bad:
         raise ValueError(f"--host must be a host name or address (1 to 64 characters, no "
                          f"spaces), got --host={bad[0]!r}")
+    hosts = [*hosts, *(h for h in LOOPBACK_HOSTS if h not in hosts)]
     check_writable_dir("directory", out)  # a file, or a place nothing can be written
     if (out / "ca.pem").exists():
         raise ValueError(f"{out} already holds ca.pem: give an empty folder (nothing is "

@@ -49,15 +49,15 @@ def _fail(message: str) -> typer.Exit:
 def certs(
     directory: Annotated[Path, typer.Argument(help="Empty folder for the files.")],
     host: Annotated[list[str] | None, typer.Option(
-        help="SuperLink host name or address (repeat); default localhost, 127.0.0.1.")] = None,
+        help="SuperLink host name or address (repeat); the certificate also covers localhost "
+             "and 127.0.0.1 (the SuperLink's own processes connect over them).")] = None,
     nodes: Annotated[int, typer.Option(help="Number of SuperNode key pairs.")] = 3,
 ) -> None:
     """Make a CA, the SuperLink's TLS certificate and one key pair per SuperNode."""
     from fedqr.flower.certs import make_certs
 
     try:
-        written = make_certs(directory, hosts=host or ["localhost", "127.0.0.1"],
-                             num_nodes=nodes)
+        written = make_certs(directory, hosts=host or [], num_nodes=nodes)
     except ValueError as e:
         raise _fail(str(e)) from None
     out.print(f"wrote {len(written)} files to {directory}: ca.pem (to every SuperNode), "
