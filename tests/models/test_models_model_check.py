@@ -186,3 +186,35 @@ def test_messages_name_what_the_user_gave(tmp_path: Path) -> None:
         load_factory(f"{f}:three")
     with pytest.raises(ValueError, match="has no function 'four'"):
         load_factory(f"{f}:four")
+
+
+class _Embed(nn.Module):
+    """Integer-coded features (codes 0..4 in each of 3 columns) through one Embedding."""
+
+    def __init__(self, k: int) -> None:
+        super().__init__()
+        self.emb, self.out = nn.Embedding(5, 4), nn.Linear(12, k)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.out(self.emb(x.long()).flatten(1))
+
+
+def test_a_model_failing_on_the_datas_rows_is_named_with_the_standardisation() -> None:
+    """An Embedding fed standardised codes stopped inside torch ('index out of range in
+    self'), naming neither the model nor the standardisation."""
+    import numpy as np
+
+    import fedqr
+
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 5, size=(120, 3)).astype(np.float32)
+    y, client = (x[:, 0] > 2).astype(np.int64), np.arange(120) % 4
+    run = dict(model=lambda s, k: _Embed(k), mechanism="laplace", eps=4.0, clip=5.0,
+               rounds=2, clients_per_round=2)
+    scaled = fedqr.FederatedData.from_arrays(x=x, y=y, client=client, test_share=0.25)
+    with pytest.raises(ValueError, match=r"model '<lambda>' fails on the data's training rows "
+                                         r"\(IndexError: .*standardize=False"):
+        fedqr.simulate(data=scaled, **run)
+    raw = fedqr.FederatedData.from_arrays(x=x, y=y, client=client, test_share=0.25,
+                                          standardize=False)
+    assert fedqr.simulate(data=raw, **run).final_test_loss is not None

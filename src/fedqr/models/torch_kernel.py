@@ -254,8 +254,10 @@ class TorchKernel:
         """The working model on the data's device and the inputs in ``input_shape``."""
         model = place_model(self.build(torch.Generator().manual_seed(0)), data.x.device,
                             channels_last=self.options.channels_last)  # frozen: seed 0's
-        return _Attached(self, model, data, data.x.view(-1, *self.input_shape),
-                         data.x_test.view(-1, *self.input_shape))
+        x, x_test = data.x.view(-1, *self.input_shape), data.x_test.view(-1, *self.input_shape)
+        for name, rows in (("training", x), ("test", x_test)):
+            _check_takes(model, rows[:_DATA_PROBE_ROWS], label=self.label, rows=name)
+        return _Attached(self, model, data, x, x_test)
 
     def describe(self) -> dict[str, object]:
         """Name, size (trainable parameters) and per-sample method; ``frozen_params`` where
@@ -265,6 +267,28 @@ class TorchKernel:
         if self.num_frozen:
             out["frozen_params"] = self.num_frozen
         return out
+
+
+_DATA_PROBE_ROWS = 64
+"""Rows of the data a model is run on when it is attached (its check ran on random rows)."""
+
+
+@torch.no_grad()
+def _check_takes(model: nn.Module, x: Tensor, *, label: str, rows: str) -> None:
+    """``ValueError`` naming the model and the data when its forward fails on ``x``, the
+    first rows of the run's data: an error inside torch (``IndexError: index out of range
+    in self`` of an Embedding fed standardised codes) said neither."""
+    if not x.shape[0]:
+        return
+    try:
+        with evaluation_mode(model):
+            model(x)
+    except Exception as e:  # the user's forward on the user's rows
+        raise ValueError(
+            f"model {label!r} fails on the data's {rows} rows ({type(e).__name__}: {e}); "
+            "its inputs are the data's features as fedqr feeds them: standardised by "
+            "default (standardize=False, --no-standardize, keeps them as given, e.g. integer "
+            "codes for an Embedding)") from e
 
 
 @dataclass(frozen=True)
