@@ -18,7 +18,7 @@ such a model looked random). A ``forward`` that mixes rows only in batches large
 time: the ghost method forms each layer's gradient from its hooks, so a weight shared by two
 layers (its norm is not the sum of the layers' squared norms) or used outside its layer
 (``F.linear(h, enc.weight.t())``: that use takes no hook) would be clipped wrongly; such a
-model is given the ``vmap`` method instead (:func:`fedqr.models.zoo.check_model`).
+model is given the ``vmap`` method instead (:func:`fedqr.models.model_check.check_model`).
 """
 
 from __future__ import annotations
