@@ -89,6 +89,13 @@ def test_arithmetic_mixed_says_when_it_runs_float32(tmp_path: Path) -> None:
     assert res.exit_code == 0, res.output  # the file's default, linear: not the coded pass
     said = " ".join(res.output.split())
     assert "it is for softmax regression (logreg), not linear" in said
+    # Poisson batches never take the coded pass: said (it was silent, result.json "mixed")
+    res = runner.invoke(app, ["run", "--data", str(tmp_path / "d.npz"), "--rounds", "3",
+                              "--clients-per-round", "2", "--mechanism", "gaussian",
+                              "--model", "logreg", "--sample-rate", "0.5",
+                              "--arithmetic", "mixed", "--out", str(tmp_path / "q")])
+    assert res.exit_code == 0, res.output
+    assert "Poisson batches (q = 0.5) run in float32" in " ".join(res.output.split())
 
 
 def test_gaussian_per_client_budgets(tmp_path: Path) -> None:

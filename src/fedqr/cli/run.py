@@ -193,6 +193,8 @@ def run(
     except ValueError as e:
         raise fail(str(e)) from None
     _warn_unprivate(mechanism, standardized_file=data is not None and standardize)
+    if arithmetic.strip().lower() == "mixed":  # asked for by name, not by auto
+        _warn_mixed_unused(mechanism, settings["sample_rate"])
     result = _simulate(source, kernel, settings)
     from fedqr.cli.run_view import write_run
 
@@ -213,6 +215,15 @@ def _warn_unprivate(mechanism: Mechanism, *, standardized_file: bool) -> None:
                   "clients' training rows, computed WITHOUT differential privacy (result.json "
                   "records them; a deployment standardises with public or agreed statistics): "
                   "--no-standardize uses the values as given")
+
+
+def _warn_mixed_unused(mechanism: Mechanism, sample_rate: object) -> None:
+    """Say that ``--arithmetic mixed`` leaves a run of Poisson batches in float32 (it is for
+    full-batch passes; result.json records what was asked)."""
+    if isinstance(sample_rate, float) and mechanism_for(mechanism).batch_rate(sample_rate) < 1:
+        err.print(f"[yellow]warning:[/] --arithmetic mixed is for full-batch passes "
+                  f"(laplace, or --sample-rate 1): this run's Poisson batches (q = "
+                  f"{sample_rate:g}) run in float32")
 
 
 def _nothing_to_plan(planning: dict[str, Any]) -> None:
