@@ -95,7 +95,7 @@ def test_arithmetic_mixed_says_when_it_runs_float32(tmp_path: Path) -> None:
                               "--model", "logreg", "--sample-rate", "0.5",
                               "--arithmetic", "mixed", "--out", str(tmp_path / "q")])
     assert res.exit_code == 0, res.output
-    assert "Poisson batches (q = 0.5) run in float32" in " ".join(res.output.split())
+    assert "Poisson batches (q = 0.5) take float32 products" in " ".join(res.output.split())
 
 
 def test_gaussian_per_client_budgets(tmp_path: Path) -> None:

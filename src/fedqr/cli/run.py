@@ -218,12 +218,14 @@ def _warn_unprivate(mechanism: Mechanism, *, standardized_file: bool) -> None:
 
 
 def _warn_mixed_unused(mechanism: Mechanism, sample_rate: object) -> None:
-    """Say that ``--arithmetic mixed`` leaves a run of Poisson batches in float32 (it is for
-    full-batch passes; result.json records what was asked)."""
+    """Say that ``--arithmetic mixed`` leaves a run of Poisson batches with float32 products
+    (it is for full-batch passes; the coded rows' norms still clip; result.json records what
+    was asked)."""
     if isinstance(sample_rate, float) and mechanism_for(mechanism).batch_rate(sample_rate) < 1:
         err.print(f"[yellow]warning:[/] --arithmetic mixed is for full-batch passes "
                   f"(laplace, or --sample-rate 1): this run's Poisson batches (q = "
-                  f"{sample_rate:g}) run in float32")
+                  f"{sample_rate:g}) take float32 products (clipped by the coded rows' "
+                  f"norms, which differ from float32's by their rounding bound)")
 
 
 def _nothing_to_plan(planning: dict[str, Any]) -> None:
