@@ -114,3 +114,28 @@ def test_a_run_the_ledger_cannot_take_is_refused_when_the_clients_report(tmp_pat
     check_budget_left(node, eps=2.5, whole=False, run_key="second")  # what is left: fits
     check_budget_left(node, eps=5.0, whole=True, run_key="first")  # the run it began
     check_budget_left(_settings(tmp_path / "fresh"), eps=2.0, whole=True, run_key="x")
+
+
+def test_a_budget_spent_whole_leaves_nothing_not_a_float_residue(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """0.7 + 0.6 of a budget of 1.3 leave 2.2e-16, which the refusal printed as what is left
+    (a tester's Flower walkthrough)."""
+    import types
+
+    import dp_accounting
+
+    import fedqr.flower.client_state as client_state
+    from fedqr.flower.own_data import check_budget_left
+    from fedqr.privacy import Accountant, PrivacyLedger
+
+    ledger = PrivacyLedger(eps=1.3, delta=0.0, accountant=Accountant.PURE, client_id=1)
+    for eps in (0.7, 0.6):
+        ledger.charge(dp_accounting.LaplaceDpEvent(noise_multiplier=1 / eps))
+    assert 0 < 1.3 - ledger.spent()[0] < 1e-15  # the residue itself
+    monkeypatch.setattr(client_state, "read_state",
+                        lambda _d: types.SimpleNamespace(ledger=ledger, answered={}))
+    node = dataclasses.replace(_settings(tmp_path), eps=1.3)
+    with pytest.raises(BudgetRefused, match=r"the run asks eps=0.5, more than the 0 left"):
+        check_budget_left(node, eps=0.5, whole=False, run_key="c")
+    with pytest.raises(BudgetRefused, match=r"run with --eps at most 0, what is left"):
+        check_budget_left(node, eps=1.3, whole=True, run_key="c")
