@@ -221,3 +221,10 @@ def test_a_certificate_for_a_public_host_also_covers_the_loopback(tmp_path: Path
     assert names == {"server.example.org", "localhost"}
     assert addresses == {"10.0.0.1", "127.0.0.1"}
     assert "CN=server.example.org" in cert.subject.rfc4514_string()
+    # what strict verifiers (openssl verify -x509_strict) require of the chain
+    ca = x509.load_pem_x509_certificate((tmp_path / "c" / "ca.pem").read_bytes())
+    assert ca.extensions.get_extension_for_class(x509.KeyUsage).value.key_cert_sign
+    assert cert.extensions.get_extension_for_class(x509.KeyUsage).value.digital_signature
+    ski = ca.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value.digest
+    aki = cert.extensions.get_extension_for_class(x509.AuthorityKeyIdentifier).value
+    assert aki.key_identifier == ski

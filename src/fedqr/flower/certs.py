@@ -93,6 +93,9 @@ def make_certs(out: Path, *, hosts: list[str], num_nodes: int) -> list[Path]:
           .public_key(ca_key.public_key()).serial_number(x509.random_serial_number())
           .not_valid_before(now).not_valid_after(now + datetime.timedelta(days=VALID_DAYS))
           .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
+          .add_extension(_key_usage(cert_sign=True), critical=True)
+          .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()),
+                         critical=False)
           .sign(ca_key, hashes.SHA384()))
     link_key = ec.generate_private_key(ec.SECP384R1())
     link = (x509.CertificateBuilder().subject_name(_name(hosts[0])).issuer_name(ca.subject)
@@ -102,6 +105,11 @@ def make_certs(out: Path, *, hosts: list[str], num_nodes: int) -> list[Path]:
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH]),
                            critical=False)
+            .add_extension(_key_usage(cert_sign=False), critical=True)
+            .add_extension(x509.SubjectKeyIdentifier.from_public_key(link_key.public_key()),
+                           critical=False)
+            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(
+                ca_key.public_key()), critical=False)
             .sign(ca_key, hashes.SHA384()))
     pem = serialization.Encoding.PEM
     written = {
@@ -120,6 +128,16 @@ def make_certs(out: Path, *, hosts: list[str], num_nodes: int) -> list[Path]:
     for path, (data, private) in written.items():
         _write(path, data, private=private)
     return list(written)
+
+
+def _key_usage(*, cert_sign: bool) -> x509.KeyUsage:
+    """The CA signs certificates (and CRLs); the SuperLink's EC key signs its TLS handshakes:
+    strict verifiers (``openssl verify -x509_strict``, Python 3.13's default context) refuse a
+    chain without these, and without the key identifiers."""
+    return x509.KeyUsage(digital_signature=not cert_sign, content_commitment=False,
+                         key_encipherment=False, data_encipherment=False,
+                         key_agreement=not cert_sign, key_cert_sign=cert_sign,
+                         crl_sign=cert_sign, encipher_only=False, decipher_only=False)
 
 
 def _private_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
