@@ -233,8 +233,6 @@ def check_budget_left(settings: NodeSettings, *, eps: float, whole: bool, run_ke
         return
     ledger = state.ledger
     spent, left = ledger.spent()[0], ledger.spendable_eps  # None: not additive (RDP, PLD)
-    if left is not None and left <= 1e-9 * ledger.eps_budget:
-        left = 0.0  # float residue of a budget spent whole (0.7 + 0.6 of 1.3: 2.2e-16 left)
     if whole:
         raise BudgetRefused(
             f"client budget is eps={ledger.eps_budget:g}, of which eps={spent:.6g} was spent "

@@ -57,11 +57,10 @@ def check_model(build: ModelFactory, *, input_shape: tuple[int, ...], num_classe
     except Exception as e:
         raise ValueError(f"model {label!r} cannot take inputs of shape {tuple(input_shape)}: "
                          f"{type(e).__name__}: {e}") from e
-    if not isinstance(out, torch.Tensor) or tuple(out.shape) != (2, num_classes):
-        shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+    if isinstance(out, torch.Tensor) and tuple(out.shape) != (2, num_classes):
         raise ValueError(f"model {label!r} must map a batch of n inputs to (n, {num_classes}) "
-                         f"logits (num_classes={num_classes}), got {shape} for n=2")
-    check_logits(out, 2, label=label)
+                         f"logits (num_classes={num_classes}), got {tuple(out.shape)} for n=2")
+    check_logits(out, 2, label=label)  # a tensor, floating point
     changed = [n for n, b in model.named_buffers() if n not in buffers
                or not torch.equal(b, buffers[n])]
     if changed:

@@ -166,9 +166,13 @@ class PrivacyLedger:
     @property
     def spendable_eps(self) -> float | None:
         """The eps a further release may still spend where budgets add up exactly (pure
-        composition: :attr:`remaining_eps`); ``None`` where they do not (RDP, PLD: what fits
+        composition: :attr:`remaining_eps`, 0 within :data:`BUDGET_RTOL` of the budget, as
+        0.7 + 0.6 of 1.3 leave 2.2e-16); ``None`` where they do not (RDP, PLD: what fits
         depends on the release, :meth:`would_exceed`)."""
-        return self.remaining_eps if self._kind is Accountant.PURE else None
+        if self._kind is not Accountant.PURE:
+            return None
+        left = self.remaining_eps  # a float residue within BUDGET_RTOL is nothing left
+        return 0.0 if left <= BUDGET_RTOL * self._eps_budget else left
 
     # -- charging ---------------------------------------------------------------------
     def would_exceed(self, event: dp_accounting.DpEvent, count: int = 1) -> bool:
