@@ -246,3 +246,43 @@ def test_pld_calibrates_an_eps_that_rdp_cannot_resolve() -> None:
     event = composed_event({gaussian_event(noise_multiplier=z, sample_rate=0.01): 3})
     spent = make_accountant(Accountant.PLD).compose(event).get_epsilon(0.01)
     assert 0.029 < spent <= 0.03 * (1 + 1e-9)
+
+
+@pytest.mark.parametrize(("eps", "delta"), [(0.3, 1e-5), (1.0, 1e-5), (8.0, 1e-6), (2.0, 0.1)])
+def test_useful_orders_keep_every_epsilon_at_or_below_the_target(eps: float,
+                                                                 delta: float) -> None:
+    """Epsilon over the kept orders equals the full one wherever that is at most ``eps``
+    (the minimiser is kept) and is never below it elsewhere; some orders are dropped."""
+    from fedqr.privacy import RDP_ORDERS, rdp_to_epsilon, single_step_rdp, useful_orders
+
+    kept = useful_orders(eps=eps, delta=delta)
+    assert 0 < len(kept) < len(RDP_ORDERS)
+    at = np.isin(RDP_ORDERS, kept)
+    below = above = 0
+    for z in np.geomspace(0.3, 30.0, 12):
+        for q in (0.01, 0.2, 1.0):
+            curve = single_step_rdp(gaussian_event(noise_multiplier=float(z), sample_rate=q))
+            part = single_step_rdp(gaussian_event(noise_multiplier=float(z), sample_rate=q),
+                                   orders=kept)
+            assert np.array_equal(part, curve[at])  # the same dp-accounting numbers
+            for count in (1, 10, 1_000):
+                full = rdp_to_epsilon(count * curve, delta=delta)[0]
+                pruned = rdp_to_epsilon(count * part, delta=delta, orders=kept)[0]
+                if full <= eps:
+                    assert pruned == full
+                    below += 1
+                else:
+                    assert pruned >= full
+                    above += 1
+    assert below > 10 and above > 10  # both sides of the target are reached
+
+
+def test_conversion_term_is_compute_epsilons_offset() -> None:
+    from dp_accounting.rdp import compute_epsilon
+
+    from fedqr.privacy import conversion_term
+
+    for order, delta in [(1.5, 1e-5), (12.0, 1e-5), (1024.0, 1e-3)]:
+        c = conversion_term(order, delta=delta)
+        for r in (0.5, 3.0):
+            assert compute_epsilon([order], [r], delta)[0] == pytest.approx(r + c, abs=1e-12)

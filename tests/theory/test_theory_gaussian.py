@@ -37,6 +37,30 @@ def test_table_halves_brackets_where_the_curves_bend(
         assert table.upper(r) >= exact * (1 - 1e-6)
 
 
+@pytest.mark.parametrize(("q", "eps"), [(0.01, 1.0), (0.2, 4.0), (0.5, 0.5)])
+def test_table_curves_give_every_epsilon_that_meets_the_target(q: float, eps: float) -> None:
+    """The table's curves (small orders that cannot give eps dropped, orders above 64 only
+    where the RDP at 64 leaves them room) give dp-accounting's epsilon over every order
+    wherever that meets the target, and never a smaller one elsewhere."""
+    from fedqr.privacy import gaussian_event, rdp_to_epsilon, single_step_rdp
+
+    table = RdpNoiseTable(sample_rate=q, eps=eps, delta=1e-5)
+    met = missed = 0
+    for z in np.geomspace(0.3, 20.0, 15):
+        full = single_step_rdp(gaussian_event(noise_multiplier=float(z), sample_rate=q))
+        curve = table._compute_rdp(float(z))
+        for count in (1, 5, 60, 900):
+            want = rdp_to_epsilon(count * full, delta=1e-5)[0]
+            got = rdp_to_epsilon(count * curve, delta=1e-5, orders=table._order_list)[0]
+            if want <= eps:
+                assert got == want
+                met += 1
+            else:
+                assert got >= want
+                missed += 1
+    assert met > 5 and missed > 5
+
+
 @pytest.mark.parametrize(("n", "b", "t"), [(10, 3, 7), (10, 10, 5), (7, 4, 13), (5, 1, 0)])
 def test_round_robin_replies_match_schedule(n: int, b: int, t: int) -> None:
     sched = make_schedule(num_clients=n, clients_per_round=b, rounds=t,

@@ -15,10 +15,12 @@ from fedqr.privacy.accounting import (
     RDP_ORDERS,
     Accountant,
     composed_event,
+    conversion_term,
     epsilon_spent,
     make_accountant,
     rdp_to_epsilon,
     single_step_rdp,
+    useful_orders,
 )
 from fedqr.privacy.calibrate import calibrate_noise_multiplier, paper_gaussian_sigma
 from fedqr.privacy.ledger import BUDGET_RTOL, PrivacyBudgetExceeded, PrivacyLedger
@@ -62,6 +64,7 @@ __all__ = [
     "as_mechanism",
     "calibrate_noise_multiplier",
     "composed_event",
+    "conversion_term",
     "epsilon_spent",
     "gaussian_event",
     "gaussian_std",
@@ -75,4 +78,5 @@ __all__ = [
     "sample_gaussian",
     "sample_laplace",
     "single_step_rdp",
+    "useful_orders",
 ]
