@@ -252,12 +252,11 @@ def _poisson_step(rows: StackedRows, run: TwinRun, theta: Tensor, rnd: _Round,
     th = theta[:, :c_act]
     g = poisson_gradient(rows, th, batch, norm=norm)
     g.add_(th * (rnd.c_sum * run.weight_decay))
-    noise = _noise(run, rnd, c_act, theta.shape[-2] * theta.shape[-1], generator)  # (C, K, P)
-    noise = noise.transpose(0, 1)
-    if rows.groups > 1:
-        noise = noise.unsqueeze(0).expand(rows.groups, *noise.shape).reshape(
-            -1, *noise.shape[1:])
-    g.add_(noise.reshape(th.shape)).mul_(lr)
+    num_params = theta.shape[-2] * theta.shape[-1]
+    noise = _noise(run, rnd, c_act, num_params, generator)  # (C, K, P)
+    # the stacked proxies (groups) share the draws: a broadcast view, not a copy
+    g.view(rows.groups, run.repeats, c_act, num_params).add_(noise.transpose(0, 1))
+    g.mul_(lr)
     th.mul_(rnd.c_sum).sub_(g)
 
 
