@@ -167,8 +167,8 @@ class PrivacyConfig:
                            high_open=True)
         if not self.spec.needs_delta:  # pure DP (or none): the run's record says delta 0,
             object.__setattr__(self, "delta", _zeros(self.delta))  # one or one per client
-        if not self.spec.private:  # no noise, no budget: the record says eps inf (null in
-            object.__setattr__(self, "eps", _infs(self.eps))  # JSON), not a budget unspent
+        if not self.spec.private:  # no noise, no budget: the record says eps inf ("inf" in
+            object.__setattr__(self, "eps", _infs(self.eps))  # config, null per client)
         _positive("clip", self.clip, allow_inf=True)
         q = self.sample_rate
         if isinstance(q, bool) or not isinstance(q, Real) or not 0 < q <= 1:
