@@ -256,7 +256,10 @@ def useful_orders(*, eps: float, delta: float) -> tuple[float, ...]:
     (:func:`conversion_term`; 0 where the KL bound applies to a tiny ``r``). An order whose
     ``c`` exceeds ``eps`` therefore gives more than ``eps`` whatever its RDP: it is never the
     minimiser where the epsilon is at most ``eps``, and dropping it changes no epsilon at or
-    below ``eps`` (above, the epsilon over the kept orders is at least the full one). The
+    below ``eps`` (above, the epsilon over the kept orders is at least the full one), except
+    where the KL shortcut makes a dropped order's epsilon 0: its RDP below about
+    ``delta ** 2``, a noise multiplier in the thousands; the kept orders then give a larger
+    epsilon (a conservative answer, never a smaller one). The
     small orders (1.1 to 9.3 at eps 1, delta 1e-5) are the expensive ones for the
     Poisson-subsampled Gaussian's RDP. Every order where none would be kept.
     """
