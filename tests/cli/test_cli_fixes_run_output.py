@@ -144,11 +144,18 @@ def test_the_final_accuracy_has_a_spread_only_over_several_repeats(tmp_path: Pat
                               str(repeats), "--out", str(out)])
     assert res.exit_code == 0, res.output
     line = next(ln for ln in res.stdout.splitlines() if ln.startswith("final test accuracy"))
-    std = json.loads((out / "result.json").read_text())["summary"]["final_test_accuracy_std"]
+    doc = json.loads((out / "result.json").read_text())
+    std = doc["summary"]["final_test_accuracy_std"]
+    losses = np.array([run["rounds"][-1]["test_loss"] for run in doc["runs"]])
+    loss_std = doc["summary"]["final_test_loss_std"]
+    assert loss_std == pytest.approx(losses.std(), rel=1e-12, abs=1e-15)  # population std
     if repeats == 1:
-        assert "+-" not in line and "(one repeat: no spread)" in line
+        assert "+-" not in line and "(one repeat: no spread)" in line and loss_std == 0
     else:
         assert f"+- {std:.4g} (std) over 3 repeats" in line
+        said = " ".join(res.stdout.split())  # the console may wrap the line at a space
+        mean = doc["summary"]["final_test_loss_mean"]
+        assert loss_std > 0 and f"test loss {mean:.4g} +- {loss_std:.4g} (" in said
 
 
 def test_a_run_without_noise_records_no_budget(tmp_path: Path) -> None:

@@ -36,10 +36,14 @@ def print_run_summary(doc: dict[str, object], elapsed: float, out_dir: Path) -> 
     out.print(table)
     config = doc.get("config")
     repeats = config.get("repeats", 1) if isinstance(config, dict) else 1
+    several = isinstance(repeats, int) and repeats > 1
     spread = (f" +- {_fmt(summary['final_test_accuracy_std'])} (std) over {repeats} repeats"
-              if isinstance(repeats, int) and repeats > 1 else " (one repeat: no spread)")
+              if several else " (one repeat: no spread)")
+    loss_std = summary.get("final_test_loss_std")  # absent from result.json files before it
+    loss_spread = f" +- {_fmt(loss_std)}" if several and loss_std is not None else ""
     out.print(f"final test accuracy {_fmt(summary['final_test_accuracy_mean'])}{spread}, "
-              f"test loss {_fmt(summary['final_test_loss_mean'])}  ({elapsed:.1f} s)")
+              f"test loss {_fmt(summary['final_test_loss_mean'])}{loss_spread}  "
+              f"({elapsed:.1f} s)")
     out.print(f"wrote {out_dir / 'result.json'}, {out_dir / 'training.png'} and "
               f"{out_dir / 'model.npz'}")
 
