@@ -125,6 +125,7 @@ def test_heart_three_hospitals_planned_and_run_with_cleveland_as_proxy(heart: Pa
     (["--proxy-classes", "MAP"], "--proxy-classes: classes must be integers in [0, 1]"),
     (["--proxy-classes", "BADMAP"], "--proxy-classes: the label map"),
     (["--proxy-classes", "NOFILE"], "--proxy-classes: label map file not found"),
+    (["--proxy-classes", "DUPMAP"], "names proxy label 0 twice, got '0': 0 after 1"),
     (["--proxy-data", "WIDE"], "--proxy-data must have the deployment's 10 features"),
     (["--proxy-data", "MISSING"], "--proxy-data must be an existing"),
 ])
@@ -132,10 +133,13 @@ def test_bad_proxy_exits_2_names_the_option_and_writes_nothing(
         extra: list[str], message: str, heart: Path, tmp_path: Path) -> None:
     (tmp_path / "map.json").write_text(json.dumps({"0": 0, "7": 1}))
     (tmp_path / "bad.json").write_text("[0, 1]")
+    # a repeated key: JSON readers keep the last value ({0: 0, 1: 1}, valid), silently
+    (tmp_path / "dup.json").write_text('{"0": 1, "0": 0, "1": 1}')
     wide = tmp_path / "wide.csv"
     rows = (heart / "hospital_cleveland.csv").read_text().splitlines()
     wide.write_text("\n".join(r + ",1" for r in rows) + "\n")  # an 11th feature
     subs = {"MAP": str(tmp_path / "map.json"), "BADMAP": str(tmp_path / "bad.json"),
+            "DUPMAP": str(tmp_path / "dup.json"),
             "NOFILE": str(tmp_path / "none.json"), "WIDE": str(wide),
             "MISSING": str(tmp_path / "none.csv")}
     extra = [subs.get(v, v) for v in extra]

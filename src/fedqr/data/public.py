@@ -71,28 +71,38 @@ class _Beyond(Exception):
 def _read_label_map(path: Path) -> dict[int, int]:
     """A label map file: a JSON object of integer proxy labels to integer deployment labels."""
     try:
-        doc = json.loads(path.read_text(encoding="utf-8"))
+        doc = json.loads(path.read_text(encoding="utf-8"), object_pairs_hook=_Pairs)
     except FileNotFoundError:
         raise ValueError(f"proxy_classes: label map file not found, got "
                          f"proxy_classes={str(path)!r}") from None
     except (OSError, UnicodeDecodeError, ValueError) as e:
         raise ValueError(f"proxy_classes: cannot read the label map {str(path)!r}: "
                          f"{e}") from None
-    if not isinstance(doc, dict) or not doc:
+    if not isinstance(doc, _Pairs) or not doc:
+        got = "an empty object" if isinstance(doc, _Pairs) else \
+            f"{type(doc).__name__} {doc!r:.60}"
         raise ValueError(f"proxy_classes: the label map {str(path)!r} must be a non-empty JSON "
-                         f"object {{\"proxy label\": deployment label}}, got "
-                         f"{type(doc).__name__} {doc!r:.60}")
+                         f"object {{\"proxy label\": deployment label}}, got {got}")
     mapping: dict[int, int] = {}
-    for key, value in doc.items():
+    for key, value in doc:
         try:
             k = int(key)
         except ValueError:
             k = -1
         if k < 0 or isinstance(value, bool) or not isinstance(value, int) or value < 0:
+            shown = dict(value) if isinstance(value, _Pairs) else value
             raise ValueError(f"proxy_classes: the label map {str(path)!r} must map integer "
-                             f"labels >= 0 to integer labels >= 0, got {key!r}: {value!r}")
+                             f"labels >= 0 to integer labels >= 0, got {key!r}: {shown!r}")
+        if k in mapping:  # JSON keeps the last of a repeated key: a silent choice
+            raise ValueError(f"proxy_classes: the label map {str(path)!r} names proxy label "
+                             f"{k} twice, got {key!r}: {value!r} after {mapping[k]!r}")
         mapping[k] = value
     return mapping
+
+
+class _Pairs(list[tuple[str, object]]):
+    """A JSON object's ``(key, value)`` pairs in order, repeated keys kept (a label map
+    naming a proxy label twice is refused, not read as its last value)."""
 
 
 def load_proxy(path: Path, *, classes: str | None, client_column: str, label_column: str,
