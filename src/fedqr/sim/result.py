@@ -178,7 +178,7 @@ class SimResult:
                 "final_test_accuracy_mean": float(self._final_accuracy().mean()),
                 "final_test_accuracy_std": float(self._final_accuracy().std()),
                 "final_test_loss_mean": float(self.final("test_loss").mean()),
-                "final_test_loss_std": float(self.final("test_loss").astype(np.float64).std()),
+                "final_test_loss_std": float(self.final("test_loss").std()),
             }),
         }
 
