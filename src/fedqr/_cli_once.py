@@ -4,7 +4,10 @@ click keeps the last of repeated values (``--eps 4 ... --eps 8`` runs with eps 8
 privacy budget, a script that appends an option would change the budget without a word.
 :class:`OnceCommand` refuses an option given twice before the command runs (a usage error,
 exit 2), except options that take several values (``multiple``). It also refuses an empty
-path (``--out ""``), which click would read as the current folder.
+path (``--out ""``), which click would read as the current folder. Its ``--help`` is click's
+plain layout: typer's rich table gives a command of many options (and flag pairs such as
+``--cache/--no-cache``) a help column of under 20 characters on an 80-column terminal or a
+pipe.
 
 Light on purpose: imported by every command module (click and typer only).
 """
@@ -59,6 +62,12 @@ class OnceCommand(TyperCommand):
                     ctx=ctx)
             seen[str(param.name)] = name
         return super().parse_args(ctx, args)
+
+    def format_help(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        """click's plain help (options and their text in two columns, wrapped to the
+        terminal), without the backslash typer puts before ``[default: ...]`` for rich."""
+        click.Command.format_help(self, ctx, formatter)
+        formatter.buffer[:] = [text.replace("\\[", "[") for text in formatter.buffer]
 
 
 def _check_path_value(ctx: click.Context, param: click.Option, name: str, value: str) -> None:

@@ -104,3 +104,19 @@ def test_what_reads_the_clients_data_without_privacy_is_said(tmp_path: Path,
     said = " ".join(res.stderr.split())
     assert "--mechanism none adds no noise and spends no budget" in said
     assert "standardised" not in said
+
+
+def test_a_twin_budget_the_logistic_twin_ignores_is_said(tmp_path: Path,
+                                                        scenario: list[str]) -> None:
+    """``--twin-budget`` sizes the twin of a network; the logistic twin (logreg, linear) runs
+    its whole search, so a budget given for it is named as ignored (it was silently)."""
+    i = scenario.index("--model")
+    logistic = [*scenario[:i], "--model", "linear", *scenario[i + 4:]]  # no --hidden
+    for args, ignored in ((logistic, True), (scenario, False)):
+        res = runner.invoke(app, ["plan", *args, "--twin-budget", "2", "--twin-repeats", "2",
+                                  "--json", "--no-cache"])
+        assert res.exit_code == 0, res.output
+        said = ("--twin-budget=2 is ignored: it sizes the twin of a model other than softmax "
+                "regression, and the twin of model linear runs its whole search")
+        assert (said in " ".join(res.stderr.split())) is ignored
+        assert (said in json.loads(res.stdout)["warnings"]) is ignored

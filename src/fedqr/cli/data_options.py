@@ -70,10 +70,12 @@ TwinRepeatsOpt = Annotated[int | None, typer.Option(
              "12 on fewer).")]
 
 TwinBudgetOpt = Annotated[float | None, typer.Option(
-        help="Seconds (estimated) the twin of a model other than logreg may simulate "
-             "(default 12 per 1,000 proxy rows, 15 to 45, raised up to 300 for a model whose "
-             "first race would take over 40% of it, or to follow the leading schedule whose "
-             "loss still falls; a given budget is never raised).")]
+        help="Seconds (estimated) the twin of a model other than logreg and linear may "
+             "simulate (default 12 per 1,000 proxy rows, 15 to 45, raised up to 300 for a "
+             "model whose first race would take over 40% of it, or to follow the leading "
+             "schedule whose loss still falls; a given budget is never raised). The twin of "
+             "logreg and linear runs its whole search: a budget given for it is ignored, "
+             "with a warning.")]
 
 
 MAX_WIDTH = 1_000_000

@@ -204,7 +204,9 @@ def run_planner(scenario: Scenario, choice: ProxyChoice, *, twin_repeats: int | 
 
             plan = plan_with_pilot(scenario, proxy=choice, settings=settings, device=device,
                                    use_cache=use_cache, progress=tick, pilot_share=pilot_share)
-    show_warnings(caught)  # after the progress bar; on an error, only the error is shown
+    # after the progress bar (on an error, only the error is shown); the planner's setting
+    # named as the option that gave it
+    show_warnings(caught, rewrite=lambda text: text.replace("time_budget_s", "twin_budget"))
     return plan
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 import time
+import warnings
 from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
@@ -187,6 +188,10 @@ def make_plan(scenario: Scenario, *, proxy: ProxyChoice | None = None,
     dev = torch.device(device)
     real, real_sizes = _clients(scenario, choice, sizes)
     twin = build_twin(scenario, choice, real, real_sizes, dev, st)
+    if twin.kernel is None and st.time_budget_s is not None:
+        warnings.warn(f"time_budget_s={st.time_budget_s:g} is ignored: it sizes the twin of a "
+                      f"model other than softmax regression, and the twin of model "
+                      f"{scenario.model_name} runs its whole search", stacklevel=2)
     proxy_doc = {"use": choice.use.value, "share": choice.share,
                  "public": None if choice.public is None else choice.public.identity()}
     key = cache_key(scenario, proxy_doc, st, sizes=sizes, kernel=twin.kernel,
