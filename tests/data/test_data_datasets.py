@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -54,6 +56,31 @@ def test_scalar_mean_std_matches_numpy() -> None:
     mean, std = scalar_mean_std(x)
     assert mean == pytest.approx(float(x.mean()), rel=1e-12)
     assert std == pytest.approx(float(x.std()), rel=1e-12)
+
+
+_FORK_BESIDE = """
+import subprocess, threading
+import numpy as np
+from fedqr.data.datasets import scalar_mean_std
+
+x = np.random.default_rng(0).random((60000, 64), dtype=np.float32)
+done = []
+worker = threading.Thread(target=lambda: done.extend(scalar_mean_std(x) for _ in range(5)))
+worker.start()
+while worker.is_alive():  # a fork (not vfork: preexec_fn) runs the libraries' fork handlers
+    subprocess.run(["true"], preexec_fn=lambda: None, check=True)
+print(len(done))
+"""
+
+
+def test_scalar_mean_std_finishes_while_another_thread_forks() -> None:
+    """Flower's simulation loads the data in a thread while it starts Ray's processes:
+    OpenBLAS's threaded dot product, which the sum of squares used, waited forever there for
+    a worker thread its fork handler had stopped (1 simulation in about 15)."""
+    out = subprocess.run([sys.executable, "-c", _FORK_BESIDE], capture_output=True, text=True,
+                         timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["5"]
 
 
 def test_fraction_subset(digits: Dataset) -> None:

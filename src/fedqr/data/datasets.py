@@ -115,7 +115,11 @@ def scalar_mean_std(x: NDArray[Any]) -> tuple[float, float]:
     """Mean and (population) standard deviation over all elements of ``x``.
 
     Accumulates in float64, chunk by chunk along the first axis (two passes), so a
-    large ``uint8`` or ``float32`` array is never copied whole to float64.
+    large ``uint8`` or ``float32`` array is never copied whole to float64. The sum of
+    squares is numpy's own loop (``einsum``), not BLAS: OpenBLAS's threaded ``ddot``,
+    called while another thread of the process forks (Flower's simulation starts Ray's
+    processes while its ServerApp loads the data in a thread), can wait forever for a
+    worker thread that its fork handler stopped (seen once in about 15 simulations).
     """
     if x.size == 0:
         raise ValueError("x must hold at least one element, got x.size=0")
@@ -127,7 +131,7 @@ def scalar_mean_std(x: NDArray[Any]) -> tuple[float, float]:
     sq = 0.0
     for start in range(0, rows.shape[0], _STATS_CHUNK_ROWS):
         dev = rows[start : start + _STATS_CHUNK_ROWS].astype(np.float64) - mean
-        sq += float(np.dot(dev.ravel(), dev.ravel()))
+        sq += float(np.einsum("i,i->", dev.ravel(), dev.ravel()))
     return mean, math.sqrt(sq / x.size)
 
 
