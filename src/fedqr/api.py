@@ -11,6 +11,7 @@ import os
 import time
 import warnings
 from collections.abc import Callable, Sequence
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -58,6 +59,28 @@ def _source(data: object, seed: int, *, name: str = "data") -> DataSource:
             if isinstance(data, str | os.PathLike) else "")
     raise ValueError(f"{name} must be a FederatedData or a DataSpec, got "
                      f"{type(data).__name__}{hint}")
+
+
+def _public(proxy: object, classes: object, seed: int) -> DataSource:
+    """``plan``'s public proxy: a file read as ``--proxy-data`` reads it, or a data set, its
+    classes selected by ``classes`` as ``--proxy-classes`` selects them."""
+    from fedqr.data.public import load_proxy, select_proxy_classes
+
+    if classes is not None and not isinstance(classes, str):
+        raise ValueError(f"proxy_classes must be a string such as '0-9', '0,1,5' or a .json "
+                         f"label map, got {type(classes).__name__}")
+    if isinstance(proxy, str | os.PathLike):
+        try:
+            return load_proxy(Path(proxy), classes=classes, client_column="client",
+                              label_column="label", seed=seed)
+        except ValueError as e:  # named as this function's parameter
+            raise ValueError(str(e).replace("proxy_data", "proxy")) from None
+    source = _source(proxy, seed, name="proxy")
+    if classes is None:
+        return source
+    pool = (source.data if isinstance(source, OwnData)
+            else FederatedData.from_client_data(source.build()))
+    return OwnData(data=select_proxy_classes(pool, classes), seed=seed)
 
 
 def simulate(
@@ -201,7 +224,9 @@ def plan(
     clients_per_round: int | None = None, lr: float = 0.05, lr_decay: float = 0.01,
     lr_schedule: LrSchedule = LrSchedule.INVERSE_TIME, weight_decay: float = 0.01,
     accountant: Accountant | str | None = None, aggregation: Aggregation = Aggregation.PAPER,
-    data_use: DataUse | str = DataUse.CLEAR_PROXY, proxy: FederatedData | DataSpec | None = None,
+    data_use: DataUse | str = DataUse.CLEAR_PROXY,
+    proxy: FederatedData | DataSpec | str | os.PathLike[str] | None = None,
+    proxy_classes: str | None = None,
     proxy_share: float | None = None, twin_repeats: int | None = None, seed: int = 0,
     hidden: Sequence[int] | None = None, device: str | torch.device = "cpu",
     use_cache: bool = True, progress: Callable[[str, int], None] | None = None,
@@ -210,8 +235,11 @@ def plan(
 
     ``data_use="clear-proxy"`` (default) reads a share of the clients' data WITHOUT privacy
     (the plan says so); ``"public-proxy"`` trains the twin on ``proxy`` (public data with the
-    clients' features and classes) and reads only the clients' sizes. Other parameters as
-    :func:`simulate`.
+    clients' features and classes: a :class:`FederatedData`, a :class:`DataSpec`, or a file
+    read as ``fedqr plan --proxy-data FILE`` reads it, a ``.csv`` or ``.parquet`` without a
+    client column included) and reads only the clients' sizes; ``proxy_classes`` keeps and
+    relabels the proxy's classes as ``--proxy-classes`` does (``"0-9"``, ``"0,1,5"`` or a
+    ``.json`` label map). Other parameters as :func:`simulate`.
     """
     mech = parse_enum(Mechanism, "mechanism", mechanism)
     budget = budget_values(mech, eps, delta)
@@ -242,17 +270,20 @@ def plan(
         weight_decay=weight_decay, aggregation=aggregation,
         kernel=None if model is None else Workload.of(source, model, hidden=widths).kernel)
     if use is DataUse.CLEAR_PROXY:
-        if proxy is not None:
-            raise ValueError("proxy needs data_use='public-proxy', got data_use='clear-proxy'")
+        if proxy is not None or proxy_classes is not None:
+            raise ValueError(f"{'proxy' if proxy is not None else 'proxy_classes'} needs "
+                             f"data_use='public-proxy', got data_use='clear-proxy'")
         choice = ProxyChoice(use=use, share=proxy_share)
     elif proxy is None:
         raise ValueError(f"data_use={use.value!r} needs proxy= (public data with the "
                          "clients' features and classes), got none")
     else:
-        public = _source(proxy, seed + 1, name="proxy")
+        public = _public(proxy, proxy_classes, seed + 1)
+        label = (getattr(public.dataset, "value", None)
+                 or str(public.identity().get("name") or "own"))
         choice = ProxyChoice(use=DataUse.PUBLIC_PROXY, share=proxy_share, public=public,
-                             public_label=getattr(public.dataset, "value", None)
-                             or str(public.identity().get("name") or "own"))
+                             public_label=label if proxy_classes is None
+                             else f"{label}, classes {proxy_classes}")  # as the CLI says
     if twin_repeats is not None:
         twin_repeats = check_int_range("twin_repeats", twin_repeats, 2)
     settings = SearchSettings(repeats=twin_repeats, seed=seed)

@@ -187,7 +187,10 @@ def test_a_plan_that_is_not_useful_is_not_run(budget: dict[str, Any], tmp_path: 
     ({"accountant": "rdp"}, "accountant must be left out or 'pure' for the laplace mechanism"),
     ({"sample_rate": 0.5}, r"full local data \(q = 1\), got sample_rate=0.5"),
     ({"data_use": "public-proxy", "proxy": "pub.csv"},
-     r"proxy must be a FederatedData or a DataSpec, got str \(a file: proxy=fedqr"),
+     r"proxy must be an existing .npz, .csv or .parquet file, got proxy='pub.csv' \(no such"),
+    ({"data_use": "public-proxy", "proxy": 3}, r"proxy must be a FederatedData or a DataSpec"),
+    ({"proxy_classes": "0-1"}, "proxy_classes needs data_use='public-proxy', got "
+                               "data_use='clear-proxy'"),
     ({"data": "clients.csv"}, "data must be a FederatedData or a DataSpec, got str"),
 ])
 def test_plan_refuses_bad_input_by_name(budget: dict[str, Any], change: dict[str, Any],
@@ -235,9 +238,39 @@ def test_a_public_proxy_of_other_classes_is_told_how_to_select_them_in_python(
                                             client=data.client, test_share=0.25, seed=0)
     with pytest.raises(ValueError, match=re.escape(
             "got 6 features and 3 classes; select or map its classes with "
+            "proxy_classes='0-9' (a range, a list '0,1,5' or a label map file), or "
             "fedqr.data.public.select_proxy_classes(proxy, '0-9')")):
         fedqr.plan(**budget, data_use="public-proxy", proxy=three, use_cache=False)
     assert select_proxy_classes(three, "0,1").num_classes == 2  # what the message offers
+    selected = fedqr.plan(**budget, data_use="public-proxy", proxy=three, proxy_classes="0,1",
+                          use_cache=False)
+    assert selected.document["recommended"]["data_used"]["proxy"] == "arrays, classes 0,1"
+    with pytest.raises(ValueError, match=r"proxy_classes must be a string"):
+        fedqr.plan(**budget, data_use="public-proxy", proxy=three, proxy_classes=[0, 1])
+
+
+def test_a_public_proxy_file_without_a_client_column_is_planned_as_the_cli_plans_it(
+        budget: dict[str, Any], tmp_path: Path) -> None:
+    """``proxy="FILE"`` reads the file as ``fedqr plan --proxy-data FILE`` does: a CSV without
+    a client column, its rows pooled and dealt to the clients by their sizes."""
+    data = budget["data"]
+    rng = np.random.default_rng(5)
+    names = [f"f{i}" for i in range(data.num_features)]
+    rows = rng.normal(size=(400, data.num_features))
+    table = "\n".join([",".join([*reversed(names), "label"])] + [  # columns by name, any order
+        ",".join([*(f"{v:.6f}" for v in reversed(r)), str(int(r[0] > 0))]) for r in rows])
+    path = tmp_path / "public.csv"
+    path.write_text(table + "\n")
+    named = fedqr.FederatedData.from_arrays(x=data.x, y=data.y, client=data.client,
+                                            test_share=0.25, seed=0, feature_names=names)
+    plan = fedqr.plan(**{**budget, "data": named}, data_use="public-proxy", proxy=path,
+                      use_cache=False)
+    used = plan.document["recommended"]["data_used"]
+    assert (used["proxy"], used["reads_private_data"]) == ("public", False)
+    assert plan.rounds >= 0 and math.isfinite(plan.predicted_test_loss)
+    cli_like = fedqr.plan(**{**budget, "data": named}, data_use="public-proxy",
+                          proxy=str(path), use_cache=False)
+    assert (cli_like.rounds, cli_like.clients_per_round) == (plan.rounds, plan.clients_per_round)
 
 
 @pytest.mark.parametrize(("change", "needle"), [

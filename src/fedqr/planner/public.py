@@ -57,8 +57,9 @@ def kernel_io(kernel: Kernel | None) -> tuple[int, int] | None:
 
 CLASSES_HINT = "select or map its classes with --proxy-classes"
 """How a command line selects a proxy's classes (:func:`check_fits`'s default hint)."""
-PYTHON_CLASSES_HINT = ("select or map its classes with fedqr.data.public.select_proxy_classes("
-                       "proxy, '0-9') (a range, a list '0,1,5' or a label map file)")
+PYTHON_CLASSES_HINT = ("select or map its classes with proxy_classes='0-9' (a range, a list "
+                       "'0,1,5' or a label map file), or "
+                       "fedqr.data.public.select_proxy_classes(proxy, '0-9')")
 """The same in Python (``fedqr.plan(proxy=...)``)."""
 
 
