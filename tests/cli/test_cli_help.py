@@ -28,3 +28,26 @@ def test_help_fits_80_columns_with_a_wide_help_column(command: list[str]) -> Non
               if line.startswith(" " * 30) and line.strip()}
     assert starts and max(starts) <= 40, starts
     assert "--help" in res.output and "Show this message and exit." in res.output
+
+
+@pytest.mark.parametrize(("command", "shown", "hidden"), [
+    ("simulate", [], ["--superlink", "--insecure", "--proxy-data", "--node-timeout"]),
+    ("deploy", ["--node-timeout"], ["--superlink", "--root-certificates", "--proxy-dataset"]),
+    ("run", ["--superlink", "--root-certificates", "--insecure", "--proxy-dataset",
+             "--proxy-data", "--proxy-classes"], ["--node-timeout"]),
+])
+def test_flower_help_lists_only_the_options_its_command_takes(command: str, shown: list[str],
+                                                               hidden: list[str]) -> None:
+    """simulate, deploy and run share one function; another command's options are hidden from
+    a command's help, and still refused by name when given."""
+    res = runner.invoke(app, ["flower", command, "--help"], terminal_width=80, prog_name="fedqr")
+    assert res.exit_code == 0, res.output
+    listed = {line.split()[0] for line in res.output.splitlines() if line.startswith("  --")}
+    assert set(shown) <= listed and not set(hidden) & listed, listed
+    assert "--rounds" in listed and "--eps" in listed
+    if hidden[0] == "--superlink":
+        res = runner.invoke(app, ["flower", command, "--superlink", "127.0.0.1:9"],
+                            prog_name="fedqr")
+        assert res.exit_code == 2
+        assert "--superlink HOST:PORT is required by fedqr flower run" in " ".join(
+            res.output.split())

@@ -23,6 +23,7 @@ def _check_out(path: Path | None) -> None:
 
 def audit(
     mechanism: Annotated[Mechanism, typer.Option(
+        metavar="[laplace|gaussian]",  # the others are refused, with the reason
         help="Client-side DP mechanism to audit: laplace or gaussian (the densities the canary "
              "game is derived for).")]
         = Mechanism.GAUSSIAN,

@@ -19,6 +19,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import click
 import typer
 from rich.console import Console
 
@@ -324,12 +325,33 @@ def _write(out_dir: Path, doc: dict[str, Any], theta: Any) -> None:
         write_json_atomic(stage / "result.json", finite_json(doc))
 
 
-flower_app.command("simulate", cls=OnceCommand, help="FedSGD-DPC in Flower's simulation "
-                   "runtime (N virtual SuperNodes).")(command)
-flower_app.command("deploy", cls=OnceCommand, help="FedSGD-DPC on a SuperLink and N "
-                   "SuperNodes started on 127.0.0.1.")(command)
-flower_app.command("run", cls=OnceCommand, help="Submit a run to a SuperLink whose SuperNodes "
-                   "hold their own data and budgets.")(command)
+_ONLY = {"remote": ("superlink", "root_certificates", "insecure", "proxy_dataset", "proxy_data",
+                    "proxy_classes"), "deployment": ("node_timeout",)}
+"""The options of one mode only: the others refuse them (:func:`_check_mode`, ``auto_choice``)
+and leave them out of their ``--help``."""
+
+
+def _command_of(mode: str) -> type[OnceCommand]:
+    """The command class of ``mode``: the options of another mode hidden from its help (still
+    parsed, so that giving one gets the refusal that names the command it belongs to)."""
+    hidden = {name for m, names in _ONLY.items() if m != mode for name in names}
+
+    class ModeCommand(OnceCommand):
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            for param in self.params:
+                if param.name in hidden and isinstance(param, click.Option):
+                    param.hidden = True
+
+    return ModeCommand
+
+
+flower_app.command("simulate", cls=_command_of("simulation"), help="FedSGD-DPC in Flower's "
+                   "simulation runtime (N virtual SuperNodes).")(command)
+flower_app.command("deploy", cls=_command_of("deployment"), help="FedSGD-DPC on a SuperLink "
+                   "and N SuperNodes started on 127.0.0.1.")(command)
+flower_app.command("run", cls=_command_of("remote"), help="Submit a run to a SuperLink whose "
+                   "SuperNodes hold their own data and budgets.")(command)
 flower_app.command("certs", cls=OnceCommand)(cli_parties.certs)
 flower_app.command("superlink", cls=OnceCommand)(cli_parties.superlink)
 flower_app.command("supernode", cls=OnceCommand)(cli_parties.supernode)
