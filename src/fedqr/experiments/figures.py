@@ -13,6 +13,7 @@ import matplotlib.pyplot as plt
 import numpy as np
 
 from fedqr._atomic import write_file_atomic
+from fedqr.experiments.analysis import PLANNER_LABEL
 from fedqr.experiments.sweep import PAPER_MECHANISMS
 
 Row = dict[str, Any]
@@ -133,7 +134,8 @@ def validation(rows: list[Row], plans: dict[str, Any], path: Path) -> None:
                 hit = [r["train_loss"] for r in sub if r["T"] == T and r["b"] == b]
                 if hit:
                     ax.plot([T], hit, marker=marker, markersize=12, color="red",
-                            linestyle="none", label=f"{who} ({T}, {b})")
+                            linestyle="none",
+                            label=f"{PLANNER_LABEL.get(who, who)} ({T}, {b})")
         ax.set_xscale("symlog", linthresh=10)
         ax.set_yscale("log")
         ax.set_title(f"{mech}, eps={eps:g}", fontsize=10)
