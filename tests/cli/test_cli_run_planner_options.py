@@ -113,10 +113,10 @@ def test_a_twin_budget_the_logistic_twin_ignores_is_said(tmp_path: Path,
     i = scenario.index("--model")
     logistic = [*scenario[:i], "--model", "linear", *scenario[i + 4:]]  # no --hidden
     for args, ignored in ((logistic, True), (scenario, False)):
-        res = runner.invoke(app, ["plan", *args, "--twin-budget", "2", "--twin-repeats", "2",
-                                  "--json", "--no-cache"])
+        res = runner.invoke(app, ["plan", *args, "--twin-budget", "1", "--twin-repeats", "2",
+                                  "--rounds", "8", "--json", "--no-cache"])  # b alone: quick
         assert res.exit_code == 0, res.output
-        said = ("--twin-budget=2 is ignored: it sizes the twin of a model other than softmax "
+        said = ("--twin-budget=1 is ignored: it sizes the twin of a model other than softmax "
                 "regression, and the twin of model linear runs its whole search")
         assert (said in " ".join(res.stderr.split())) is ignored
         assert (said in json.loads(res.stdout)["warnings"]) is ignored
