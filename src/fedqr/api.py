@@ -70,11 +70,8 @@ def _public(proxy: object, classes: object, seed: int) -> DataSource:
         raise ValueError(f"proxy_classes must be a string such as '0-9', '0,1,5' or a .json "
                          f"label map, got {type(classes).__name__}")
     if isinstance(proxy, str | os.PathLike):
-        try:
-            return load_proxy(Path(proxy), classes=classes, client_column="client",
-                              label_column="label", seed=seed)
-        except ValueError as e:  # named as this function's parameter
-            raise ValueError(str(e).replace("proxy_data", "proxy")) from None
+        return load_proxy(Path(proxy), classes=classes, client_column="client",
+                          label_column="label", seed=seed, name="proxy")
     source = _source(proxy, seed, name="proxy")
     if classes is None:
         return source

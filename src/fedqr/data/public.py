@@ -106,13 +106,15 @@ class _Pairs(list[tuple[str, object]]):
 
 
 def load_proxy(path: Path, *, classes: str | None, client_column: str, label_column: str,
-               seed: int) -> OwnData:
+               seed: int, name: str = "proxy_data") -> OwnData:
     """``--proxy-data FILE [--proxy-classes ...]``: a public data file, standardised by its own
     statistics; its test set, else 20% of its rows, is the twin's evaluation set.
 
     A ``.csv`` or ``.parquet`` proxy needs no client column: the planner pools its rows and
     deals them to the deployment's clients by their sizes (:mod:`fedqr.planner.public`);
     where it has one, the 20% are held out of every client's rows, else of all rows.
+    ``name``: the parameter that gave ``path``, as messages name it (``fedqr.plan``'s
+    ``proxy``).
 
     Warns
     -----
@@ -122,11 +124,11 @@ def load_proxy(path: Path, *, classes: str | None, client_column: str, label_col
     """
     if not path.is_file():
         what = "a folder, not a file" if path.is_dir() else "no such file"
-        raise ValueError(f"proxy_data must be an existing .npz, .csv or .parquet file, got "
-                         f"proxy_data={str(path)!r} ({what})")
+        raise ValueError(f"{name} must be an existing .npz, .csv or .parquet file, got "
+                         f"{name}={str(path)!r} ({what})")
     try:
         t = read_table(path, client_column=client_column, label_column=label_column,
-                       option=("proxy_data", "--proxy-data"), need_client=False)
+                       option=(name, "--proxy-data"), need_client=False)
         x, y, client, x_test, y_test, k = t.x, t.y, t.client, t.x_test, t.y_test, t.num_classes
         if classes is not None:  # selected and relabelled before the split and the statistics
             kept = _selected(t, classes, seed=seed)
@@ -140,7 +142,7 @@ def load_proxy(path: Path, *, classes: str | None, client_column: str, label_col
                 test_share=None if x_test is not None else 0.2, standardize=True,
                 num_classes=k, seed=seed, name=t.stem, feature_names=t.feature_names)
     except ValueError as e:
-        raise ValueError(f"proxy_data {str(path)!r}: {e}") from None
+        raise ValueError(f"{name} {str(path)!r}: {e}") from None
     return OwnData(data=data, seed=seed)
 
 
