@@ -4,7 +4,9 @@ For R repeats (R k columns), one Laplace pass over the 10 clients of the paper's
 partition (``full_batch_sums``) and one evaluation of the 10,000 test rows (``evaluate``),
 each on the dense layout (with constant columns split off) and on CSR rows with their
 background (``fedqr.models.sparse_rows``), and which one ``pays`` picks: the check of the
-crossing that rule encodes, on this machine.
+crossing that rule encodes, on this machine. Then the CSR product of the test rows alone at 1
+to 16 columns, as given and as computed (zero-padded to ``padded_columns``): the check of the
+padding rule.
 
     FEDQR_DATA=../shared/data python bench/sparse_rows.py [--threads 1] [--repeats 1,2,4,10]
 """
@@ -22,7 +24,7 @@ from fedqr.data import load_dataset, make_partition
 from fedqr.models.logreg import Norm
 from fedqr.models.logreg_eval import evaluate
 from fedqr.models.logreg_pass import client_layout, full_batch_sums
-from fedqr.models.sparse_rows import SparseCache
+from fedqr.models.sparse_rows import SparseCache, SparseRows, background, padded_columns
 
 
 def main() -> None:
@@ -68,6 +70,22 @@ def main() -> None:
                   f"rows' {x.nbytes / 1e6:.0f} MB")
         print(f"{r:3d} {r * 10:5d} | {times[0]:8.1f} ms {times[1]:6.1f} ms | {times[2]:8.1f} ms "
               f"{times[3]:6.1f} ms | {picks}")
+    widths(xt)
+
+
+def widths(xt: torch.Tensor) -> None:
+    """The test rows' CSR product ``S W`` at 1 to 16 columns: unpadded, and zero-padded to
+    :func:`padded_columns` as :class:`SparseRows` computes it."""
+    rows = SparseRows.of(xt, offset=background(xt), transpose=False)
+    gen = torch.Generator().manual_seed(1)
+    print(f"{'cols':>5s} {'as given':>9s} {'padded to':>10s} {'padded':>7s}")
+    for c in range(1, 17):
+        w = torch.randn(xt.shape[1], c, generator=gen)
+        wide = torch.zeros(xt.shape[1], padded_columns(c))
+        wide[:, :c] = w
+        given = 1e3 * best_seconds(lambda w=w: rows.csr @ w, 20)
+        padded = 1e3 * best_seconds(lambda w=wide: rows.csr @ w, 20)
+        print(f"{c:5d} {given:6.2f} ms {wide.shape[1]:10d} {padded:4.2f} ms")
 
 
 if __name__ == "__main__":

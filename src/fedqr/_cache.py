@@ -13,7 +13,7 @@ from pathlib import Path
 
 __all__ = ["PLANNER_VERSION", "cache_home"]
 
-PLANNER_VERSION = 16  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit;
+PLANNER_VERSION = 17  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit;
 # 5: a second look at plateaus (models other than logreg); 6: a default budget follows the leader;
 # 7: the logistic twin's products in bfloat16 where the CPU has it (fedqr._precision);
 # 8: the twins draw their Poisson batches a block of rounds at once (planner.gradients);
@@ -25,6 +25,7 @@ PLANNER_VERSION = 16  # 2: automatic twin repeats; 3: extend T only for a 1% gai
 # 14: a clear proxy's share is the share of rows it read (all rows: no other draw to shift to)
 # 15: the engine draws Gaussian noise once for a round's aggregate (a private pilot's draws)
 # 16: the noise table's curves only at the orders that can give the target eps (estimates move)
+# 17: CSR products of fewer than 16 columns run zero-padded to a multiple of 4 (float32 rounding)
 """Bumped when the twin, the search or a plan's answer change: cached simulations and answers
 are then not reused."""
 

@@ -33,17 +33,27 @@ def test_background_is_each_columns_mode() -> None:
     assert background(torch.zeros(5, 3)) is None and density(torch.zeros(0, 3)) == 1.0
 
 
+@pytest.mark.parametrize("cols", [1, 7, 10, 16, 20])  # padded to 4, 8, 12; as given
 @pytest.mark.parametrize("per_column", [False, True])
-def test_products_equal_dense(per_column: bool) -> None:
+def test_products_equal_dense(per_column: bool, cols: int) -> None:
     x = _images(300, 40, seed=1, per_column=per_column)
     rows = SparseRows.of(x, offset=background(x), transpose=True)
     assert rows.csr.crow_indices().dtype == torch.int32  # the faster index type
-    w_t = torch.randn(40, 7, generator=torch.Generator().manual_seed(2))
-    s = torch.randn(300, 7, generator=torch.Generator().manual_seed(3))
-    torch.testing.assert_close(rows.mm(w_t), x @ w_t, rtol=1e-5, atol=1e-5)
+    w_t = torch.randn(40, cols, generator=torch.Generator().manual_seed(2))
+    s = torch.randn(300, cols, generator=torch.Generator().manual_seed(3))
+    got = rows.mm(w_t)
+    assert got.shape == (300, cols)
+    torch.testing.assert_close(got, x @ w_t, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(got.view(300, 1, cols), (x @ w_t).view(300, 1, cols),
+                               rtol=1e-5, atol=1e-5)  # a padded product's view reshapes
     torch.testing.assert_close(rows.tmm(s), s.T @ x, rtol=1e-5, atol=1e-4)
     with pytest.raises(ValueError, match="transpose"):
         SparseRows.of(x, offset=None, transpose=False).tmm(s)
+
+
+def test_padded_columns_are_the_next_multiple_of_4_below_16() -> None:
+    assert [sparse_rows.padded_columns(c) for c in (1, 4, 5, 10, 12, 15, 16, 17, 30)] == [
+        4, 4, 8, 12, 12, 16, 16, 17, 30]
 
 
 def test_pays_crosses_where_measured() -> None:
