@@ -28,8 +28,8 @@ import torch
 from torch import Tensor
 
 __all__ = ["MAX_DENSITY", "MAX_DENSITY_COLUMNS", "MODE_ROWS", "PAD_COLUMNS_BELOW",
-           "SPARSE_CHUNK_ROWS", "SparseCache", "SparseRows", "background", "density", "padded_columns",
-           "pays", "to_csr"]
+           "SPARSE_CHUNK_ROWS", "SparseCache", "SparseRows", "background", "density",
+           "padded_columns", "pays", "to_csr"]
 
 MAX_DENSITY = 0.25
 """Rows denser than this are never multiplied sparse: a CSR copy of the rows and one of their
