@@ -28,6 +28,7 @@ from torch import Tensor
 from fedqr.models.logreg import Norm
 from fedqr.models.logreg_coded import Coding
 from fedqr.models.logreg_pass import GradSums
+from fedqr.models.sparse_rows import SparseCaches
 
 __all__ = ["Attached", "GradSums", "Kernel", "KernelData"]
 
@@ -48,6 +49,7 @@ class KernelData:
     norm: Norm
     chunk_rows: int
     coding: Coding | None = None  # the rows' integer coding: the mixed arithmetic's passes
+    sparse_caches: SparseCaches | None = None  # CSR copies shared with runs on these tensors
 
     @property
     def sizes(self) -> np.ndarray:

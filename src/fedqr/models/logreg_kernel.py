@@ -92,11 +92,14 @@ class LogRegKernel:
         intercept's 1 where there is one)."""
         if self.intercept:
             data = replace(data, x=design_rows(data.x, intercept=True),
-                           x_test=design_rows(data.x_test, intercept=True), coding=None)
+                           x_test=design_rows(data.x_test, intercept=True), coding=None,
+                           sparse_caches=None)  # new tensors every run: nothing to share
+        caches = data.sparse_caches
         layout = client_layout(data.x, data.y, offsets=data.offsets,
                                num_classes=self.num_classes, norm=data.norm,
-                               coding=data.coding, chunk_rows=data.chunk_rows)
-        test = SparseCache.of(data.x_test, [(0, data.x_test.shape[0])], transpose=False)
+                               coding=data.coding, chunk_rows=data.chunk_rows, caches=caches)
+        test = (caches.of if caches is not None else SparseCache.of)(
+            data.x_test, [(0, data.x_test.shape[0])], transpose=False)
         return _Attached(self, layout, data, test)
 
     def describe(self) -> dict[str, object]:

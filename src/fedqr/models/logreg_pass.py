@@ -17,7 +17,7 @@ from torch import Tensor
 from fedqr.models.logreg import Norm, clipped_residual, row_norms
 from fedqr.models.logreg_coded import CodedBlock, Coding, coded_block, coded_pass
 from fedqr.models.sampling import poisson_positions
-from fedqr.models.sparse_rows import SparseCache, SparseRows
+from fedqr.models.sparse_rows import SparseCache, SparseCaches, SparseRows
 
 _MIN_GEMM_COLS = 16  # AVX-512 width in float32
 
@@ -120,18 +120,20 @@ def client_block(x: Tensor, coded: tuple[np.ndarray, Coding, int] | None = None
 
 
 def client_layout(x: Tensor, y: Tensor, *, offsets: np.ndarray, num_classes: int,
-                  norm: Norm, coding: Coding | None = None, chunk_rows: int = 2048
-                  ) -> ClientLayout:
+                  norm: Norm, coding: Coding | None = None, chunk_rows: int = 2048,
+                  caches: SparseCaches | None = None) -> ClientLayout:
     """:class:`ClientLayout` of client-sorted rows, with row norms and constant-column blocks;
     with ``coding`` (the rows' integer coding, on the CPU) every client's block also holds
-    its codes for the mixed arithmetic and the norms are the coded rows'."""
+    its codes for the mixed arithmetic and the norms are the coded rows'; with ``caches``, the
+    rows' CSR copies are the ones ``caches`` holds for ``x`` (built once for many runs)."""
+    groups = [(int(lo), int(hi)) for lo, hi in itertools.pairwise(offsets)]
     x_norm = row_norms(x, norm) if coding is None else torch.as_tensor(
         coding.norms(1 if norm is Norm.L1 else 2), device=x.device)
     return ClientLayout(x=x, y=y, x_norm=x_norm, offsets=offsets,
                         num_classes=num_classes, with_blocks=True,
                         coded=None if coding is None else (coding, chunk_rows),
-                        sparse=SparseCache.of(x, [(int(lo), int(hi)) for lo, hi in
-                                                  itertools.pairwise(offsets)], transpose=True))
+                        sparse=(caches.of if caches is not None else SparseCache.of)(
+                            x, groups, transpose=True))
 
 
 @dataclass(frozen=True)

@@ -21,6 +21,7 @@ built on first use and kept (:class:`SparseCache`), so data that never pays cost
 
 from __future__ import annotations
 
+import threading
 import warnings
 from dataclasses import dataclass, field
 
@@ -28,8 +29,8 @@ import torch
 from torch import Tensor
 
 __all__ = ["MAX_DENSITY", "MAX_DENSITY_COLUMNS", "MODE_ROWS", "PAD_COLUMNS_BELOW",
-           "SPARSE_CHUNK_ROWS", "SparseCache", "SparseRows", "background", "density",
-           "padded_columns", "pays", "to_csr"]
+           "SPARSE_CHUNK_ROWS", "SparseCache", "SparseCaches", "SparseRows", "background",
+           "density", "padded_columns", "pays", "to_csr"]
 
 MAX_DENSITY = 0.25
 """Rows denser than this are never multiplied sparse: a CSR copy of the rows and one of their
@@ -196,3 +197,24 @@ class SparseCache:
                                   offset=offset, transpose=self.transpose))
             for start in range(0, hi - lo, SPARSE_CHUNK_ROWS))
         return self._built[group]
+
+
+class SparseCaches:
+    """The :class:`SparseCache` of each (tensor, row groups, transpose) asked of it, built once:
+    a run given the tensors of an earlier one with the same holder
+    (:mod:`fedqr.sim.setup_memo`) finds the CSR copies built. The tensors must not change in
+    place (the engine's never do)."""
+
+    def __init__(self) -> None:
+        self._caches: dict[tuple[int, tuple[tuple[int, int], ...], bool], SparseCache] = {}
+        self._lock = threading.Lock()
+
+    def of(self, x: Tensor, groups: list[tuple[int, int]], *, transpose: bool) -> SparseCache:
+        """The shared cache of ``x``'s row groups (``SparseCache.of``'s arguments)."""
+        key = (id(x), tuple(groups), transpose)
+        with self._lock:
+            cache = self._caches.get(key)
+            if cache is None or cache.x is not x:  # the cache holds x: its id stays x's
+                cache = SparseCache.of(x, groups, transpose=transpose)
+                self._caches[key] = cache
+            return cache

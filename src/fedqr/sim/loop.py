@@ -48,6 +48,7 @@ from fedqr.sim.config import Aggregation, Arithmetic, SimConfig
 from fedqr.sim.reply import client_replies
 from fedqr.sim.result import RoundMetrics, SimResult
 from fedqr.sim.schedule import make_schedule
+from fedqr.sim.setup_memo import sorted_tensors
 from fedqr.sim.streams import Streams
 from fedqr.sim.train_eval import TrainEvaluator
 
@@ -71,7 +72,8 @@ def aggregation_weights(config: SimConfig, sizes: np.ndarray, sel: np.ndarray) -
 def kernel_data(dataset: Dataset, partition: Partition, config: SimConfig,
                 device: torch.device, *, kernel: Kernel) -> KernelData:
     """Training rows sorted by client (checked against ``config``) and the test set; with
-    ``config.arithmetic`` mixed, the rows' integer coding where ``kernel`` uses it."""
+    ``config.arithmetic`` mixed, the rows' integer coding where ``kernel`` uses it. The tensors
+    (and their CSR copies) are an earlier run's on the same data (:mod:`fedqr.sim.setup_memo`)."""
     if partition.num_clients != config.num_clients:
         raise ValueError(f"partition has {partition.num_clients} clients but "
                          f"num_clients={config.num_clients}")
@@ -92,13 +94,11 @@ def kernel_data(dataset: Dataset, partition: Partition, config: SimConfig,
         if coding is None:
             warnings.warn(f"arithmetic='mixed' runs in float32 here: {why}", RuntimeWarning,
                           stacklevel=2)
-    return KernelData(
-        x=torch.as_tensor(dataset.x_train[order], dtype=torch.float32, device=device),
-        y=torch.as_tensor(dataset.y_train[order], dtype=torch.int64, device=device),
-        offsets=np.concatenate([[0], np.cumsum(partition.sizes)]).astype(np.int64),
-        x_test=torch.as_tensor(dataset.x_test, dtype=torch.float32, device=device),
-        y_test=torch.as_tensor(dataset.y_test, dtype=torch.int64, device=device),
-        norm=config.privacy.spec.norm, chunk_rows=config.chunk_rows, coding=coding)
+    sizes = np.asarray(partition.sizes, dtype=np.int64)
+    (x, y, x_test, y_test), caches = sorted_tensors(dataset, order, sizes, device)
+    return KernelData(x=x, y=y, offsets=np.concatenate([[0], np.cumsum(sizes)]).astype(np.int64),
+                      x_test=x_test, y_test=y_test, norm=config.privacy.spec.norm,
+                      chunk_rows=config.chunk_rows, coding=coding, sparse_caches=caches)
 
 
 def _aggregate(c: Tensor, replies: Tensor, *, batched: bool) -> Tensor:

@@ -1,0 +1,105 @@
+"""A run's sorted tensors and CSR copies are reused by the next run on the same data, and never
+when the data, the partition or the device differ or the arrays changed in place."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+import torch
+
+from fedqr.data import Dataset, Partition
+from fedqr.privacy import Mechanism
+from fedqr.sim import setup_memo
+from fedqr.sim.config import PrivacyConfig, SimConfig
+from fedqr.sim.engine import simulate
+from fedqr.sim.setup_memo import sorted_tensors
+
+CPU = torch.device("cpu")
+
+
+def _images(seed: int, n: int = 240) -> Dataset:
+    """Sparse 'images' (a background value almost everywhere): their CSR copies pay."""
+    rng = np.random.default_rng(seed)
+    def rows(m: int) -> np.ndarray:
+        ink = rng.random((m, 64)) * (rng.random((m, 64)) < 0.15)
+        return ((ink - 0.13) / 0.31).astype(np.float32)
+    return Dataset(name="images", x_train=rows(n), y_train=rng.integers(0, 3, n),
+                   x_test=rows(60), y_test=rng.integers(0, 3, 60), num_classes=3)
+
+
+def _partition(n: int, clients: int, seed: int) -> Partition:
+    order = np.random.default_rng(seed).permutation(n)
+    return Partition(indices=tuple(np.sort(c) for c in np.array_split(order, clients)))
+
+
+def _config(mechanism: Mechanism) -> SimConfig:
+    privacy = (PrivacyConfig(mechanism=Mechanism.LAPLACE, eps=5.0, clip=20.0, sample_rate=1.0)
+               if mechanism is Mechanism.LAPLACE else
+               PrivacyConfig(mechanism=Mechanism.GAUSSIAN, eps=2.0, delta=1e-5, clip=5.0,
+                             sample_rate=0.3))
+    return SimConfig(num_clients=4, clients_per_round=2, rounds=4, repeats=2, privacy=privacy,
+                     seed=5)
+
+
+@pytest.fixture(autouse=True)
+def _fresh() -> None:
+    setup_memo.clear()
+
+
+def _order(part: Partition) -> tuple[np.ndarray, np.ndarray]:
+    return np.concatenate(part.indices), np.asarray(part.sizes)
+
+
+def test_the_same_data_and_partition_get_the_same_tensors_and_caches() -> None:
+    ds, part = _images(0), _partition(240, 4, 1)
+    first, caches = sorted_tensors(ds, *_order(part), CPU)
+    again, caches_again = sorted_tensors(ds, *_order(part), CPU)
+    assert all(a is b for a, b in zip(first, again, strict=True)) and caches is caches_again
+    torch.testing.assert_close(first[0], torch.as_tensor(ds.x_train[_order(part)[0]]),
+                               rtol=0, atol=0)
+    other, other_caches = sorted_tensors(ds, *_order(_partition(240, 4, 2)), CPU)
+    assert other[0] is not first[0] and other_caches is not caches  # another partition
+    rows = np.arange(240)  # the same order of rows, dealt to clients of other sizes
+    split_60 = Partition(indices=(rows[:60], rows[60:]))
+    split_100 = Partition(indices=(rows[:100], rows[100:]))
+    assert sorted_tensors(ds, *_order(split_60), CPU)[1] is not sorted_tensors(
+        ds, *_order(split_100), CPU)[1]
+
+
+def test_an_array_changed_in_place_is_sorted_again() -> None:
+    ds, part = _images(0), _partition(240, 4, 1)
+    first, _ = sorted_tensors(ds, *_order(part), CPU)
+    ds.x_train[7, 3] += 1.0
+    again, _ = sorted_tensors(ds, *_order(part), CPU)
+    assert again[0] is not first[0]
+    torch.testing.assert_close(again[0], torch.as_tensor(ds.x_train[_order(part)[0]]),
+                               rtol=0, atol=0)
+    moved = ds.x_train.copy()
+    ds.x_train[[0, 1]] = moved[[1, 0]]  # rows swapped: the same sums, other positions
+    assert sorted_tensors(ds, *_order(part), CPU)[0][0] is not again[0]
+
+
+def test_entries_are_bounded_and_dropped_with_their_data() -> None:
+    sets = [_images(s) for s in range(setup_memo.MEMO_SIZE + 1)]
+    part = _partition(240, 4, 1)
+    for ds in sets:
+        sorted_tensors(ds, *_order(part), CPU)
+    assert len(setup_memo._MEMO) == setup_memo.MEMO_SIZE  # the oldest left
+    del sets, ds
+    gc.collect()
+    assert not setup_memo._MEMO  # forgotten with the training arrays
+
+
+@pytest.mark.parametrize("mechanism", [Mechanism.LAPLACE, Mechanism.GAUSSIAN])
+def test_a_run_after_another_equals_a_run_alone(mechanism: Mechanism) -> None:
+    ds, part = _images(3), _partition(240, 4, 1)
+    simulate(ds, part, _config(Mechanism.GAUSSIAN if mechanism is Mechanism.LAPLACE
+                                else Mechanism.LAPLACE))  # builds and keeps the setup
+    warm = simulate(ds, part, _config(mechanism))
+    setup_memo.clear()
+    alone = simulate(ds, part, _config(mechanism))
+    np.testing.assert_array_equal(warm.final_theta, alone.final_theta)
+    assert [r["test_loss"] for r in warm.runs[0]["rounds"]] == [
+        r["test_loss"] for r in alone.runs[0]["rounds"]]
