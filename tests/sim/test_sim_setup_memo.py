@@ -103,3 +103,23 @@ def test_a_run_after_another_equals_a_run_alone(mechanism: Mechanism) -> None:
     np.testing.assert_array_equal(warm.final_theta, alone.final_theta)
     assert [r["test_loss"] for r in warm.runs[0]["rounds"]] == [
         r["test_loss"] for r in alone.runs[0]["rounds"]]
+
+
+def test_rows_with_an_intercept_are_made_once_and_runs_stay_equal() -> None:
+    import fedqr
+
+    ds = _images(4)
+    client = np.random.default_rng(0).integers(0, 4, ds.x_train.shape[0])
+    data = fedqr.FederatedData.from_arrays(x=ds.x_train, y=ds.y_train, client=client,
+                                           test_share=0.2, seed=0)
+    run = dict(data=data, model="linear", mechanism="laplace", eps=5.0, clip=20.0, rounds=3,
+               clients_per_round=2, seed=1)
+    first = fedqr.simulate(**run)
+    (entry,) = setup_memo._MEMO.values()
+    made = dict(entry[2]._derived)
+    assert made  # the training and test rows with the intercept's column
+    again = fedqr.simulate(**run)
+    assert all(entry[2]._derived[k][1] is v[1] for k, v in made.items())  # not made again
+    np.testing.assert_array_equal(first.theta, again.theta)
+    setup_memo.clear()
+    np.testing.assert_array_equal(fedqr.simulate(**run).theta, first.theta)

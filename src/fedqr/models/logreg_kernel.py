@@ -90,11 +90,13 @@ class LogRegKernel:
     def attach(self, data: KernelData) -> _Attached:
         """Client layout with row norms in the mechanism's norm (of the rows with the
         intercept's 1 where there is one)."""
-        if self.intercept:
-            data = replace(data, x=design_rows(data.x, intercept=True),
-                           x_test=design_rows(data.x_test, intercept=True), coding=None,
-                           sparse_caches=None)  # new tensors every run: nothing to share
         caches = data.sparse_caches
+        if self.intercept:
+            def design(x: Tensor) -> Tensor:
+                return design_rows(x, intercept=True)
+            rows = ((lambda x: caches.derived(x, "intercept", design)) if caches is not None
+                    else design)
+            data = replace(data, x=rows(data.x), x_test=rows(data.x_test), coding=None)
         layout = client_layout(data.x, data.y, offsets=data.offsets,
                                num_classes=self.num_classes, norm=data.norm,
                                coding=data.coding, chunk_rows=data.chunk_rows, caches=caches)

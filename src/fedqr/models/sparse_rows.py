@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import threading
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 import torch
@@ -200,14 +201,28 @@ class SparseCache:
 
 
 class SparseCaches:
-    """The :class:`SparseCache` of each (tensor, row groups, transpose) asked of it, built once:
-    a run given the tensors of an earlier one with the same holder
-    (:mod:`fedqr.sim.setup_memo`) finds the CSR copies built. The tensors must not change in
-    place (the engine's never do)."""
+    """The :class:`SparseCache` of each (tensor, row groups, transpose) asked of it, and each
+    tensor derived from one (:meth:`derived`), built once: a run given the tensors of an
+    earlier one with the same holder (:mod:`fedqr.sim.setup_memo`) finds them built. The
+    tensors must not change in place (the engine's never do)."""
 
     def __init__(self) -> None:
         self._caches: dict[tuple[int, tuple[tuple[int, int], ...], bool], SparseCache] = {}
+        self._derived: dict[tuple[int, str], tuple[Tensor, Tensor]] = {}
         self._lock = threading.Lock()
+
+    def derived(self, x: Tensor, name: str, make: Callable[[Tensor], Tensor]) -> Tensor:
+        """``make(x)``, made once per ``x`` and ``name`` (the rows with an intercept's column:
+        their CSR copies are then shared too)."""
+        key = (id(x), name)
+        with self._lock:
+            hit = self._derived.get(key)
+            if hit is not None and hit[0] is x:  # the entry holds x: its id stays x's
+                return hit[1]
+        made = make(x)
+        with self._lock:
+            self._derived[key] = (x, made)
+        return made
 
     def of(self, x: Tensor, groups: list[tuple[int, int]], *, transpose: bool) -> SparseCache:
         """The shared cache of ``x``'s row groups (``SparseCache.of``'s arguments)."""
