@@ -98,8 +98,11 @@ class SparseRows:
         where :func:`padded_columns` pads ``c``)."""
         c = w_t.shape[1]
         w_t = _pad_columns(w_t)
-        out = (self.csr @ w_t)[:, :c]
-        return out if self.offset is None else out.add_(self.offset @ w_t[:, :c])
+        if self.offset is None:
+            return (self.csr @ w_t)[:, :c]
+        # the background's logits 1 (m^T w_t) added inside the product (one pass over the out)
+        bias = (self.offset @ w_t).expand(self.csr.shape[0], w_t.shape[1])
+        return torch.addmm(bias, self.csr, w_t)[:, :c]
 
     def tmm(self, s: Tensor) -> Tensor:
         """``S^T X`` for dense ``s`` ``(n, c)``: dense ``(c, p)``."""
