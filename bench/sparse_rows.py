@@ -74,18 +74,31 @@ def main() -> None:
 
 
 def widths(xt: torch.Tensor) -> None:
-    """The test rows' CSR product ``S W`` at 1 to 16 columns: unpadded, and zero-padded to
-    :func:`padded_columns` as :class:`SparseRows` computes it."""
-    rows = SparseRows.of(xt, offset=background(xt), transpose=False)
+    """The test rows' CSR products at 1 to 16 columns, as given and zero-padded to
+    :func:`padded_columns` as :class:`SparseRows` computes them: ``S W`` and the transposed
+    ``S^T R`` (the pass's gradient); and whether ``SparseRows.mm`` (the background's term
+    added inside the product) gives the bits of the padded product plus that term added after."""
+    rows = SparseRows.of(xt, offset=background(xt), transpose=True)
+    assert rows.csr_t is not None and rows.offset is not None
     gen = torch.Generator().manual_seed(1)
-    print(f"{'cols':>5s} {'as given':>9s} {'padded to':>10s} {'padded':>7s}")
+    print(f"{'cols':>5s} {'padded to':>10s} | {'S W given':>9s} {'padded':>7s} | "
+          f"{'S^T R given':>11s} {'padded':>7s} | mm bits as added after")
     for c in range(1, 17):
         w = torch.randn(xt.shape[1], c, generator=gen)
-        wide = torch.zeros(xt.shape[1], padded_columns(c))
-        wide[:, :c] = w
-        given = 1e3 * best_seconds(lambda w=w: rows.csr @ w, 20)
-        padded = 1e3 * best_seconds(lambda w=wide: rows.csr @ w, 20)
-        print(f"{c:5d} {given:6.2f} ms {wide.shape[1]:10d} {padded:4.2f} ms")
+        res = torch.randn(xt.shape[0], c, generator=gen)
+        wide, wide_res = _padded(w), _padded(res)
+        t = [1e3 * best_seconds(lambda m=m, o=o: m @ o, 20) for m, o in (
+            (rows.csr, w), (rows.csr, wide), (rows.csr_t, res), (rows.csr_t, wide_res))]
+        after = (rows.csr @ wide)[:, :c] + rows.offset @ w
+        same = torch.equal(rows.mm(w), after)
+        print(f"{c:5d} {wide.shape[1]:10d} | {t[0]:6.2f} ms {t[1]:4.2f} ms | {t[2]:8.2f} ms "
+              f"{t[3]:4.2f} ms | {'same' if same else 'differ'}")
+
+
+def _padded(a: torch.Tensor) -> torch.Tensor:
+    wide = torch.zeros(a.shape[0], padded_columns(a.shape[1]))
+    wide[:, :a.shape[1]] = a
+    return wide
 
 
 if __name__ == "__main__":

@@ -100,7 +100,9 @@ class SparseRows:
         w_t = _pad_columns(w_t)
         if self.offset is None:
             return (self.csr @ w_t)[:, :c]
-        # the background's logits 1 (m^T w_t) added inside the product (one pass over the out)
+        # the background's logits 1 (m^T w_t) added inside the product (one pass less over the
+        # logits; the same bits as adding them after at 1 to 12 and 16 columns, float32
+        # rounding apart at 13 to 15: bench/sparse_rows.py)
         bias = (self.offset @ w_t).expand(self.csr.shape[0], w_t.shape[1])
         return torch.addmm(bias, self.csr, w_t)[:, :c]
 
@@ -122,10 +124,10 @@ def padded_columns(cols: int) -> int:
     """The columns a CSR product's dense operand of ``cols`` columns is computed with: the next
     multiple of 4 below :data:`PAD_COLUMNS_BELOW`, else ``cols``. torch's CPU CSR product runs a
     faster kernel at 4, 8, 12 and 16 columns: MNIST's 10,000 test rows times 10 columns took
-    0.73 ms, times 12 (two of zeros) 0.54 ms, and the transposed product 0.80 against 0.66 ms
-    (``python bench/sparse_rows.py``, 2-vCPU Xeon). The extra columns are zeros, so the
-    product's first ``cols`` columns are the same sums, added in the wider kernel's order
-    (equal to float32 rounding)."""
+    0.74 ms, times 12 (two of zeros) 0.59 ms, and the transposed product 0.87 against 0.71 ms
+    (``python bench/sparse_rows.py --threads 2``, 2-vCPU Xeon, which prints every width). The
+    extra columns are zeros, so the product's first ``cols`` columns are the same sums, added
+    in the wider kernel's order (equal to float32 rounding)."""
     return cols + (-cols) % 4 if cols < PAD_COLUMNS_BELOW else cols
 
 
