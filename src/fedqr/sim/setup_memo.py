@@ -2,8 +2,9 @@
 
 A sweep (``fedqr reproduce``, a grid of schedules in Python, the planner's validation) runs the
 engine many times on one data set and partition. Every run copied the training rows into
-client order (MNIST: 188 MB, 0.35 s on the 2-vCPU Xeon) and the logistic pass then built their
-CSR copies (0.7 s). :func:`sorted_tensors` returns the *same* tensors, and the same
+client order (MNIST: 188 MB) and the logistic pass then built their CSR copies: 0.75 to 1.3 s
+a run on the 2-vCPU Xeon (``python bench/setup_memo.py``: a first run against a second on the
+same data). :func:`sorted_tensors` returns the *same* tensors, and the same
 :class:`fedqr.models.sparse_rows.SparseCaches` holding their CSR copies, to a run on the same
 arrays, partition and device, so those are built once per sweep.
 

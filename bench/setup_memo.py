@@ -1,0 +1,59 @@
+"""Benchmark: what a run on the same data saves by sharing its setup (``fedqr.sim.setup_memo``).
+
+MNIST, 10 clients (two digits each), 3 Laplace rounds of b = 10, one repeat: ``fedqr.simulate``
+with ``logreg`` and with ``linear`` (the intercept's rows made once too), each run three times
+on the same ``FederatedData``: the first run (sorts the rows, builds their CSR copies), the
+second (shares them) and a third after ``setup_memo.clear()`` (builds them again). The
+difference of first and second is the setup a sweep no longer repeats.
+
+    FEDQR_DATA=../shared/data python bench/setup_memo.py [--threads 2]
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+import torch
+
+import fedqr
+from fedqr.data import load_dataset, make_partition
+from fedqr.sim import setup_memo
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--threads", type=int, default=2)
+    args = ap.parse_args()
+    torch.set_num_threads(args.threads)
+    ds = load_dataset("mnist")
+    part = make_partition("two-digits", labels=ds.y_train, num_clients=10,
+                          rng=np.random.default_rng(0))
+    client = np.empty(ds.num_train, dtype=np.int64)
+    for i, rows in enumerate(part.indices):
+        client[rows] = i
+    data = fedqr.FederatedData.from_arrays(x=ds.x_train, y=ds.y_train, client=client,
+                                           test_share=0.1, seed=0)
+    print(f"threads={args.threads}; {ds.num_train} rows, 10 clients, 3 Laplace rounds, b = 10")
+    print(f"{'model':8s} {'first':>8s} {'again':>8s} {'cleared':>8s}  same result")
+    for model in ("logreg", "linear"):
+        def run(model: str = model) -> tuple[float, np.ndarray]:
+            t0 = time.perf_counter()
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                out = fedqr.simulate(data=data, model=model, mechanism="laplace", eps=10.0,
+                                     clip=300.0, rounds=3, clients_per_round=10, seed=0)
+            return time.perf_counter() - t0, out.theta
+        setup_memo.clear()
+        (first, a), (again, b) = run(), run()
+        setup_memo.clear()
+        cleared, c = run()
+        same = np.array_equal(a, b) and np.array_equal(a, c)
+        print(f"{model:8s} {first:6.2f} s {again:6.2f} s {cleared:6.2f} s  "
+              f"{'yes' if same else 'NO'}")
+
+
+if __name__ == "__main__":
+    main()
