@@ -227,6 +227,24 @@ HELD_OUT = [
           5.0, q=0.02, public="femnist-digits"),
     MCase("ho1127l2-heart3-linear-lap-eps6", "heart3", "linear", LAP, (6.0,), 5.0,
           public="cleveland", t_grid=T_HEART),
+    # chosen (2026-11-29) at planner version 17, before they were planned or run: every
+    # change since version 10 (products, noise tables, sparse rows) checked at once on
+    # deployments the planner never saw, one of them a new Adult split (adult30)
+    MCase("ho1129-heart4-linear-gauss-eps6", "heart4", "linear", GAU, (6.0,), 1.0, q=0.2,
+          lr=0.2, t_grid=T_HEART),
+    MCase("ho1129-heart3-mlp16-lap-eps4", "heart3", "mlp", LAP, (4.0,), 5.0, hidden=(16,),
+          public="cleveland", t_grid=T_HEART),
+    MCase("ho1129-heart3-linear-gauss-het2-5-10-q0.25", "heart3", "linear", GAU,
+          (2.0, 5.0, 10.0), 1.0, q=0.25, lr=0.2, public="cleveland", t_grid=T_HEART),
+    MCase("ho1129-heart4-mlp-gauss-het1-2-8-20", "heart4", "mlp", GAU, (1.0, 2.0, 8.0, 20.0),
+          1.0, q=0.2, lr=0.2, t_grid=T_HEART),
+    MCase("ho1129-adult30-linear-gauss-eps4", "adult30", "linear", GAU, (4.0,), 1.0, q=0.05,
+          lr=0.2),
+    MCase("ho1129-adult30-linear-lap-eps3", "adult30", "linear", LAP, (3.0,), 5.0),
+    MCase("ho1129-mnist-linear-lap-eps10-two-f0.1", "mnist_two-f0.1", "linear", LAP, (10.0,),
+          100.0, public="femnist-digits", max_t_points=8),
+    MCase("ho1129-mnist-logreg-gauss-eps4-iid-f0.2", "mnist_iid-f0.2", "logreg", GAU, (4.0,),
+          5.0, q=0.02, public="femnist-digits"),
 ]
 """Held-out scenarios (``--held-out``), scored like ``CASES``."""
 

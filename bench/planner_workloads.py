@@ -4,7 +4,8 @@ Every workload is built from the real files of ``$FEDQR_DATA`` exactly as a user
 them to ``fedqr plan --data FILE``/``--dataset``: heart disease by
 ``examples/heart_disease/prepare.py`` (FLamby's four hospitals; ``heart3``: Hungary,
 Switzerland and VA without Cleveland, whose file is the public proxy), Adult by
-``examples/adult/prepare.py`` (20 clients, Dirichlet 0.5 over education), MNIST and FEMNIST
+``examples/adult/prepare.py`` (20 clients, Dirichlet 0.5 over education; ``adult30``: 30
+clients, Dirichlet 0.3 over occupation, split seed 1), MNIST and FEMNIST
 by their built-in recipes. Public proxies: Cleveland's ``hospital_cleveland.npz`` (its own
 test rows), and FEMNIST's digits (classes 0-9 of the whole LEAF subset) for MNIST.
 """
@@ -69,6 +70,11 @@ def deployment(name: str) -> DataSource:
         out = PREPARED / "adult"
         _prepare("adult", out, "--num-clients", "20", "--attribute", "education",
                  "--alpha", "0.5")
+        return OwnData(data=FederatedData.from_file(out / "adult.npz"))
+    if name == "adult30":  # another split: 30 clients, Dirichlet 0.3 over occupation
+        out = PREPARED / "adult30"
+        _prepare("adult", out, "--num-clients", "30", "--attribute", "occupation",
+                 "--alpha", "0.3", "--seed", "1")
         return OwnData(data=FederatedData.from_file(out / "adult.npz"))
     kind, frac = name.split("-")
     fraction = float(frac.removeprefix("f"))
