@@ -49,3 +49,20 @@ def test_summed_metrics_of_a_diverged_model_are_not_finite_as_logsumexp() -> Non
     assert torch.equal(torch.isnan(loss), torch.isnan(ref_loss))
     assert torch.equal(torch.isinf(loss), torch.isinf(ref_loss))
     assert not bool(torch.isfinite(loss).any())
+
+
+def test_summed_metrics_some_rows_tied_count_the_first_maximum() -> None:
+    """Rows whose maximum two classes share: the label counts only where it is the first of
+    them (as ``argmax``), beside untied rows; the same counts as ``clipped_residual``."""
+    g = torch.Generator().manual_seed(5)
+    logits = torch.randn(400, 2, 6, generator=g)
+    y = torch.randint(0, 6, (400,), generator=g)
+    top = logits[:100].amax(dim=-1) + 1.0
+    logits[:100, :, 1] = top  # classes 1 and 3 tie at the maximum in the first 100 rows
+    logits[:100, :, 3] = top
+    y[:50], y[50:100] = 3, 1  # tied behind class 1: wrong; class 1 itself: right
+    loss, correct = summed_metrics(logits, y)
+    ref_loss, ref_correct = _reference(logits, y)
+    assert torch.equal(correct, ref_correct)
+    assert bool((correct >= 50).all())  # rows 50..99 count in every repeat
+    torch.testing.assert_close(loss.double(), ref_loss, rtol=1e-5, atol=0.0)

@@ -72,23 +72,30 @@ def summed_metrics(logits: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
     """Summed cross-entropy and number correct over the rows of ``logits`` ``(c, R, k)`` with
     labels ``y`` ``(c,)``, per repeat ``(R,)``.
 
-    The log-sum-exp is shifted by each row's maximum, whose index is the prediction (the
-    first maximum, as ``argmax``): about 9 operations instead of
-    :func:`~fedqr.models.logreg.clipped_residual`'s 13, which guard against a maximum that
-    is not finite (a diverged model) in every row. Where the sum is not finite, the rows are
-    evaluated again that way, so an infinite logit gives an infinite loss there as in
-    ``torch.logsumexp``.
+    The logits are laid out class-major, ``(R, k, c)`` (one copy), so that every reduction
+    over the k classes is an elementwise operation along the rows: torch's CPU reductions over
+    a short last dimension take several times longer (MNIST's 10,000 test rows: ``python
+    bench/eval_metrics.py``). The log-sum-exp is shifted by each row's maximum; a row is
+    correct where its label's logit is the maximum and no class before the label ties it
+    (``argmax``'s first maximum). Where the sum is not finite (a diverged model), the rows are
+    evaluated again by :func:`~fedqr.models.logreg.clipped_residual`, so an infinite logit
+    gives an infinite loss there as in ``torch.logsumexp``.
     """
     c, r, _ = logits.shape
-    top, first = logits.max(dim=-1)  # (c, R)
-    picked = logits.gather(-1, y.view(c, 1, 1).expand(c, r, 1)).squeeze(-1)
-    lse = (logits - top.unsqueeze(-1)).exp_().sum(dim=-1).log_()
-    loss = lse.add_(top).sub_(picked).sum(dim=0)
+    lt = logits.permute(1, 2, 0).contiguous()  # (R, k, c)
+    top = lt.amax(dim=1)  # (R, c)
+    picked = lt.gather(1, y.view(1, 1, c).expand(r, 1, c)).squeeze(1)
+    if int((lt == top.unsqueeze(1)).sum()) == r * c:  # one maximum in every row: no ties
+        correct = (picked == top).sum(dim=1)
+    else:  # argmax takes the first of tied maxima (an untrained model ties every class)
+        correct = (logits.argmax(dim=-1) == y[:, None]).sum(dim=0)
+    lse = lt.sub_(top.unsqueeze(1)).exp_().sum(dim=1).log_()
+    loss = lse.add_(top).sub_(picked).sum(dim=1)
     if not bool(torch.isfinite(loss).all()):
         out = clipped_residual(logits, y[:, None].expand(c, r), residual=False)
-        assert out.loss is not None  # metrics=True
-        loss = out.loss.sum(dim=0)
-    return loss, (first == y[:, None]).sum(dim=0)
+        assert out.loss is not None and out.correct is not None  # metrics=True
+        return out.loss.sum(dim=0), out.correct.sum(dim=0)
+    return loss, correct
 
 
 def _logits(x: Tensor, w: _Weights, *, chunk_rows: int, sparse: SparseCache | None,
