@@ -21,6 +21,7 @@ from fedqr.theory.estimate import (
 from fedqr.theory.estimate_curvature import autograd_gradient, autograd_hvp, lanczos_extremes
 from fedqr.theory.estimate_logreg import (
     LogRegObjective,
+    _objective,
     hessian_vector_product,
     regularised_optimum,
     softmax_t,
@@ -168,3 +169,41 @@ def test_the_intercept_is_a_column_of_ones_and_its_gradient_matches_autograd() -
     p = torch.softmax(xt @ theta, dim=1) - torch.nn.functional.one_hot(yt, K)
     np.testing.assert_allclose(obj.gradient(xt, yt, theta)[-1].numpy(),
                                (p.mean(0) + WD * theta[-1]).numpy(), rtol=1e-11, atol=1e-14)
+
+
+def _sparse_problem(n: int = 2_000, seed: int = 4) -> tuple[NDArray[np.float64],
+                                                            NDArray[np.int64]]:
+    """Rows that are a column background plus a few non-zeros (10%), as standardised images."""
+    rng = np.random.default_rng(seed)
+    back = rng.standard_normal(F)
+    x = np.where(rng.random((n, F)) < 0.1, rng.standard_normal((n, F)) * 3.0, 0.0) + back
+    return x, rng.integers(0, K, size=n)
+
+
+def test_sparse_value_and_gradient_equal_the_dense_ones() -> None:
+    x, y = _sparse_problem()
+    objective = _objective(x, y, K, WD)
+    theta = _theta().numpy()
+    value, grad = objective(theta)
+    ref_value, ref_grad = value_and_gradient(x, y, theta, WD)
+    assert value == pytest.approx(ref_value, rel=1e-13)
+    np.testing.assert_allclose(grad, ref_grad, rtol=1e-11, atol=1e-14)
+    assert objective.__name__ == "sparse"  # the rows above are sparse enough to pay
+
+
+def test_dense_rows_and_few_rows_take_the_dense_objective() -> None:
+    dense, y = _problem(n=2_000)
+    assert _objective(dense, y, K, WD).__name__ == "dense"
+    few, y_few = _sparse_problem(n=200)
+    assert _objective(few, y_few, K, WD).__name__ == "dense"
+
+
+def test_regularised_optimum_on_sparse_rows_matches_newton() -> None:
+    """The optimum through the sparse objective reaches Newton's objective value (its theta
+    to L-BFGS's tolerance on these ill-conditioned rows, as the dense objective's does)."""
+    x, y = _sparse_problem()
+    theta = regularised_optimum(x, y, num_classes=K, weight_decay=WD).T
+    ref = _newton_optimum(x, y)
+    assert value_and_gradient(x, y, theta, WD)[0] == pytest.approx(
+        value_and_gradient(x, y, ref, WD)[0], rel=1e-8)
+    np.testing.assert_allclose(theta, ref, atol=1e-4)

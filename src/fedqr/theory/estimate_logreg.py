@@ -34,6 +34,7 @@ from torch import Tensor
 
 from fedqr.models.logreg import Norm
 from fedqr.models.logreg_kernel import design_rows
+from fedqr.models.sparse_rows import SparseRows, background, density, pays
 from fedqr.theory.estimate_curvature import Hvp
 from fedqr.theory.estimate_parts import SampleStats
 
@@ -41,6 +42,7 @@ __all__ = ["LogRegObjective", "hessian_vector_product", "regularised_optimum",
            "softmax_t", "value_and_gradient"]
 
 _GTOL = 1e-7
+_SPARSE_MIN_ROWS = 1024  # fewer rows: the CSR copies cost more than they save
 Floats = NDArray[np.floating]
 
 
@@ -95,13 +97,56 @@ def _scipy_blas_serial() -> Iterator[None]:
         yield
 
 
+def sparse_value_and_gradient(rows: SparseRows, y: Tensor, theta: Floats,
+                              weight_decay: float) -> tuple[float, Floats]:
+    """:func:`value_and_gradient` with the rows as :class:`~fedqr.models.sparse_rows.SparseRows`
+    (``X = S + 1 m^T``, both products reading only the non-zeros of ``S``), in the dtype of
+    the rows; ``theta`` ``(features, k)``."""
+    n = y.shape[0]
+    th = torch.from_numpy(np.ascontiguousarray(theta))
+    z = rows.mm(th)  # (n, k)
+    top = z.amax(dim=1, keepdim=True)
+    e = (z - top).exp_()
+    s = e.sum(dim=1, keepdim=True)
+    ce = float(s.log().add_(top).sub_(z.gather(1, y[:, None])).sum(dtype=torch.float64)) / n
+    r = e.div_(s)  # P
+    r.scatter_add_(1, y[:, None], torch.full((n, 1), -1.0, dtype=r.dtype))  # P - Y
+    grad = rows.tmm(r).T.numpy() / n + weight_decay * theta
+    return ce + 0.5 * weight_decay * float(np.sum(theta * theta, dtype=np.float64)), grad
+
+
+def _objective(x: Floats, y: NDArray[np.integer], k: int, wd: float
+               ) -> Callable[[Floats], tuple[float, Floats]]:
+    """``theta -> (F, grad F)`` in the dtype of ``x``: through sparse rows where their
+    products pay (:func:`~fedqr.models.sparse_rows.pays`: MNIST, 19% non-zero besides each
+    column's background, takes half the time of the dense products per evaluation), else
+    :func:`value_and_gradient`."""
+    if x.ndim == 2 and x.shape[0] >= _SPARSE_MIN_ROWS:
+        xt = torch.from_numpy(np.ascontiguousarray(x))
+        offset = background(xt)
+        if pays(density(xt, offset), k):
+            rows = SparseRows.of(xt, offset=offset, transpose=True)
+            yt = torch.from_numpy(np.asarray(y, dtype=np.int64))
+
+            def sparse(theta: Floats) -> tuple[float, Floats]:
+                return sparse_value_and_gradient(rows, yt, theta, wd)
+
+            return sparse
+
+    def dense(theta: Floats) -> tuple[float, Floats]:
+        return value_and_gradient(x, y, theta, wd)
+
+    return dense
+
+
 def _lbfgs(x: Floats, y: NDArray[np.integer], k: int, wd: float, start: NDArray[np.float64],
            gtol: float) -> tuple[float, NDArray[np.float64]]:
     """L-BFGS-B from ``start`` on ``F`` evaluated in the dtype of ``x``."""
     shape = (x.shape[1], k)
+    objective = _objective(x, y, k, wd)
 
     def fun(v: NDArray[np.float64]) -> tuple[float, NDArray[np.float64]]:
-        val, g = value_and_gradient(x, y, v.reshape(shape).astype(x.dtype, copy=False), wd)
+        val, g = objective(v.reshape(shape).astype(x.dtype, copy=False))
         return val, np.asarray(g, dtype=np.float64).reshape(-1)
 
     with _scipy_blas_serial():
