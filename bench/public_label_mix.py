@@ -17,8 +17,10 @@ from 1000 + the case's index, and 30 from 3000 + it).
 from __future__ import annotations
 
 import argparse
+from collections.abc import Callable
 
 import numpy as np
+from numpy.typing import NDArray
 import torch
 from planner_suite_models import (  # bench/ is on sys.path when run as a script
     CASES,
@@ -37,18 +39,19 @@ from fedqr.planner import DataUse, ProxyChoice, make_plan
 DEFAULT = "ho1129b-heart3-logreg-lap-eps4,ho1129-heart3-mlp16-lap-eps4"
 
 
-def mix_split(shares: np.ndarray):  # noqa: ANN201 (a drop-in for split_by_sizes)
+def mix_split(shares: NDArray[np.float64]) -> Callable[..., Partition]:
     """``split_by_sizes`` dealing client i the label shares ``shares[i]`` (uniform draws
     within a class; a class that runs out is filled from those with rows left)."""
     uniform = public.split_by_sizes
 
-    def split(labels, sizes, *, rng, label_alpha=None):  # noqa: ANN001, ANN202
+    def split(labels: NDArray[np.int64], sizes: NDArray[np.int64], *,
+              rng: np.random.Generator, label_alpha: float | None = None) -> Partition:
         if label_alpha is not None:  # the shift's skewed alternatives stay as they are
             return uniform(labels, sizes, rng=rng, label_alpha=label_alpha)
         m = public._targets(len(labels), np.asarray(sizes, dtype=np.int64))
         classes = np.unique(labels)
         left = [list(rng.permutation(np.flatnonzero(labels == c))) for c in classes]
-        parts = []
+        parts: list[NDArray[np.int64]] = []
         for i, size in enumerate(m):
             want = np.floor(shares[i] * size).astype(int)
             want[int(np.argmax(shares[i]))] += int(size - want.sum())
