@@ -20,8 +20,8 @@ import argparse
 from collections.abc import Callable
 
 import numpy as np
-from numpy.typing import NDArray
 import torch
+from numpy.typing import NDArray
 from planner_suite_models import (  # bench/ is on sys.path when run as a script
     CASES,
     CONFIRM_SEED,
