@@ -5,7 +5,8 @@ the sparse objective against the dense one.
 background where those products pay (MNIST: 19% non-zero besides the background), else by
 dense float64 products. This times one evaluation each way, then ``regularised_optimum`` each
 way (the sparse one including its CSR copies), and checks that both reach the same optimum
-(objective values within L-BFGS's tolerance).
+(objective values within L-BFGS's tolerance); then theta* of the first n rows each way, the
+check of the row count below which the dense objective is kept.
 
     FEDQR_DATA=../shared/data python bench/theta_star.py [--threads 2]
 """
@@ -53,6 +54,17 @@ def main() -> None:
             print(f"  theta*, {name}: {time.perf_counter() - started:.1f} s")
         finally:
             est._SPARSE_MIN_ROWS = saved
+    print("  theta* of the first n rows (where est._SPARSE_MIN_ROWS switches to sparse):")
+    for n in (1024, 2048, 4096, 8192):
+        times = {}
+        for name, min_rows in (("sparse", 1), ("dense", 1 << 62)):
+            saved, est._SPARSE_MIN_ROWS = est._SPARSE_MIN_ROWS, min_rows
+            try:
+                times[name] = best_seconds(lambda n=n: est.regularised_optimum(
+                    x[:n], y[:n], num_classes=k, weight_decay=WEIGHT_DECAY), 2)
+            finally:
+                est._SPARSE_MIN_ROWS = saved
+        print(f"    n = {n:5d}: sparse {times['sparse']:.3f} s, dense {times['dense']:.3f} s")
     values = {n: est.value_and_gradient(x, y, t.T.copy(), WEIGHT_DECAY)[0]
               for n, t in optima.items()}
     diff = np.linalg.norm(optima["sparse"] - optima["dense"]) / np.linalg.norm(optima["dense"])

@@ -42,7 +42,8 @@ __all__ = ["LogRegObjective", "hessian_vector_product", "regularised_optimum",
            "softmax_t", "value_and_gradient"]
 
 _GTOL = 1e-7
-_SPARSE_MIN_ROWS = 1024  # fewer rows: the CSR copies cost more than they save
+_SPARSE_MIN_ROWS = 1024  # about the crossing (bench/theta_star.py: MNIST, 0.116 s sparse
+# against 0.130 s dense at 1,024 rows, 0.290 against 0.462 s at 4,096)
 Floats = NDArray[np.floating]
 
 
