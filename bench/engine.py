@@ -65,7 +65,7 @@ def pass_ms(ds, part, *, repeats: int, split: bool, metrics: bool, device: str,
     layout = client_layout(x, y, offsets=offsets, num_classes=10, norm=Norm.L1, coding=coding,
                            chunk_rows=2048)
     if not split:
-        layout = dataclasses.replace(layout, blocks=None)
+        layout = dataclasses.replace(layout, with_blocks=False)
     theta = 0.01 * torch.randn(repeats, 10, x.shape[1], generator=torch.Generator().manual_seed(0))
     sel = np.tile(np.arange(10), (repeats, 1))
     return 1e3 * best_seconds(lambda: full_batch_sums(

@@ -66,19 +66,44 @@ def test_coded_sum_is_the_exact_sum_of_truncated_residuals() -> None:
     assert coding is not None
     cols = torch.arange(11)
     block = coded_block(torch.as_tensor(x), coding.codes, coding, cols, chunk_rows=256)
-    assert len(block.codes_t) == 3
+    assert block.chunk_rows == 256 and [c.shape for c in block.codes_t] == [(12, 700)]
     res = torch.rand(700, 6, generator=torch.Generator().manual_seed(6)) * 2 - 1
     res[:10] = torch.tensor([1.0, -1.0, 0.0, 1e-6, -1e-6, 0.5])  # the grid's ends and below it
+    res[10] = torch.tensor([-1.0, -0.5, 0.999999, 2.0**-23, -(2.0**-23), 0.25])
     sums = CodedSum(block, 6)
-    for chunk, start in enumerate(range(0, 700, 256)):
-        sums.add(chunk, res[start:start + 256].clone())
-    grad, total = sums.result()
-    trunc = np.trunc(res.double().numpy() * QUANT) / QUANT
-    assert (np.abs(trunc) <= np.abs(res.double().numpy())).all()  # never larger: the bound holds
+    for start in (512, 0, 256):  # chunks in any order
+        sums.add(start, res[start:start + 256].clone())
+    t = torch.trunc(res * QUANT).long().numpy()  # the grid's integers (the product in float32)
+    whole, total = sums.integers()
+    assert np.array_equal(whole.numpy(), coding.codes.astype(np.int64).T @ t)  # exact
+    assert np.array_equal(total.numpy(), t.sum(axis=0))
+    grad, res_sum = sums.result()
+    trunc = t / QUANT  # never larger than the residual but for float32's rounding of r QUANT
+    assert (np.abs(trunc) <= np.abs(res.double().numpy()) * (1 + 2.0**-23)).all()
     rows = coding.codes * coding.scale + coding.offset  # the coded rows, float64
     want = trunc.T @ rows
     assert np.allclose(grad.double().numpy(), want, rtol=1e-6, atol=1e-6 * np.abs(want).max())
-    assert np.allclose(total.double().numpy(), trunc.sum(axis=0), rtol=1e-6, atol=1e-9)
+    assert np.allclose(res_sum.double().numpy(), trunc.sum(axis=0), rtol=1e-6, atol=1e-9)
+
+
+def test_coded_sum_refuses_missing_rows_and_splits_large_clients() -> None:
+    x = _images(70_000, 3, 11)
+    coding = code_rows(x)
+    assert coding is not None
+    block = coded_block(torch.as_tensor(x), coding.codes, coding, torch.arange(3),
+                        chunk_rows=4096)
+    assert [c.shape[1] for c in block.codes_t] == [65_536, 4_464]  # int32 sums stay exact
+    res = torch.full((70_000, 2), -1.0)
+    res[::2, 1] = 1.0  # the largest digits everywhere
+    sums = CodedSum(block, 2)
+    sums.add(0, res[:60_000].clone())
+    with pytest.raises(RuntimeError, match="60000 rows added, the block has 70000"):
+        sums.integers()
+    sums.add(60_000, res[60_000:].clone())
+    whole, total = sums.integers()
+    t = torch.trunc(res * QUANT).long().numpy()
+    assert np.array_equal(whole.numpy(), coding.codes.astype(np.int64).T @ t)
+    assert np.array_equal(total.numpy(), t.sum(axis=0))
 
 
 def _clients(seed: int) -> tuple[torch.Tensor, torch.Tensor, np.ndarray]:
@@ -138,3 +163,24 @@ def test_a_row_moves_the_mixed_sum_by_at_most_the_clip(norm: Norm) -> None:
                                          dim=1)
         assert (moved <= clip * (1 + 1e-5)).all(), (drop, moved)
         assert (moved > 0).all()
+
+
+def test_mixed_pass_does_not_depend_on_its_chunks(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Each row's logits and residual are its own and the integer sums are exact: chunks of
+    any size give the same sums, bit for bit (so the pass may pick large ones)."""
+    from fedqr.models import logreg_coded
+
+    x, y, off = _clients(12)
+    coding = code_rows(x.numpy())
+    assert coding is not None
+    theta = 0.2 * torch.randn(3, 4, 30, generator=torch.Generator().manual_seed(13))
+    sel = np.array([[0, 1], [1, 2], [2, 0]])
+    got = []
+    for logits in (logreg_coded.CHUNK_LOGITS, 12 * 7, 12 * 64):  # one chunk; 7 or 64 rows
+        monkeypatch.setattr(logreg_coded, "CHUNK_LOGITS", logits)
+        lay = client_layout(x, y, offsets=off, num_classes=4, norm=Norm.L2, coding=coding,
+                            chunk_rows=1)
+        got.append(full_batch_sums(lay, theta, sel, clip=0.4, norm=Norm.L2, chunk_rows=1,
+                                   with_train_loss=False))
+    for other in got[1:]:
+        assert torch.equal(other.grad, got[0].grad) and torch.equal(other.clipped, got[0].clipped)

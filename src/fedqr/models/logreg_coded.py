@@ -8,13 +8,18 @@ client's rows is ``S^T X`` with ``S`` the clipped residuals (every entry in [-1,
 
 * the logits ``X W^T`` are one bfloat16 product (the residuals may depend on the rows in any
   way: clipping bounds whatever they are);
-* each residual is truncated toward zero to a multiple of ``1 / QUANT`` and written in three
-  int8 limbs of base 128, so ``|r~| <= |r|`` entry by entry: a clipped per-sample gradient
-  stays within the clip bound in every norm;
-* ``S~^T C`` is one int8 product per chunk (the limbs side by side) with int32 sums, added up
-  in int64: **exact**, with no float rounding at all (float32 sums round; these do not), and
-  the gradient ``(S~^T C) diag(scale) + (S~^T 1) offset^T`` is formed from the exact integers
-  in float64;
+* each residual is truncated toward zero to a multiple of ``1 / QUANT`` (an integer ``t``
+  with ``|t| <= QUANT < 2^23``), so ``|r~| <= |r| (1 + 2^-24)`` entry by entry (the float32
+  product ``r QUANT`` rounds before the truncation, and the norms' margin below covers that
+  factor): a clipped per-sample gradient stays within the clip bound in every norm;
+* ``t`` is stored as one int32, ``(t + 3 * 2^23) XOR 0x808080``, whose four bytes read as
+  int8 in place are three base-256 digits ``v_i`` in [-128, 127], with
+  ``t = v_0 + 256 v_1 + 65536 v_2 + 32896``, and a byte that is always 1. One int8 product
+  per client, ``[codes; 1]^T [bytes]`` with int32 sums, gives each digit's sums, the residual
+  sums (the row of ones) and each column's code sum (the byte 1, which carries the 32896);
+  combined in int64, ``S~^T C`` is **exact**, with no float rounding at all (float32 sums
+  round; these do not), and the gradient ``(S~^T C) diag(scale) + (S~^T 1) offset^T`` is
+  formed from the exact integers in float64;
 * the clipping norms are those of the coded rows (float32, raised by twice their rounding
   bound, and never below the float32 rows' norms), so the bound holds for the rows the sum
   uses.
@@ -22,14 +27,17 @@ client's rows is ``S^T X`` with ``S`` the clipped residuals (every entry in [-1,
 A pass that also records the training loss runs in float32 (the block's float32 rows, the
 same norms), so the loss the figures plot is float32's.
 
-On the 2-core development machine a pass of 10 MNIST clients x 10 repeats takes 64.8 ms
-against 111.6 ms in float32 (``python bench/engine.py``). Training moves by the truncation (at
-most ``1 / QUANT`` = 4.8e-7 per residual entry) and the bfloat16 logits:
+On the 2-vCPU Xeon the integer part of one MNIST client with 10 repeats takes 1.7 ms against
+3.1 to 3.3 ms with three limbs of base 128 written by shifts and masks, one product per
+2,048-row chunk (the same integers), and a pass of 10 clients x 10 repeats 51 to 55 ms against
+61 to 68 ms in chunks of 2,048 rows (``python bench/coded_pass.py``). Training moves by
+the truncation (at most ``1 / QUANT`` = 4.8e-7 per residual entry) and the bfloat16 logits:
 ``tests/sim/test_arithmetic.py`` bounds the move of the final loss against the noise's.
 """
 
 from __future__ import annotations
 
+import sys
 import weakref
 from dataclasses import dataclass
 
@@ -40,20 +48,27 @@ from torch import Tensor
 
 from fedqr.models.logreg import Norm, clipped_residual
 
-__all__ = ["LIMB", "LIMBS", "NORM_MARGIN", "QUANT", "CodedBlock", "CodedSum", "Coding",
-           "code_rows", "coded_block", "coded_pass"]
+__all__ = ["BYTE_WEIGHTS", "CHUNK_LOGITS", "NORM_MARGIN", "QUANT", "CodedBlock", "CodedSum",
+           "Coding", "code_rows", "coded_block", "coded_pass"]
 
-LIMB = 128
-_BITS = 7
-LIMBS = 3
-QUANT = 127 * LIMB ** (LIMBS - 1)
+QUANT = 127 * 128 ** 2
 """Residual grid: ``trunc(r * QUANT)`` of ``r`` in [-1, 1] is an integer of at most 2,080,768
-in size, written in three int8 limbs of base 128 (the top one signed, within [-127, 127],
-the others within [0, 127]). The grid step,
-4.8e-7, is what truncation can take off an entry; with two limbs (step 6.2e-5) the shrinkage
-moved a digits run's final loss by a sixth of its repeat-to-repeat spread, with three by
-less than a hundredth (measured once with the runs of ``tests/sim/test_arithmetic.py``, which
-fails beyond a twentieth)."""
+in size (below ``2^23``: three signed base-256 digits). The grid step, 4.8e-7, is what
+truncation can take off an entry; with a step of 6.2e-5 the shrinkage moved a digits run's
+final loss by a sixth of its repeat-to-repeat spread, with this one by less than a hundredth
+(measured once with the runs of ``tests/sim/test_arithmetic.py``, which fails beyond a
+twentieth)."""
+
+_LIFT = 3 << 23
+"""Added to ``t``: ``t + 3 * 2^23`` lies in ``[2^24, 2^25)``, so its top byte is 1 and its low
+three bytes are the base-256 digits of ``t + 2^23`` (in [0, 255])."""
+_FLIP = 0x808080
+"""XOR of the low three bytes' top bits: byte ``u`` becomes the int8 ``u - 128``."""
+_RECENTRE = 128 * (1 + 256)  # t = v0 + 256 v1 + 65536 v2 + 128 (1 + 256 + 65536) - 2^23
+_DIGITS = (1, 256, 65536, _RECENTRE)  # weights of the four bytes of one lifted int32
+BYTE_WEIGHTS = _DIGITS if sys.byteorder == "little" else _DIGITS[::-1]
+"""The weight of each byte of a lifted int32 in memory order: ``t = sum_i w_i b_i`` with
+``b_i`` the bytes read as int8 (the fourth, always 1, carries the recentring constant)."""
 
 CODE_TOL = 1e-3
 """A column is coded when every value is within this share of a code step of its code."""
@@ -64,7 +79,12 @@ their rounding bound, at least this)."""
 
 _SAMPLE_ROWS = 2048
 _SCAN_ROWS = 8192
-_MAX_CHUNK = 65536  # int32 sums of 127 * 128 products stay exact up to 131,000 rows
+CHUNK_LOGITS = 1 << 20
+"""The mixed pass's float work (logits, residuals) takes chunks of at least this many logits
+(4 MB in float32), more than ``chunk_rows`` where few columns share a row: its results do not
+depend on the chunks (each row's logits and residual are its own, and the integer sums are
+exact), and larger chunks cost less per logit: ``bench/coded_pass.py``."""
+_GROUP_ROWS = 65536  # int32 sums of 128 * 128 products stay exact up to 131,071 rows
 
 
 @dataclass(frozen=True)
@@ -178,12 +198,12 @@ def _on_grid(x: Tensor, cols: NDArray[np.int64], lo: NDArray[np.float64],
 @dataclass(frozen=True)
 class CodedBlock:
     """One client's varying columns for the mixed pass: bfloat16 rows for the logits, the
-    codes transposed in chunks for the gradient products, and the columns' scale and
-    offset."""
+    codes transposed with a row of ones appended, in groups of at most 65,536 rows (one
+    integer product each: int32 sums stay exact), and the columns' scale and offset."""
 
     x16: Tensor  # (d_i, v) bfloat16
-    codes_t: tuple[Tensor, ...]  # each (v, rows of the chunk) int8
-    chunk_rows: int
+    codes_t: tuple[Tensor, ...]  # each (v + 1, rows of the group) int8, the last row ones
+    chunk_rows: int  # rows per chunk of the float work (logits and residuals)
     scale: Tensor  # (v,) float64
     offset: Tensor  # (v,) float64
 
@@ -191,44 +211,54 @@ class CodedBlock:
 def coded_block(x: Tensor, codes: NDArray[np.int8], coding: Coding, cols: Tensor, *,
                 chunk_rows: int) -> CodedBlock:
     """The :class:`CodedBlock` of a client's rows ``x`` (varying columns ``cols``) and codes."""
-    step, idx = min(chunk_rows, _MAX_CHUNK), cols.cpu().numpy()
-    c = codes[:, idx].T
+    idx = cols.cpu().numpy()
+    c = np.concatenate([codes[:, idx].T, np.ones((1, len(codes)), dtype=np.int8)])
     return CodedBlock(
-        x16=x.to(torch.bfloat16), chunk_rows=step,
-        codes_t=tuple(torch.from_numpy(np.ascontiguousarray(c[:, s:s + step]))
-                      for s in range(0, c.shape[1], step)),
+        x16=x.to(torch.bfloat16), chunk_rows=chunk_rows,
+        codes_t=tuple(torch.from_numpy(np.ascontiguousarray(c[:, s:s + _GROUP_ROWS]))
+                      for s in range(0, c.shape[1], _GROUP_ROWS)),
         scale=torch.as_tensor(coding.scale[idx]), offset=torch.as_tensor(coding.offset[idx]))
 
 
 class CodedSum:
-    """``S~^T X~`` of one client's chunks of clipped residuals ``(rows, cols)`` (entries in
-    [-1, 1], chunk ``i`` the rows of ``block.codes_t[i]``), exactly in integers."""
+    """``S~^T X~`` of one client's clipped residuals ``(rows, cols)`` (entries in [-1, 1]),
+    exactly in integers. Every row is added once, in chunks of any size and order, before
+    :meth:`result`."""
 
     def __init__(self, block: CodedBlock, cols: int) -> None:
         self.block, self.cols = block, cols
-        self._acc = torch.zeros(block.scale.shape[0], LIMBS * cols, dtype=torch.int64)
-        self._total = torch.zeros(cols, dtype=torch.int64)
-        self._limbs = torch.empty(block.chunk_rows, LIMBS * cols, dtype=torch.int8)
+        self._t = torch.empty(block.x16.shape[0], cols, dtype=torch.int32)
+        self._added = 0
 
-    def add(self, chunk: int, res: Tensor) -> None:
-        """Add chunk ``chunk``'s residuals (truncated toward zero to the ``1 / QUANT``
-        grid)."""
-        n, cols = res.shape[0], self.cols
-        t = res.mul(float(QUANT)).to(torch.int32)  # the cast truncates toward zero
-        self._total += t.sum(dim=0)
-        for i in range(LIMBS):  # t = sum_i limb_i 128^(LIMBS-1-i): the top limb signed (floor
-            shift = _BITS * (LIMBS - 1 - i)  # shift), the others in [0, 127]
-            limb = t >> shift if i == 0 else (t >> shift) & (LIMB - 1)
-            self._limbs[:n, i * cols:(i + 1) * cols].copy_(limb)
-        self._acc += torch._int_mm(self.block.codes_t[chunk], self._limbs[:n])
+    def add(self, start: int, res: Tensor) -> None:
+        """Add the residuals of rows ``start, ..., start + len(res) - 1`` (truncated toward
+        zero to the ``1 / QUANT`` grid); ``res`` is overwritten."""
+        dst = self._t[start:start + res.shape[0]]
+        dst.copy_(res.mul_(float(QUANT)))  # the cast truncates toward zero
+        dst.add_(_LIFT).bitwise_xor_(_FLIP)  # the bytes: three int8 digits and a 1
+        self._added += res.shape[0]
+
+    def integers(self) -> tuple[Tensor, Tensor]:
+        """The exact sums ``sum_j t_j c_j`` ``(v, cols)`` and ``sum_j t_j`` ``(cols,)``, int64
+        (``t_j = trunc(r_j QUANT)``, ``c_j`` the codes)."""
+        if self._added != self._t.shape[0]:
+            raise RuntimeError(f"CodedSum: {self._added} rows added, the block has "
+                               f"{self._t.shape[0]}")
+        digits = self._t.view(torch.int8)  # (rows, 4 cols): each int32's bytes, in place
+        acc: Tensor | None = None
+        for g, codes in enumerate(self.block.codes_t):
+            part = torch._int_mm(codes, digits[g * _GROUP_ROWS:g * _GROUP_ROWS + codes.shape[1]])
+            acc = part.long() if acc is None else acc.add_(part)
+        assert acc is not None  # a block has at least one row
+        a = acc.view(acc.shape[0], self.cols, 4)
+        whole = sum(a[..., i] * w for i, w in enumerate(BYTE_WEIGHTS))
+        assert isinstance(whole, Tensor)
+        return whole[:-1], whole[-1]
 
     def result(self) -> tuple[Tensor, Tensor]:
         """The gradient sums ``(cols, v)`` and the residual sums ``(cols,)``, float32."""
-        cols = self.cols
-        whole = self._acc[:, :cols].clone()  # exact integers: sum_j trunc(r_j QUANT) c_j
-        for i in range(1, LIMBS):
-            whole.mul_(LIMB).add_(self._acc[:, i * cols:(i + 1) * cols])
-        total = self._total.double()
+        whole, total64 = self.integers()
+        total = total64.double()
         grad = whole.double().mul_(self.block.scale[:, None]).add_(
             self.block.offset[:, None] * total[None, :]).div_(QUANT)
         return grad.T.float().contiguous(), (total / QUANT).float()
@@ -250,8 +280,9 @@ def coded_pass(coded: CodedBlock, theta_t: Tensor, *, cols: Tensor, const_cols: 
     bias = theta_t.index_select(1, const_cols) @ const_vals  # the constant columns' logits
     sums = CodedSum(coded, r * k)
     n_clipped = torch.zeros(r, dtype=theta_t.dtype, device=theta_t.device)
-    for chunk, start in enumerate(range(0, coded.x16.shape[0], coded.chunk_rows)):
-        stop = min(start + coded.chunk_rows, coded.x16.shape[0])
+    step = max(coded.chunk_rows, CHUNK_LOGITS // (r * k))
+    for start in range(0, coded.x16.shape[0], step):
+        stop = min(start + step, coded.x16.shape[0])
         c = stop - start
         logits = (coded.x16[start:stop] @ w16.T).float().add_(bias)
         out = clipped_residual(logits[:, : r * k].view(c, r, k),
@@ -259,7 +290,7 @@ def coded_pass(coded: CodedBlock, theta_t: Tensor, *, cols: Tensor, const_cols: 
                                clip=clip, norm=norm, metrics=False)
         assert out.residual is not None  # residual=True
         res = out.residual if weight is None else out.residual * weight[None, :, None]
-        sums.add(chunk, res.view(c, r * k))
+        sums.add(start, res.view(c, r * k))
         if out.clipped is not None:
             n_clipped += out.clipped.sum(dim=0)
     g_x, res_sum = sums.result()
