@@ -71,7 +71,8 @@ def test_evaluation_metrics_match_torch_logsumexp_and_argmax() -> None:
 def test_weighted_residual_is_the_clipped_residual_times_the_weight(norm: Norm,
                                                                     clip: float) -> None:
     """The twin's form ``min(w, w xi / (||x|| ||r||)) (p - y)`` is ``w s (p - y)``, also for a
-    row of weight 0 (padding), a zero row and a row whose residual is exactly zero."""
+    row of weight 0 (padding), a zero row and a row whose residual is zero to float32 (its
+    other classes' probabilities are the exp floor's 1.8e-35: ``fedqr.models.logreg``)."""
     gen = torch.Generator().manual_seed(0)
     rows, cols, k = 40, 3, 5
     logits = torch.randn(2, rows, cols, k, generator=gen) * 3
@@ -90,4 +91,30 @@ def test_weighted_residual_is_the_clipped_residual_times_the_weight(norm: Norm,
                             weight=w, norm=norm)
     assert torch.isfinite(got).all()
     torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)
-    assert (got[0, 1] == 0).all() and (got[1, :5] == 0).all()
+    assert (got[0, 1].abs() < 1e-34).all() and (got[1, :5] == 0).all()
+
+
+def test_the_exp_floor_keeps_softmax_terms_out_of_the_subnormal_range() -> None:
+    """Logits spread over hundreds (a noisy model) give no subnormal residual entry (slow on
+    x86), and the loss and clipped residual are those without the floor to float32."""
+    gen = torch.Generator().manual_seed(4)
+    logits = torch.randn(300, 3, 10, generator=gen) * 300
+    y = torch.randint(0, 10, (300, 3), generator=gen)
+    x_norm = torch.rand(300, 1, generator=gen) * 5 + 1
+    out = clipped_residual(logits, y, x_norm=x_norm, clip=2.0, norm=Norm.L2)
+    assert out.residual is not None and out.loss is not None
+    tiny = torch.finfo(torch.float32).tiny
+    assert not ((out.residual != 0) & (out.residual.abs() < tiny)).any()
+    ref = torch.logsumexp(logits, dim=-1) - logits.gather(-1, y.unsqueeze(-1)).squeeze(-1)
+    torch.testing.assert_close(out.loss, ref, rtol=1e-6, atol=1e-5)
+    p = torch.softmax(logits.double(), dim=-1) - torch.nn.functional.one_hot(y, 10).double()
+    scale = (2.0 / (x_norm.double() * p.norm(dim=-1))).clamp(max=1.0)
+    torch.testing.assert_close(out.residual.double(), p * scale.unsqueeze(-1), rtol=1e-5,
+                               atol=1e-7)
+    y0 = y[:, :1]  # the twin's rows: one label across the columns
+    want = clipped_residual(logits, y0.expand(300, 3), x_norm=x_norm, clip=2.0, norm=Norm.L2,
+                            metrics=False).residual
+    got = weighted_residual(logits.clone(), y0[..., None], bound=2.0 / x_norm,
+                            weight=torch.ones(300, 1), norm=Norm.L2)
+    assert want is not None and not ((got != 0) & (got.abs() < tiny)).any()
+    torch.testing.assert_close(got, want, rtol=1e-5, atol=1e-7)

@@ -13,7 +13,7 @@ from collections.abc import Iterator
 import torch
 from torch import Tensor
 
-from fedqr.models.logreg import clipped_residual
+from fedqr.models.logreg import EXP_FLOOR, clipped_residual
 from fedqr.models.logreg_pass import forward_weights
 from fedqr.models.sparse_rows import SparseCache
 
@@ -89,7 +89,7 @@ def summed_metrics(logits: Tensor, y: Tensor) -> tuple[Tensor, Tensor]:
         correct = (picked == top).sum(dim=1)
     else:  # argmax takes the first of tied maxima (an untrained model ties every class)
         correct = (logits.argmax(dim=-1) == y[:, None]).sum(dim=0)
-    lse = lt.sub_(top.unsqueeze(1)).exp_().sum(dim=1).log_()
+    lse = lt.sub_(top.unsqueeze(1)).clamp_(min=EXP_FLOOR).exp_().sum(dim=1).log_()
     loss = lse.add_(top).sub_(picked).sum(dim=1)
     if not bool(torch.isfinite(loss).all()):
         out = clipped_residual(logits, y[:, None].expand(c, r), residual=False)
