@@ -9,7 +9,8 @@ Each setting runs, as new processes:
 * ``round``: ms per round of ``fedqr.sim.engine.simulate`` on MNIST, N = 10, softmax
   regression, Gaussian b = 10, q = 0.01, test loss every round (bench/peers' ``gaussian-b10``
   case; the fastest of 40 rounds after 3), where a round's many small parallel regions make
-  every wake-up of a sleeping thread count;
+  every wake-up of a sleeping thread count; and Laplace b = 10 with 10 repeats in the mixed
+  arithmetic on the paper's partition (the full reproduction's round; the median of 20);
 
 once on the machine as it is and once with ``--busy`` processes spinning beside it (another
 job on a shared machine), and prints the times with the plans' agreement. Settings:
@@ -45,6 +46,8 @@ SETTINGS = {
                            "GOMP_SPINCOUNT": "3000"},
     "2 threads, spin 10k": {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "PASSIVE",
                             "GOMP_SPINCOUNT": "10000"},
+    "2 threads, spin 30k": {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "PASSIVE",
+                            "GOMP_SPINCOUNT": "30000"},
     "2 threads, spin 100k": {"OMP_NUM_THREADS": "2", "OMP_WAIT_POLICY": "PASSIVE",
                              "GOMP_SPINCOUNT": "100000"},
     "default": {"OMP_NUM_THREADS": "2"},
@@ -59,6 +62,7 @@ from fedqr.data import load_dataset, make_partition
 from fedqr.privacy import Mechanism
 from fedqr.sim.config import PrivacyConfig, SimConfig
 from fedqr.sim.engine import simulate
+from fedqr._precision import Arithmetic
 ds = load_dataset("mnist")
 part = make_partition("iid", labels=ds.y_train, num_clients=10, rng=np.random.default_rng(0))
 cfg = SimConfig(num_clients=10, clients_per_round=10, rounds=43, eval_every=1,
@@ -66,7 +70,15 @@ cfg = SimConfig(num_clients=10, clients_per_round=10, rounds=43, eval_every=1,
                                       clip=10.0, sample_rate=0.01))
 marks = []
 simulate(ds, part, cfg, device="cpu", on_round=lambda t: marks.append(time.perf_counter()))
-print(min(np.diff(marks[2:])) * 1e3)
+gauss = min(np.diff(marks[2:])) * 1e3
+part = make_partition("two-digits", labels=ds.y_train, num_clients=10,
+                      rng=np.random.default_rng(0))
+cfg = SimConfig(num_clients=10, clients_per_round=10, rounds=23, repeats=10, eval_every=23,
+                arithmetic=Arithmetic.MIXED, privacy=PrivacyConfig(mechanism=Mechanism.LAPLACE,
+                                                          eps=5.0, clip=300.0, sample_rate=1.0))
+marks = []
+simulate(ds, part, cfg, device="cpu", on_round=lambda t: marks.append(time.perf_counter()))
+print(gauss, float(np.median(np.diff(marks[2:]))) * 1e3)
 """
 
 
@@ -96,15 +108,18 @@ def _timeless(doc: object) -> object:
     return doc
 
 
-def round_ms(env: dict[str, str]) -> float:
-    """The fastest round of the Gaussian b = 10 engine run, in a new process."""
+def round_ms(env: dict[str, str]) -> tuple[float, float]:
+    """The fastest round of the Gaussian b = 10 engine run and the median round of the
+    Laplace b = 10 run (10 repeats, mixed arithmetic), in a new process."""
     with tempfile.TemporaryDirectory() as cache:
         done = subprocess.run([sys.executable, "-c", _ROUND], env=_env(env, cache),
                               capture_output=True, text=True, check=True)
-    return float(done.stdout.split()[-1])
+    gauss, laplace = done.stdout.split()[-2:]
+    return float(gauss), float(laplace)
 
 
-def _measure(a: argparse.Namespace, env: dict[str, str]) -> tuple[float, str, float]:
+def _measure(a: argparse.Namespace, env: dict[str, str]
+             ) -> tuple[float, str, tuple[float, float]]:
     wall, plan = (float("nan"), "") if a.skip_plan else plan_seconds(a.mechanism, env)
     return wall, plan, round_ms(env)
 
@@ -119,22 +134,22 @@ def main() -> None:
     print(f"fedqr plan --dataset mnist --num-clients 10 --mechanism {a.mechanism}; "
           f"Gaussian b = 10 round; {os.cpu_count()} CPUs, load {os.getloadavg()[0]:.2f}")
     print(f"{'setting':<22}{'plan idle':>11}{f'{a.busy} busy':>9}"
-          f"{'round idle':>12}{f'{a.busy} busy':>9}")
+          f"{'Gauss idle':>12}{f'{a.busy} busy':>9}{'Laplace idle':>14}{f'{a.busy} busy':>10}")
     plans = set()
     for name, env in SETTINGS.items():
         if a.only and name not in a.only:
             continue
-        idle, plan, r_idle = _measure(a, env)
+        idle, plan, (g_idle, l_idle) = _measure(a, env)
         spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"])
                     for _ in range(a.busy)]
         try:
-            busy, plan_busy, r_busy = _measure(a, env)
+            busy, plan_busy, (g_busy, l_busy) = _measure(a, env)
         finally:
             for p in spinners:
                 p.kill()
         plans.update((plan, plan_busy))
-        print(f"{name:<22}{idle:>10.1f}s{busy:>8.1f}s{r_idle:>9.2f} ms{r_busy:>6.2f} ms",
-              flush=True)
+        print(f"{name:<22}{idle:>10.1f}s{busy:>8.1f}s{g_idle:>9.2f} ms{g_busy:>6.2f} ms"
+              f"{l_idle:>11.1f} ms{l_busy:>7.1f} ms", flush=True)
     if not a.skip_plan:
         print("every plan the same" if len(plans) == 1 else f"{len(plans)} different plans")
 
