@@ -250,9 +250,8 @@ class CodedSum:
             part = torch._int_mm(codes, digits[g * _GROUP_ROWS:g * _GROUP_ROWS + codes.shape[1]])
             acc = part.long() if acc is None else acc.add_(part)
         assert acc is not None  # a block has at least one row
-        a = acc.view(acc.shape[0], self.cols, 4)
-        whole = sum(a[..., i] * w for i, w in enumerate(BYTE_WEIGHTS))
-        assert isinstance(whole, Tensor)
+        weights = torch.tensor(BYTE_WEIGHTS, dtype=torch.int64)
+        whole = (acc.view(acc.shape[0], self.cols, 4) * weights).sum(dim=-1)  # exact in int64
         return whole[:-1], whole[-1]
 
     def result(self) -> tuple[Tensor, Tensor]:
