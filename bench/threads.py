@@ -52,7 +52,7 @@ SETTINGS = {
                              "GOMP_SPINCOUNT": "100000"},
     "default": {"OMP_NUM_THREADS": "2"},
 }
-_UNSET = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT")  # the setting alone decides them
+_UNSET = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "FEDQR_SPIN_AUTO")  # the setting alone decides
 _RUN = "import sys; from fedqr.cli import app; sys.argv[0] = 'fedqr'; app()"
 _ROUND = """
 import time
