@@ -1,7 +1,9 @@
 """Benchmark: what a run on the same data saves by sharing its setup (``fedqr.sim.setup_memo``).
 
 MNIST, 10 clients (two digits each), 3 Laplace rounds of b = 10, one repeat: ``fedqr.simulate``
-with ``logreg`` and with ``linear`` (the intercept's rows made once too), each run three times
+with ``logreg`` and with ``linear`` (the intercept's rows made once too), and ``logreg`` in the
+mixed arithmetic with 10 repeats (the full reproduction's runs: the clients' coded blocks made
+once too), each run three times
 on the same ``FederatedData``: the first run (sorts the rows, builds their CSR copies), the
 second (shares them) and a third after ``setup_memo.clear()`` (builds them again). The
 difference of first and second is the setup a sweep no longer repeats.
@@ -37,21 +39,24 @@ def main() -> None:
     data = fedqr.FederatedData.from_arrays(x=ds.x_train, y=ds.y_train, client=client,
                                            test_share=0.1, seed=0)
     print(f"threads={args.threads}; {ds.num_train} rows, 10 clients, 3 Laplace rounds, b = 10")
-    print(f"{'model':8s} {'first':>8s} {'again':>8s} {'cleared':>8s}  same result")
-    for model in ("logreg", "linear"):
-        def run(model: str = model) -> tuple[float, np.ndarray]:
+    print(f"{'model':16s} {'first':>8s} {'again':>8s} {'cleared':>8s}  same result")
+    for model, arithmetic, repeats in (("logreg", "float32", 1), ("linear", "float32", 1),
+                                       ("logreg", "mixed", 10)):
+        def run(model: str = model, arithmetic: str = arithmetic,
+                repeats: int = repeats) -> tuple[float, np.ndarray]:
             t0 = time.perf_counter()
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 out = fedqr.simulate(data=data, model=model, mechanism="laplace", eps=10.0,
-                                     clip=300.0, rounds=3, clients_per_round=10, seed=0)
+                                     clip=300.0, rounds=3, clients_per_round=10, seed=0,
+                                     arithmetic=arithmetic, repeats=repeats)
             return time.perf_counter() - t0, out.theta
         setup_memo.clear()
         (first, a), (again, b) = run(), run()
         setup_memo.clear()
         cleared, c = run()
         same = np.array_equal(a, b) and np.array_equal(a, c)
-        print(f"{model:8s} {first:6.2f} s {again:6.2f} s {cleared:6.2f} s  "
+        print(f"{model + ', ' + arithmetic:16s} {first:6.2f} s {again:6.2f} s {cleared:6.2f} s  "
               f"{'yes' if same else 'NO'}")
 
 

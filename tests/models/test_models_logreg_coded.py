@@ -33,6 +33,25 @@ def test_code_rows_finds_the_grid_of_images_and_one_hot_columns() -> None:
     assert coded is not None and np.abs(coded.codes * coded.scale + coded.offset - z).max() < 1e-6
 
 
+def test_code_rows_finds_each_columns_grid_where_columns_are_standardised_on_their_own() -> None:
+    """A data file's features standardised per column (``FederatedData``): each column has a
+    grid of its own, and a column of rare values may show none of its neighbouring levels,
+    in its first rows or at all (levels 0, 2 and 5 steps up: the smallest gap is 2 steps)."""
+    rng = np.random.default_rng(4)
+    k = (rng.integers(0, 256, size=(3000, 6)) * (rng.random((3000, 6)) < 0.3)).astype(float)
+    k[:, 4] = 0
+    k[2500:2510, 4] = [2, 5, 2, 5, 5, 2, 2, 5, 2, 5]  # only after the first 2,048 rows
+    k[:, 5] = rng.choice([0.0, 3.0, 7.0, 12.0], size=3000)  # gaps 3, 4, 5: the step is 1
+    x = (k / 255.0 - 0.13) / 0.31
+    z = ((x - x.mean(axis=0)) / x.std(axis=0)).astype(np.float32)
+    coding = code_rows(z)
+    assert coding is not None
+    rebuilt = coding.codes * coding.scale + coding.offset
+    assert np.abs(rebuilt - z).max() <= 1e-4 * coding.scale.min()  # each value on its grid
+    assert np.allclose(coding.scale[[4, 5]], [(z[:, c].max() - z[:, c].min()) / n
+                                              for c, n in ((4, 5), (5, 12))], rtol=1e-6)
+
+
 @pytest.mark.parametrize("case", ["gaussian", "levels", "nan"])
 def test_code_rows_refuses_rows_that_are_not_coded(case: str) -> None:
     rng = np.random.default_rng(2)

@@ -123,3 +123,68 @@ def test_rows_with_an_intercept_are_made_once_and_runs_stay_equal() -> None:
     np.testing.assert_array_equal(first.theta, again.theta)
     setup_memo.clear()
     np.testing.assert_array_equal(fedqr.simulate(**run).theta, first.theta)
+
+
+def _coded_images(seed: int, n: int = 240) -> Dataset:
+    """Images of 256 grey levels (the mixed arithmetic's integer coding applies)."""
+    rng = np.random.default_rng(seed)
+    def rows(m: int) -> np.ndarray:
+        ink = rng.integers(0, 256, (m, 64)) / 255 * (rng.random((m, 64)) < 0.3)
+        return ((ink - 0.13) / 0.31).astype(np.float32)
+    return Dataset(name="coded", x_train=rows(n), y_train=rng.integers(0, 3, n),
+                   x_test=rows(60), y_test=rng.integers(0, 3, 60), num_classes=3)
+
+
+def test_a_layouts_client_blocks_are_built_once_per_rows_split_and_coding() -> None:
+    from fedqr.models.logreg import Norm
+    from fedqr.models.logreg_coded import code_rows
+    from fedqr.models.logreg_pass import ClientBlock, client_layout
+    from fedqr.models.sparse_rows import SparseCaches
+
+    ds = _coded_images(7)
+    x, y = torch.as_tensor(ds.x_train), torch.as_tensor(ds.y_train)
+    coding = code_rows(ds.x_train)
+    assert coding is not None
+    caches = SparseCaches()
+
+    def blocks(offsets: list[int], *, coded: bool = True,
+               chunk_rows: int = 64) -> tuple[ClientBlock | None, ...] | None:
+        return client_layout(x, y, offsets=np.asarray(offsets, dtype=np.int64), num_classes=3,
+                             norm=Norm.L1, coding=coding if coded else None,
+                             chunk_rows=chunk_rows, caches=caches).blocks
+
+    first = blocks([0, 100, 240])
+    assert blocks([0, 100, 240]) is first  # the same rows, split and coding: kept
+    assert blocks([0, 120, 240]) is not first  # another split
+    assert blocks([0, 100, 240], coded=False) is not first  # float32 blocks
+    assert blocks([0, 100, 240], chunk_rows=32) is not first  # another chunk size
+    alone = client_layout(x, y, offsets=np.asarray([0, 100, 240]), num_classes=3,
+                          norm=Norm.L1, coding=coding, chunk_rows=64).blocks  # no caches
+    assert alone is not None and first is not None
+    for a, b in zip(alone, first, strict=True):
+        assert a is not None and b is not None and a.coded is not None and b.coded is not None
+        assert torch.equal(a.x, b.x) and torch.equal(a.cols, b.cols)
+        assert all(torch.equal(c, d) for c, d in zip(a.coded.codes_t, b.coded.codes_t,
+                                                      strict=True))
+
+
+def test_a_mixed_run_after_another_equals_a_run_alone() -> None:
+    from fedqr._precision import Arithmetic
+
+    ds, part = _coded_images(8), _partition(240, 4, 2)
+    cfg = SimConfig(num_clients=4, clients_per_round=4, rounds=4, repeats=3,
+                    arithmetic=Arithmetic.MIXED, seed=3,
+                    privacy=PrivacyConfig(mechanism=Mechanism.LAPLACE, eps=5.0, clip=20.0,
+                                          sample_rate=1.0))
+    first = simulate(ds, part, cfg)
+    (entry,) = setup_memo._MEMO.values()
+    kept = {k: v[1] for k, v in entry[2]._derived.items() if k[1].startswith("blocks/coded")}
+    assert len(kept) == 1  # the coded blocks of the run's layout
+    warm = simulate(ds, part, cfg)
+    assert all(entry[2]._derived[k][1] is v for k, v in kept.items())  # not built again
+    setup_memo.clear()
+    alone = simulate(ds, part, cfg)
+    for run in (first, warm):
+        np.testing.assert_array_equal(run.final_theta, alone.final_theta)
+        assert [r["test_loss"] for r in run.runs[0]["rounds"]] == [
+            r["test_loss"] for r in alone.runs[0]["rounds"]]

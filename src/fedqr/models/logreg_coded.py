@@ -147,7 +147,9 @@ def _code(x: NDArray[np.floating]) -> Coding | None:
     with np.errstate(invalid="ignore", divide="ignore"):  # inf and 0 steps: not candidates
         own = np.where(np.isfinite(own), span / np.maximum(np.rint(span / own), 1), np.inf)
     scale = np.where(span == 0, 1.0, np.nan)
-    for step in (np.full_like(span, shared), own):
+    for step in (np.full_like(span, shared), own, None):
+        if step is None:  # the first rows missed a column's neighbouring levels (a rare
+            step = _whole_column_steps(x, np.isnan(scale), span)  # value): read all its rows
         todo = np.isnan(scale) & np.isfinite(step) & (step > 0) & (span <= 255.5 * step)
         if todo.any():
             cols = np.flatnonzero(todo)
@@ -172,6 +174,25 @@ def _code(x: NDArray[np.floating]) -> Coding | None:
     up = np.nextafter(norms.numpy() * np.float32(margin), np.float32(np.inf))
     return Coding(codes=codes.numpy(), scale=scale, offset=offset, norm_l1=up[0],
                   norm_l2=up[1])
+
+
+def _whole_column_steps(x: NDArray[np.floating], cols: NDArray[np.bool_],
+                        span: NDArray[np.float64]) -> NDArray[np.float64]:
+    """The coarsest grid ``span / n`` (``n`` <= 255) that holds every level of each of ``cols``
+    over all rows (``inf`` for the other columns and where none does): a column standardised
+    on its own has a grid of its own, whose neighbouring levels its first rows, or all of
+    them, may not show (levels 0, 2 and 5 steps up: the smallest gap is not the step)."""
+    step = np.full(len(span), np.inf)
+    for j in np.flatnonzero(cols):
+        levels = np.unique(x[:, j].astype(np.float64))
+        if not 1 < len(levels) <= 256:
+            continue
+        at = (levels - levels[0]) / span[j]  # in [0, 1]
+        for n in range(max(int(np.rint(span[j] / np.diff(levels).min())), 1), 256):
+            if np.abs(at * n - np.rint(at * n)).max() <= CODE_TOL:
+                step[j] = span[j] / n
+                break
+    return step
 
 
 def _refined(step: float, span: float) -> float:

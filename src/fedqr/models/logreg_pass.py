@@ -7,6 +7,7 @@ through the columns of one GEMM. Per-client results are sums (divided by d_i or 
 from __future__ import annotations
 
 import functools
+import hashlib
 import itertools
 from dataclasses import dataclass
 
@@ -80,6 +81,7 @@ class ClientLayout:
     sparse: SparseCache | None = None
     with_blocks: bool = False
     coded: tuple[Coding, int] | None = None  # the mixed arithmetic's coding and chunk rows
+    shared: SparseCaches | None = None  # where the blocks of earlier runs on x are kept
 
     @property
     def sizes(self) -> np.ndarray:
@@ -93,9 +95,21 @@ class ClientLayout:
         if not self.with_blocks:
             return None
         code = self.coded
-        return tuple(client_block(self.x[int(lo):int(hi)], None if code is None else
-                                  (code[0].codes[int(lo):int(hi)], code[0], code[1]))
-                     for lo, hi in itertools.pairwise(self.offsets))
+
+        def build(x: Tensor) -> tuple[ClientBlock | None, ...]:
+            return tuple(client_block(x[int(lo):int(hi)], None if code is None else
+                                      (code[0].codes[int(lo):int(hi)], code[0], code[1]))
+                         for lo, hi in itertools.pairwise(self.offsets))
+
+        if self.shared is None:
+            return build(self.x)
+        # the same rows (x, the shared sorted copy), split points, chunk rows and grid (scale,
+        # offset: with x's values they fix the codes) give the same blocks: built once a sweep
+        digest = hashlib.sha1(self.offsets.tobytes())
+        if code is not None:
+            digest.update(code[0].scale.tobytes() + code[0].offset.tobytes())
+        name = f"blocks/{'float32' if code is None else f'coded/{code[1]}'}/{digest.hexdigest()}"
+        return self.shared.derived(self.x, name, build)
 
 
 _MIN_CONST_SHARE = 1 / 16  # fewer constant columns than this share: the dense pass is as fast
@@ -131,7 +145,7 @@ def client_layout(x: Tensor, y: Tensor, *, offsets: np.ndarray, num_classes: int
         coding.norms(1 if norm is Norm.L1 else 2), device=x.device)
     return ClientLayout(x=x, y=y, x_norm=x_norm, offsets=offsets,
                         num_classes=num_classes, with_blocks=True,
-                        coded=None if coding is None else (coding, chunk_rows),
+                        coded=None if coding is None else (coding, chunk_rows), shared=caches,
                         sparse=(caches.of if caches is not None else SparseCache.of)(
                             x, groups, transpose=True))
 

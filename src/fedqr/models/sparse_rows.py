@@ -25,6 +25,7 @@ import threading
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar, cast
 
 import torch
 from torch import Tensor
@@ -32,6 +33,8 @@ from torch import Tensor
 __all__ = ["MAX_DENSITY", "MAX_DENSITY_COLUMNS", "MODE_ROWS", "PAD_COLUMNS_BELOW",
            "SPARSE_CHUNK_ROWS", "SparseCache", "SparseCaches", "SparseRows", "background",
            "density", "padded_columns", "pays", "to_csr"]
+
+_T = TypeVar("_T")
 
 MAX_DENSITY = 0.25
 """Rows denser than this are never multiplied sparse: a CSR copy of the rows and one of their
@@ -213,17 +216,18 @@ class SparseCaches:
 
     def __init__(self) -> None:
         self._caches: dict[tuple[int, tuple[tuple[int, int], ...], bool], SparseCache] = {}
-        self._derived: dict[tuple[int, str], tuple[Tensor, Tensor]] = {}
+        self._derived: dict[tuple[int, str], tuple[Tensor, object]] = {}
         self._lock = threading.Lock()
 
-    def derived(self, x: Tensor, name: str, make: Callable[[Tensor], Tensor]) -> Tensor:
+    def derived(self, x: Tensor, name: str, make: Callable[[Tensor], _T]) -> _T:
         """``make(x)``, made once per ``x`` and ``name`` (the rows with an intercept's column:
-        their CSR copies are then shared too)."""
+        their CSR copies are then shared too; a layout's client blocks). ``name`` must say
+        everything else that ``make`` depends on."""
         key = (id(x), name)
         with self._lock:
             hit = self._derived.get(key)
             if hit is not None and hit[0] is x:  # the entry holds x: its id stays x's
-                return hit[1]
+                return cast(_T, hit[1])
         made = make(x)
         with self._lock:
             self._derived[key] = (x, made)
