@@ -147,9 +147,13 @@ def _code(x: NDArray[np.floating]) -> Coding | None:
     with np.errstate(invalid="ignore", divide="ignore"):  # inf and 0 steps: not candidates
         own = np.where(np.isfinite(own), span / np.maximum(np.rint(span / own), 1), np.inf)
     scale = np.where(span == 0, 1.0, np.nan)
+    sample_levels = 1 + (gaps > 0).sum(axis=0)
     for step in (np.full_like(span, shared), own, None):
         if step is None:  # the first rows missed a column's neighbouring levels (a rare
-            step = _whole_column_steps(x, np.isnan(scale), span)  # value): read all its rows
+            left = np.isnan(scale)  # value): read all its rows, unless one has too many
+            if (sample_levels[left] > 256).any():
+                break
+            step = _whole_column_steps(x, left, span)
         todo = np.isnan(scale) & np.isfinite(step) & (step > 0) & (span <= 255.5 * step)
         if todo.any():
             cols = np.flatnonzero(todo)
