@@ -191,11 +191,11 @@ def _whole_column_steps(x: NDArray[np.floating], cols: NDArray[np.bool_],
         levels = np.unique(x[:, j].astype(np.float64))
         if not 1 < len(levels) <= 256:
             continue
-        at = (levels - levels[0]) / span[j]  # in [0, 1]
-        for n in range(max(int(np.rint(span[j] / np.diff(levels).min())), 1), 256):
-            if np.abs(at * n - np.rint(at * n)).max() <= CODE_TOL:
-                step[j] = span[j] / n
-                break
+        ns = np.arange(max(int(np.rint(span[j] / np.diff(levels).min())), 1), 256)
+        k = np.outer((levels - levels[0]) / span[j], ns)  # each level in steps of span / n
+        fits = np.abs(k - np.rint(k)).max(axis=0) <= CODE_TOL
+        if fits.any():
+            step[j] = span[j] / ns[fits.argmax()]  # the smallest n: the coarsest grid
     return step
 
 
