@@ -53,6 +53,7 @@ SETTINGS = {
     "default": {"OMP_NUM_THREADS": "2"},
 }
 _UNSET = ("OMP_WAIT_POLICY", "GOMP_SPINCOUNT", "FEDQR_SPIN_AUTO")  # the setting alone decides
+# ("FEDQR_SPIN_AUTO" is fedqr._threads.AUTO_MARK; this parent does not import fedqr)
 _RUN = "import sys; from fedqr.cli import app; sys.argv[0] = 'fedqr'; app()"
 _ROUND = """
 import time
