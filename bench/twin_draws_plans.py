@@ -19,6 +19,11 @@ deployment. This bench answers that in two steps:
     FEDQR_DATA=... PYTHONPATH=OLD/src python bench/twin_draws_plans.py --save old.json
     FEDQR_DATA=... PYTHONPATH=src python bench/twin_draws_plans.py --save new.json
     FEDQR_DATA=... PYTHONPATH=src python bench/twin_draws_plans.py --compare old.json new.json
+
+``--models`` (with either step) takes instead the plans of ``bench/planner_suite_models.py``
+whose model is not logistic regression (MLPs, ``linear``; not the CNN, for its cost), and
+``--only TEXT`` keeps the plans whose name contains one of its comma-separated parts (e.g.
+``--models --only mlp-lap``).
 """
 
 from __future__ import annotations
@@ -45,19 +50,23 @@ SEED = 7000
 it; both schedules of a plan run from it."""
 
 
-def _jobs(fresh: int, seed: int) -> dict[str, tuple[Callable[[], dict[str, Any]], Any]]:
-    """Every plan by name: how to plan it, and how to run a schedule of it for real."""
+def _jobs(fresh: int, seed: int, *, models: bool = False, only: str | None = None
+          ) -> dict[str, tuple[Callable[[], dict[str, Any]], Any]]:
+    """Every plan by name: how to plan it, and how to run a schedule of it for real
+    (``models``: the model suite's plans of other models; ``only``: names containing one of
+    its comma-separated parts)."""
     jobs: dict[str, tuple[Callable[[], dict[str, Any]], Any]] = {}
-    for case in [*SCENARIOS, *held_out(4, 20261123), *held_out(fresh, seed)]:
+    for case in [] if models else [*SCENARIOS, *held_out(4, 20261123), *held_out(fresh, seed)]:
         jobs[case.name] = (lambda case=case: _suite_plan(case), ("suite", case))
     for case in [*CASES, *HELD_OUT]:
-        if case.model != "logreg":
+        if (case.model in ("logreg", "cnn")) if models else case.model != "logreg":
             continue
         for label, (use, budget) in _uses(case).items():
             jobs[f"{case.name} {label}"] = (
                 lambda case=case, use=use, budget=budget: _plan(case, use, budget),
                 ("models", case))
-    return jobs
+    parts = None if only is None else only.split(",")
+    return {k: v for k, v in jobs.items() if parts is None or any(p in k for p in parts)}
 
 
 def _suite_plan(case: Any) -> dict[str, Any]:
@@ -80,9 +89,9 @@ def _real(kind: str, case: Any, schedule: dict[str, Any], repeats: int) -> list[
                       repeats=repeats)
 
 
-def save(path: Path, fresh: int, seed: int) -> None:
+def save(path: Path, fresh: int, seed: int, **which: Any) -> None:
     doc: dict[str, Any] = {}
-    for name, (plan, _) in _jobs(fresh, seed).items():
+    for name, (plan, _) in _jobs(fresh, seed, **which).items():
         doc[name] = plan()
         d = doc[name]
         print(f"{name:55s} T={d['T']:5d} b={d['b']:4d} q={d['q']:<6g} predicted "
@@ -90,9 +99,10 @@ def save(path: Path, fresh: int, seed: int) -> None:
         path.write_text(json.dumps(doc, indent=1))
 
 
-def compare(old_path: Path, new_path: Path, *, fresh: int, seed: int, repeats: int) -> None:
+def compare(old_path: Path, new_path: Path, *, fresh: int, seed: int, repeats: int,
+            **which: Any) -> None:
     old, new = json.loads(old_path.read_text()), json.loads(new_path.read_text())
-    jobs = _jobs(fresh, seed)
+    jobs = _jobs(fresh, seed, **which)
     same, diffs = 0, []
     for name in [n for n in jobs if n in old and n in new]:
         a, b = old[name], new[name]
@@ -125,12 +135,17 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=20261127, help="their seed")
     ap.add_argument("--repeats", type=int, default=5, help="real runs of each schedule")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--models", action="store_true",
+                    help="the model suite's plans of other models than logreg (not the CNN)")
+    ap.add_argument("--only", default=None, help="plans whose name contains one of these")
     args = ap.parse_args()
     torch.set_num_threads(args.threads)
+    which = {"models": args.models, "only": args.only}
     if args.save is not None:
-        save(args.save, args.fresh, args.seed)
+        save(args.save, args.fresh, args.seed, **which)
     elif args.compare is not None:
-        compare(*args.compare, fresh=args.fresh, seed=args.seed, repeats=args.repeats)
+        compare(*args.compare, fresh=args.fresh, seed=args.seed, repeats=args.repeats,
+                **which)
     else:
         ap.error("give --save FILE or --compare OLD NEW")
 
