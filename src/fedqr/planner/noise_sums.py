@@ -87,9 +87,10 @@ def unit_sums(counts: Tensor, *, repeats: int, num_params: int,
     ``G`` by Marsaglia and Tsang's method (every ``n_g >= 1``: ``d = n - 1/3``, ``c = 1 /
     sqrt(9 d)``, ``v = (1 + c x)^3`` for a normal ``x``, accepted where ``v > 0`` and ``log u <
     x^2 / 2 + d - d v + d log v`` for a uniform ``u``, which holds for about 95% or more of
-    the draws; the rest are drawn again), vectorised over every draw: torch's CPU gamma
-    sampler draws one element at a time (5 ms for the 153,000 draws of a 3-repeat round of
-    a 51,000-parameter model, against about 1 ms here: ``python bench/noise.py --twin``).
+    the draws; the rest are drawn again), vectorised over every draw, and ``Z`` in float32:
+    torch's CPU gamma sampler draws one element at a time (the 152,670 draws of a 3-repeat
+    round of a 50,890-parameter model: 2.5 ms here, 7.6 ms with torch's gamma and float64
+    normals, on the 2-vCPU Xeon: ``python bench/noise.py --twin``).
     """
     out = torch.empty((len(counts), repeats, num_params), dtype=torch.float32,
                       device=counts.device)
