@@ -20,7 +20,7 @@ from fedqr.planner.twin import (
     simulate_stacked,
     stackable,
 )
-from fedqr.privacy import Mechanism
+from fedqr.privacy import Accountant, Mechanism
 from fedqr.sim.budget import client_noise
 from fedqr.sim.config import Aggregation, LearningRate, PrivacyConfig, SimConfig
 from fedqr.sim.engine import simulate
@@ -129,6 +129,24 @@ def test_noise_book_matches_the_engines_calibration() -> None:
                                  eps=sc.client_eps()[i], delta=1e-5)[1] for i in some]
             np.testing.assert_allclose(row[: len(want)], want,
                                        rtol=1e-12 if mech is Mechanism.LAPLACE else 0.01)
+
+
+def test_noise_book_calibrates_pld_exactly_from_the_rdp_table_s_start() -> None:
+    """With the PLD accountant every distinct reply count is calibrated exactly (started from
+    the RDP table's multiplier): the engine's noise to dp-accounting's tolerance."""
+    data = DATA.build()
+    sizes = data.partition.sizes
+    sc = Scenario(data=DATA, mechanism=Mechanism.GAUSSIAN, eps=(1.0, 1.0, 4.0, 4.0), clip=3.0,
+                  sample_rate=0.3, accountant=Accountant.PLD)
+    got = NoiseBook(scenario=sc, sizes=sizes).std(b=3, rounds=[6], sample_rate=0.3)
+    from fedqr.theory.calibration import round_robin_replies
+
+    for row, t in zip(got, (6,), strict=True):
+        cfg = sc.sim_config(rounds=t, clients_per_round=3, sample_rate=0.3)
+        reps = round_robin_replies(N=4, b=3, T=t)
+        want = [client_noise(cfg, replies=int(reps[i]), size=int(sizes[i]),
+                             eps=sc.client_eps()[i], delta=1e-5)[1] for i in (0, 3)]
+        np.testing.assert_allclose(row[[0, 3]], want, rtol=1e-5)
 
 
 def test_grids() -> None:

@@ -65,6 +65,29 @@ def test_pld_calibration_and_comparison_with_rdp() -> None:
     assert abs(fine - got) < 1e-3
 
 
+@pytest.mark.parametrize(("replies", "q", "near"), [(40, 0.5, 1.0), (7, 0.05, 3.0)])
+def test_pld_calibration_from_a_start_near_the_rdp_answer(replies: int, q: float,
+                                                         near: float) -> None:
+    """A start below the answer (40 replies) or above it (7) gives the same calibration to
+    dp-accounting's tolerance, within the budget and the smallest such."""
+    kw: dict[str, Any] = {"replies": replies, "sample_rate": q, "eps": 2.0, "delta": DELTA,
+                          "accountant": Accountant.PLD}
+    plain = calibrate_noise_multiplier(**kw)
+    started = calibrate_noise_multiplier(**kw, near=near)
+    assert started == pytest.approx(plain, abs=3e-6)
+    acct = PLDAccountant(value_discretization_interval=PLD_VALUE_DISCRETIZATION_INTERVAL)
+    assert _dp_eps(started, q, replies, DELTA, acct) <= 2.0
+    acct = PLDAccountant(value_discretization_interval=PLD_VALUE_DISCRETIZATION_INTERVAL)
+    assert _dp_eps(started - 1e-4, q, replies, DELTA, acct) > 2.0
+
+
+@pytest.mark.parametrize("near", [0.0, -1.0, math.inf, math.nan])
+def test_a_start_that_is_not_a_noise_multiplier_is_refused(near: float) -> None:
+    with pytest.raises(ValueError, match=rf"near must be > 0 and finite, got near={near!r}"):
+        calibrate_noise_multiplier(replies=3, sample_rate=0.1, eps=1.0, delta=DELTA,
+                                   accountant=Accountant.PLD, near=near)
+
+
 def test_calibration_is_memoised_and_zero_replies() -> None:
     kw: dict[str, Any] = {"replies": 17, "sample_rate": 0.05, "eps": 1.3, "delta": DELTA}
     assert calibrate_noise_multiplier(**kw) == calibrate_noise_multiplier(**kw)
@@ -286,3 +309,22 @@ def test_conversion_term_is_compute_epsilons_offset() -> None:
         c = conversion_term(order, delta=delta)
         for r in (0.5, 3.0):
             assert compute_epsilon([order], [r], delta)[0] == pytest.approx(r + c, abs=1e-12)
+
+
+@pytest.mark.parametrize(("z", "q"), [(1.3, 0.3), (0.7, 0.01), (2.0, 1.0)])
+def test_rdp_by_order_assembles_the_curve_computed_at_once(z: float, q: float) -> None:
+    """Orders asked in three overlapping calls, in another order and with repeats, give
+    the curve that dp-accounting computes at once, bit for bit."""
+    from fedqr.privacy import RDP_ORDERS, rdp_by_order, single_step_rdp
+
+    event = gaussian_event(noise_multiplier=z, sample_rate=q)
+    orders = tuple(float(a) for a in RDP_ORDERS)
+    low, high = orders[: len(orders) // 2], orders[len(orders) // 3:]
+    assert rdp_by_order(event, orders=high[::-1])[::-1].tolist() == \
+        single_step_rdp(event, orders=high).tolist()
+    got = rdp_by_order(event, orders=(*low, low[0]))
+    assert got[:-1].tolist() == single_step_rdp(event, orders=low).tolist()
+    assert got[-1] == got[0]
+    whole = rdp_by_order(event, orders=orders)
+    assert whole.tolist() == single_step_rdp(event).tolist()
+    assert not whole.flags.writeable

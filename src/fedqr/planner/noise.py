@@ -4,8 +4,9 @@ Client i replies ``R_i(T, b)`` times under round robin; its per-coordinate noise
 from its budget and ``R_i`` alone: Laplace ``sqrt(2) 2 R_i xi / (d_i eps_i)`` (Theorem 1),
 Gaussian ``z(R_i, q, eps_i, delta_i) xi / (q d_i)`` with ``z`` from the RDP accountant
 (:class:`fedqr.theory.calibration.RdpNoiseTable`: dp-accounting's RDP of one step, composed
-additively, within 0.3% of :func:`fedqr.privacy.calibrate_noise_multiplier`). Any other
-mechanism is calibrated exactly per distinct ``R`` by its own ``calibrate``.
+additively, within 0.3% of :func:`fedqr.privacy.calibrate_noise_multiplier`); with the PLD
+accountant exactly per distinct ``R``, each calibration started from that table's ``z``. Any
+other mechanism is calibrated exactly per distinct ``R`` by its own ``calibrate``.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedqr.planner.scenario import Scenario
-from fedqr.privacy import Accountant, Mechanism
+from fedqr.privacy import Accountant, Mechanism, calibrate_noise_multiplier
 from fedqr.theory.calibration import RdpNoiseTable, round_robin_replies
 
 __all__ = ["NoiseBook", "rdp_table"]
@@ -69,6 +70,11 @@ class NoiseBook:
                     z[pos] = rdp_table(sample_rate, eps, delta).noise_multipliers(r[pos])
                 out[:, idx] = z * s.clip / (sample_rate * d[idx])
             return out
+        if s.spec.kind is Mechanism.GAUSSIAN and s.accountant is Accountant.PLD:
+            for (eps, delta), idx in self._groups(by_size=False):
+                z = self._pld_multipliers(replies[:, idx], sample_rate, eps, delta)
+                out[:, idx] = z * s.clip / (sample_rate * d[idx])
+            return out
         # any other mechanism: its own exact calibration, once per (d_i, budget, replies)
         for (size, eps, delta), idx in self._groups(by_size=True):
             r = replies[:, idx]
@@ -81,6 +87,26 @@ class NoiseBook:
                         num_params=self.num_params).std
                 out[:, idx] = np.where(r == value, self._exact[key], out[:, idx])
         return out
+
+    def _pld_multipliers(self, replies: NDArray[np.int64], sample_rate: float, eps: float,
+                         delta: float) -> NDArray[np.float64]:
+        """PLD noise multipliers of ``replies``, each calibrated exactly with its RDP noise
+        table's multiplier as the bracket's start (:func:`calibrate_noise_multiplier`'s
+        ``near``); without one where RDP cannot resolve ``eps``."""
+        z = np.zeros(replies.shape)
+        values = np.unique(replies[replies > 0])
+        if not len(values):
+            return z
+        try:
+            near: list[float | None] = list(
+                rdp_table(sample_rate, eps, delta).noise_multipliers(values))
+        except (ValueError, RuntimeError):  # an eps RDP cannot resolve: the default start
+            near = [None] * len(values)
+        for value, start in zip(values.tolist(), near, strict=True):
+            z[replies == value] = calibrate_noise_multiplier(
+                replies=value, sample_rate=sample_rate, eps=eps, delta=delta,
+                accountant=Accountant.PLD, near=start)
+        return z
 
     def _groups(self, *, by_size: bool) -> Iterator[tuple[tuple[Any, ...], NDArray[np.int64]]]:
         """The clients grouped by budget ``(eps_i, delta_i)`` (and ``d_i``), with their ids."""

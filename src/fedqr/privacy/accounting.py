@@ -32,6 +32,7 @@ client selection, no amplification by client sampling).
 
 from __future__ import annotations
 
+import collections
 import functools
 from collections.abc import Mapping, Sequence
 
@@ -218,6 +219,38 @@ def single_step_rdp(event: dp_accounting.DpEvent, *,
 
 
 _ORDERS_LIST: list[float] = RDP_ORDERS.tolist()
+
+_ORDER_CURVES = 4096
+"""At most this many events keep their orders' RDP in :func:`rdp_by_order`."""
+_by_order: collections.OrderedDict[dp_accounting.DpEvent, dict[float, float]] = \
+    collections.OrderedDict()
+
+
+def rdp_by_order(event: dp_accounting.DpEvent, *, orders: tuple[float, ...]) -> np.ndarray:
+    """:func:`single_step_rdp` of a Gaussian ``event`` (Poisson-sampled or not:
+    :func:`~fedqr.privacy.gaussian_event`) at ``orders``, each order computed once per
+    process whatever the orders asked with it (read-only).
+
+    dp-accounting computes the sampled Gaussian's RDP order by order, each on its own (the
+    unsampled one as ``orders / (2 z^2)``), so a curve assembled from orders computed in
+    different calls is the curve computed at once, bit for bit. The planner's noise tables
+    of several budgets at one sampling rate ask overlapping orders of the same noise
+    multipliers (their grids are shared); the fractional orders are the expensive ones.
+    """
+    known = _by_order.get(event)
+    if known is None:
+        known = _by_order[event] = {}
+        if len(_by_order) > _ORDER_CURVES:
+            _by_order.popitem(last=False)
+    else:
+        _by_order.move_to_end(event)
+    missing = tuple(dict.fromkeys(a for a in orders if a not in known))
+    if missing:
+        known.update(zip(missing, single_step_rdp(event, orders=missing).tolist(),
+                         strict=True))
+    curve = np.array([known[a] for a in orders], dtype=np.float64)
+    curve.setflags(write=False)
+    return curve
 
 
 def rdp_to_epsilon(rdp: np.ndarray, *, delta: float,

@@ -37,8 +37,8 @@ from numpy.typing import ArrayLike, NDArray
 from fedqr.privacy import (
     conversion_term,
     gaussian_event,
+    rdp_by_order,
     rdp_to_epsilon,
-    single_step_rdp,
     useful_orders,
 )
 
@@ -136,11 +136,11 @@ class RdpNoiseTable:
         slowest integer orders)."""
         event = gaussian_event(noise_multiplier=z, sample_rate=self.q)
         if not self._high:
-            return single_step_rdp(event, orders=self._order_list)
-        low = single_step_rdp(event, orders=self._low)
+            return rdp_by_order(event, orders=self._order_list)
+        low = rdp_by_order(event, orders=self._low)
         high = tuple(a for a, c in self._high
                      if float(low[-1]) <= _ROOM * (self.eps - c))
-        rest = single_step_rdp(event, orders=high) if high else np.empty(0)
+        rest = rdp_by_order(event, orders=high) if high else np.empty(0)
         values = dict(zip(high, rest.tolist(), strict=True))
         rdp = np.concatenate([low, [values.get(a, _UNREACHABLE) for a, _ in self._high]])
         rdp.setflags(write=False)
