@@ -1,7 +1,7 @@
 """The twin for torch models: engine speed, plan time, and the cost model's calibration.
 
     python bench/twin_models.py [--threads 2] [--part engines,plans] [--budget S]
-    python bench/twin_models.py --part calibrate --threads 1
+    python bench/twin_models.py --part calibrate --threads 1 [--engine loop-vmap]
 
 ``engines``: one twin round of 24 columns (8 horizons x 3 repeats) for the MLPs
 784-64-10 (MNIST) and 10-32-2 (heart disease), by the stacked engine (an ``nn.Sequential``
@@ -16,7 +16,10 @@ wall and CPU time, the twin's estimate and budget, and what it simulated.
 
 ``calibrate``: times batches of both MLPs and both engines (CPU seconds) and fits the
 constants of :class:`fedqr.planner.budget.CostModel` (non-negative least squares on the
-relative error).
+relative error). ``loop-vmap``: the same MLPs with GroupNorm after their first layer, whose
+per-sample gradients take ``torch.func.vmap``, on the loop, which the planner prices by the
+loop's constants (the "in use" line; docs/planner.md, "What the planner gets wrong");
+``--engine`` times one engine's batches only.
 """
 
 from __future__ import annotations
@@ -79,6 +82,19 @@ def mlp(data: ClientData, hidden: int) -> Kernel:
                        hidden=(hidden,))
 
 
+def groupnorm_mlp(data: ClientData, hidden: int) -> Kernel:
+    """Linear(p, hidden), GroupNorm(4, hidden), Tanh, Linear(hidden, k): a model the ghost
+    method cannot take, so its per-sample gradients are ``torch.func.vmap``'s."""
+    ds = data.dataset
+
+    def factory(input_shape: tuple[int, ...], num_classes: int) -> torch.nn.Module:
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(input_shape[0], hidden),
+                                   torch.nn.GroupNorm(4, hidden), torch.nn.Tanh(),
+                                   torch.nn.Linear(hidden, num_classes))
+
+    return make_kernel(factory, input_shape=(ds.num_features,), num_classes=ds.num_classes)
+
+
 def workloads(tmp: Path) -> Iterator[tuple[str, DataSource, ClientData, Kernel]]:
     """(name, source, client data, MLP kernel) of heart disease and MNIST."""
     for name, source, hidden in (("heart", heart_source(tmp), 32),
@@ -94,7 +110,7 @@ def _proxy(data: ClientData, kernel: Kernel, engine: str) -> KernelProxy:
     proxy = make_kernel_proxy(kernel, data, rows=rows, test=data.dataset,
                               real_sizes=data.partition.sizes, norm=Norm.L2,
                               device=torch.device("cpu"), test_rows=test)
-    if engine == "loop":
+    if engine.startswith("loop"):
         return dataclasses.replace(proxy, engine=LoopColumns(kernel.attach(proxy.data)))
     assert isinstance(proxy.engine, StackedColumns)
     if engine == "vmap":
@@ -178,6 +194,12 @@ def _calibration_sets(tmp: Path) -> Iterator[tuple[str, ClientData, Kernel, str,
             shapes = [(hs, k) for hs, k in _SHAPES if name == "heart" or (
                 engine == "stacked" and k <= 8)]
             yield name, data, kernel, engine, shapes
+    heart = heart_source(tmp).build()
+    yield "heart-groupnorm", heart, groupnorm_mlp(heart, 32), "loop-vmap", [
+        (hs, k) for hs, k in _SHAPES if k <= 6]
+    mnist = mnist_source().build()  # 50,890 parameters against heart's 482: rows x params
+    yield "mnist-groupnorm", mnist, groupnorm_mlp(mnist, 64), "loop-vmap", [
+        ([0, 1, 2, 4, 8], 3), ([16], 2)]
     femnist = DataSpec(dataset=DatasetName.FEMNIST, fraction=0.05, num_clients=10,
                        data_dir=_data_dir() / "femnist").build()
     ds = femnist.dataset
@@ -186,9 +208,11 @@ def _calibration_sets(tmp: Path) -> Iterator[tuple[str, ClientData, Kernel, str,
     yield "femnist", femnist, cnn, "loop", [([0, 1, 2, 4], 3), ([8], 2), ([0, 2], 6)]
 
 
-def _batches(tmp: Path) -> Iterator[tuple[str, dict[str, float], float]]:
-    """(engine, cost-model counts, CPU seconds) of timed batches."""
+def _batches(tmp: Path, only: str | None) -> Iterator[tuple[str, dict[str, float], float]]:
+    """(engine, cost-model counts, CPU seconds) of timed batches (of the engine ``only``)."""
     for name, data, kernel, engine, shapes in _calibration_sets(tmp):
+        if only is not None and engine != only:
+            continue
         n = data.partition.num_clients
         proxy = _proxy(data, kernel, engine)
         cost = CostModel(engine=engine, num_params=proxy.num_params, num_clients=n,
@@ -198,7 +222,8 @@ def _batches(tmp: Path) -> Iterator[tuple[str, dict[str, float], float]]:
         for q in (0.01, 1.0):
             for b in sorted({1, n // 2, n}):
                 for hs, k in shapes:
-                    if name != "heart" and q == 1.0 and (max(hs) > 100 or b == n):
+                    if not name.startswith("heart") and q == 1.0 and (
+                            max(hs) > 100 or b == n or engine == "loop-vmap"):
                         continue  # minutes each
                     run = TwinRun(mechanism=Mechanism.GAUSSIAN, clients_per_round=b,
                                   sample_rate=q, clip=1.0, lr=LearningRate(eta0=0.1),
@@ -212,17 +237,17 @@ def _batches(tmp: Path) -> Iterator[tuple[str, dict[str, float], float]]:
                         time.process_time() - c)
 
 
-def calibrate(tmp: Path) -> None:
+def calibrate(tmp: Path, only: str | None = None) -> None:
     """Fit :data:`fedqr.planner.budget.CONSTANTS` to measured batches (module docstring)."""
     from scipy.optimize import nnls
 
-    recs = list(_batches(tmp))
-    for engine in ("stacked", "loop"):
+    recs = list(_batches(tmp, only))
+    for engine in dict.fromkeys(e for e, _, _ in recs):
         xa = np.asarray([[c[t] for t in TERMS] for e, c, _ in recs if e == engine], dtype=float)
         ya = np.asarray([s for e, _, s in recs if e == engine])
         w = 1 / np.maximum(ya, 1e-3)
         coef, _ = nnls(xa * w[:, None], ya * w)
-        now = np.asarray([CONSTANTS[engine][t] for t in TERMS])
+        now = np.asarray([CONSTANTS[engine.removesuffix("-vmap")][t] for t in TERMS])
         for label, c in (("fitted", coef), ("in use", now)):
             ratio = xa @ c / ya
             print(f"{engine} {label}: " + ", ".join(f"{t} {v:.3g}" for t, v in zip(
@@ -234,6 +259,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=(__doc__ or "").split("\n")[0])
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--part", default="engines,plans")
+    ap.add_argument("--engine", default=None,
+                    help="calibrate: only this engine's batches (stacked, loop, loop-vmap)")
     ap.add_argument("--budget", type=float, default=None,
                     help="time_budget_s of the plans (default: the planner's)")
     args = ap.parse_args()
@@ -243,7 +270,7 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for part in args.part.split(","):
             {"engines": lambda: engines(Path(tmp)), "plans": lambda: plans(Path(tmp), args.budget),
-             "calibrate": lambda: calibrate(Path(tmp))}[part]()
+             "calibrate": lambda: calibrate(Path(tmp), args.engine)}[part]()
 
 
 if __name__ == "__main__":

@@ -231,9 +231,9 @@ def rdp_by_order(event: dp_accounting.DpEvent, *, orders: tuple[float, ...]) -> 
     :func:`~fedqr.privacy.gaussian_event`) at ``orders``, each order computed once per
     process whatever the orders asked with it (read-only).
 
-    dp-accounting computes the sampled Gaussian's RDP order by order, each on its own (the
-    unsampled one as ``orders / (2 z^2)``), so a curve assembled from orders computed in
-    different calls is the curve computed at once, bit for bit. The planner's noise tables
+    dp-accounting computes the Gaussian's RDP, sampled or not, order by order in a Python
+    loop, each order on its own, so a curve assembled from orders computed in different
+    calls is the curve computed at once, bit for bit. The planner's noise tables
     of several budgets at one sampling rate ask overlapping orders of the same noise
     multipliers (their grids are shared); the fractional orders are the expensive ones.
     """
