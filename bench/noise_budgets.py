@@ -46,7 +46,7 @@ def _clear() -> None:
     """Every cache of calibrations and RDP curves empty."""
     noise.rdp_table.cache_clear()
     accounting.single_step_rdp.cache_clear()
-    accounting._by_order.clear()
+    accounting._known_orders.cache_clear()
     calibrate._calibrate.cache_clear()
 
 
@@ -106,12 +106,12 @@ def main() -> None:
                 finally:
                     calibration.rdp_by_order = saved
             else:
-                saved_pld = noise.NoiseBook._pld_multipliers
-                noise.NoiseBook._pld_multipliers = _exact_start  # type: ignore[method-assign]
+                saved_pld = noise.NoiseBook._multipliers
+                noise.NoiseBook._multipliers = _exact_start  # type: ignore[method-assign]
                 try:
                     old_s, old = _timed(lambda: _ask(sc, q))  # noqa: B023
                 finally:
-                    noise.NoiseBook._pld_multipliers = saved_pld  # type: ignore[method-assign]
+                    noise.NoiseBook._multipliers = saved_pld  # type: ignore[method-assign]
             pos = old > 0
             diff = float(np.max(np.abs(new[pos] / old[pos] - 1.0))) if pos.any() else 0.0
             same = np.array_equal(new, old)

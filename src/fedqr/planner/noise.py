@@ -60,19 +60,11 @@ class NoiseBook:
         replies = round_robin_replies(N=n, b=b, T=np.asarray(rounds, dtype=np.int64))
         d = self.sizes.astype(np.float64)
         out = np.zeros(replies.shape)
-        # fast path: the RDP-accounted Poisson-sampled Gaussian, one RDP curve per noise level
-        if s.spec.kind is Mechanism.GAUSSIAN and s.accountant is Accountant.RDP:
+        # fast path: the Poisson-sampled Gaussian, its multipliers from one RDP table a budget
+        if s.spec.kind is Mechanism.GAUSSIAN and s.accountant in (Accountant.RDP,
+                                                                   Accountant.PLD):
             for (eps, delta), idx in self._groups(by_size=False):
-                r = replies[:, idx]
-                z = np.zeros(r.shape)
-                pos = r > 0
-                if pos.any():
-                    z[pos] = rdp_table(sample_rate, eps, delta).noise_multipliers(r[pos])
-                out[:, idx] = z * s.clip / (sample_rate * d[idx])
-            return out
-        if s.spec.kind is Mechanism.GAUSSIAN and s.accountant is Accountant.PLD:
-            for (eps, delta), idx in self._groups(by_size=False):
-                z = self._pld_multipliers(replies[:, idx], sample_rate, eps, delta)
+                z = self._multipliers(replies[:, idx], sample_rate, eps, delta)
                 out[:, idx] = z * s.clip / (sample_rate * d[idx])
             return out
         # any other mechanism: its own exact calibration, once per (d_i, budget, replies)
@@ -88,24 +80,29 @@ class NoiseBook:
                 out[:, idx] = np.where(r == value, self._exact[key], out[:, idx])
         return out
 
-    def _pld_multipliers(self, replies: NDArray[np.int64], sample_rate: float, eps: float,
-                         delta: float) -> NDArray[np.float64]:
-        """PLD noise multipliers of ``replies``, each calibrated exactly with its RDP noise
-        table's multiplier as the bracket's start (:func:`calibrate_noise_multiplier`'s
-        ``near``); without one where RDP cannot resolve ``eps``."""
+    def _multipliers(self, replies: NDArray[np.int64], sample_rate: float, eps: float,
+                     delta: float) -> NDArray[np.float64]:
+        """Gaussian noise multipliers of ``replies`` (0 where a client does not reply): the
+        RDP table's; with the PLD accountant each distinct count calibrated exactly, started
+        from the table's multiplier (:func:`calibrate_noise_multiplier`'s ``near``; the default
+        start where RDP cannot resolve ``eps``)."""
         z = np.zeros(replies.shape)
-        values = np.unique(replies[replies > 0])
-        if not len(values):
+        pos = replies > 0
+        if not pos.any():
             return z
+        table = rdp_table(sample_rate, eps, delta)
+        if self.scenario.accountant is Accountant.RDP:
+            z[pos] = table.noise_multipliers(replies[pos])
+            return z
+        values, inverse = np.unique(replies[pos], return_inverse=True)
         try:
-            near: list[float | None] = list(
-                rdp_table(sample_rate, eps, delta).noise_multipliers(values))
+            near: list[float | None] = list(table.noise_multipliers(values))
         except (ValueError, RuntimeError):  # an eps RDP cannot resolve: the default start
             near = [None] * len(values)
-        for value, start in zip(values.tolist(), near, strict=True):
-            z[replies == value] = calibrate_noise_multiplier(
-                replies=value, sample_rate=sample_rate, eps=eps, delta=delta,
-                accountant=Accountant.PLD, near=start)
+        z[pos] = np.array([calibrate_noise_multiplier(
+            replies=value, sample_rate=sample_rate, eps=eps, delta=delta,
+            accountant=Accountant.PLD, near=start)
+            for value, start in zip(values.tolist(), near, strict=True)])[inverse]
         return z
 
     def _groups(self, *, by_size: bool) -> Iterator[tuple[tuple[Any, ...], NDArray[np.int64]]]:

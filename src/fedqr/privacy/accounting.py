@@ -32,7 +32,6 @@ client selection, no amplification by client sampling).
 
 from __future__ import annotations
 
-import collections
 import functools
 from collections.abc import Mapping, Sequence
 
@@ -220,10 +219,10 @@ def single_step_rdp(event: dp_accounting.DpEvent, *,
 
 _ORDERS_LIST: list[float] = RDP_ORDERS.tolist()
 
-_ORDER_CURVES = 4096
-"""At most this many events keep their orders' RDP in :func:`rdp_by_order`."""
-_by_order: collections.OrderedDict[dp_accounting.DpEvent, dict[float, float]] = \
-    collections.OrderedDict()
+@functools.lru_cache(maxsize=4096)
+def _known_orders(event: dp_accounting.DpEvent) -> dict[float, float]:
+    """The RDP values of ``event`` computed so far, by order (:func:`rdp_by_order`)."""
+    return {}
 
 
 def rdp_by_order(event: dp_accounting.DpEvent, *, orders: tuple[float, ...]) -> np.ndarray:
@@ -237,13 +236,7 @@ def rdp_by_order(event: dp_accounting.DpEvent, *, orders: tuple[float, ...]) -> 
     of several budgets at one sampling rate ask overlapping orders of the same noise
     multipliers (their grids are shared); the fractional orders are the expensive ones.
     """
-    known = _by_order.get(event)
-    if known is None:
-        known = _by_order[event] = {}
-        if len(_by_order) > _ORDER_CURVES:
-            _by_order.popitem(last=False)
-    else:
-        _by_order.move_to_end(event)
+    known = _known_orders(event)
     missing = tuple(dict.fromkeys(a for a in orders if a not in known))
     if missing:
         known.update(zip(missing, single_step_rdp(event, orders=missing).tolist(),
