@@ -75,8 +75,22 @@ class MCase:
 
     def kernel(self) -> Kernel:
         ds = self.source().build().dataset
-        return make_kernel(self.model, input_shape=ds.image_shape or (ds.num_features,),
-                           num_classes=ds.num_classes, hidden=self.hidden)
+        shape = ds.image_shape or (ds.num_features,)
+        if self.model == "gn-mlp":  # as a user's --model FILE.py:FUNCTION would give it
+            return make_kernel(groupnorm_mlp(self.hidden[0]), input_shape=shape,
+                               num_classes=ds.num_classes)
+        return make_kernel(self.model, input_shape=shape, num_classes=ds.num_classes,
+                           hidden=self.hidden)
+
+
+def groupnorm_mlp(hidden: int) -> Any:
+    """Flatten, Linear(p, hidden), GroupNorm(4, hidden), Tanh, Linear(hidden, k): the
+    README's advice for normalisation (GroupNorm, not batch normalisation)."""
+    def factory(input_shape: tuple[int, ...], num_classes: int) -> torch.nn.Module:
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(
+            math.prod(input_shape), hidden), torch.nn.GroupNorm(4, hidden), torch.nn.Tanh(),
+            torch.nn.Linear(hidden, num_classes))
+    return factory
 
     def scenario(self) -> Scenario:
         return Scenario(data=self.source(), mechanism=self.mechanism, eps=self.eps,
@@ -253,6 +267,17 @@ HELD_OUT = [
     MCase("ho1129b-adult30-mlp-gauss-eps2", "adult30", "mlp", GAU, (2.0,), 1.0, q=0.05, lr=0.2),
     MCase("ho1129b-heart3-logreg-lap-eps4", "heart3", "logreg", LAP, (4.0,), 5.0,
           public="cleveland", t_grid=T_HEART),
+    # chosen (2026-11-29, evening) when the ghost method and the stacked twin took norm layers
+    # (planner version 20), before they were planned or run: MLPs with GroupNorm after the
+    # first layer (``gn-mlp``), which the twin ran column by column through vmap before
+    MCase("ho1129g-heart4-gnmlp-gauss-eps4", "heart4", "gn-mlp", GAU, (4.0,), 1.0, q=0.2,
+          lr=0.2, t_grid=T_HEART),
+    MCase("ho1129g-heart3-gnmlp-lap-eps5", "heart3", "gn-mlp", LAP, (5.0,), 5.0,
+          public="cleveland", t_grid=T_HEART),
+    MCase("ho1129g-heart3-gnmlp-gauss-eps3", "heart3", "gn-mlp", GAU, (3.0,), 1.0, q=0.2,
+          lr=0.2, public="cleveland", t_grid=T_HEART),
+    MCase("ho1129g-adult-gnmlp-gauss-eps4-N20", "adult", "gn-mlp", GAU, (4.0,), 1.0, q=0.05,
+          lr=0.2),
 ]
 """Held-out scenarios (``--held-out``), scored like ``CASES``."""
 

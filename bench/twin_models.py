@@ -1,12 +1,15 @@
 """The twin for torch models: engine speed, plan time, and the cost model's calibration.
 
     python bench/twin_models.py [--threads 2] [--part engines,plans] [--budget S]
-    python bench/twin_models.py --part calibrate --threads 1 [--engine loop-vmap]
+    python bench/twin_models.py --part calibrate --threads 1 [--engine stacked-norm]
 
 ``engines``: one twin round of 24 columns (8 horizons x 3 repeats) for the MLPs
-784-64-10 (MNIST) and 10-32-2 (heart disease), by the stacked engine (an ``nn.Sequential``
-module by module, and ``torch.func.vmap`` for any Linear model) and column by column (the
-kernel's own per-sample pass): full batches of half the clients, and Poisson batches.
+784-64-10 (MNIST) and 10-32-2 (heart disease), and the same with GroupNorm after the first
+layer (``-gn``), by the stacked engine (an ``nn.Sequential`` module by module, and
+``torch.func.vmap`` for any other model of Linear and norm layers) and column by column (the
+kernel's own per-sample pass; ``loop-vmap``: by ``torch.func.vmap``, the only method for
+GroupNorm before the ghost method took norm layers): full batches of half the clients, and
+Poisson batches.
 
 ``plans``: ``make_plan`` from scratch with an MLP for heart disease (the real UCI files of
 ``$FEDQR_DATA/heart-disease``, prepared by ``examples/heart_disease/prepare.py``; 4 clients,
@@ -16,10 +19,12 @@ wall and CPU time, the twin's estimate and budget, and what it simulated.
 
 ``calibrate``: times batches of both MLPs and both engines (CPU seconds) and fits the
 constants of :class:`fedqr.planner.budget.CostModel` (non-negative least squares on the
-relative error). ``loop-vmap``: the same MLPs with GroupNorm after their first layer, whose
-per-sample gradients take ``torch.func.vmap``, on the loop, which the planner prices by the
-loop's constants (the "in use" line; docs/planner.md, "What the planner gets wrong");
-``--engine`` times one engine's batches only.
+relative error). ``stacked-norm`` and ``loop-norm``: the same MLPs with GroupNorm after
+their first layer on both engines (and, stacked, UCI Adult's 104-24-gn-2 at q = 0.05), priced
+by the engine's constants (the "in use" line);
+``loop-vmap``: those on the loop with per-sample gradients by ``torch.func.vmap``, which the
+planner also prices by the loop's constants (a model the ghost method cannot take:
+docs/planner.md, "What the planner gets wrong"); ``--engine`` times one engine's batches only.
 """
 
 from __future__ import annotations
@@ -38,12 +43,15 @@ from typing import Any
 
 import numpy as np
 import torch
+from planner_workloads import deployment  # bench/ is on sys.path as a script
 
 from fedqr.data import ClientData, DatasetName, DataSpec, FederatedData
 from fedqr.data.source import DataSource, OwnData
 from fedqr.models.kernel import Kernel
 from fedqr.models.logreg import Norm
+from fedqr.models.per_sample import Method
 from fedqr.models.sampling import poisson_positions
+from fedqr.models.torch_kernel import TorchOptions
 from fedqr.models.zoo import make_kernel
 from fedqr.planner import Scenario, SearchSettings, make_plan
 from fedqr.planner.budget import CONSTANTS, TERMS, CostModel
@@ -82,17 +90,20 @@ def mlp(data: ClientData, hidden: int) -> Kernel:
                        hidden=(hidden,))
 
 
-def groupnorm_mlp(data: ClientData, hidden: int) -> Kernel:
-    """Linear(p, hidden), GroupNorm(4, hidden), Tanh, Linear(hidden, k): a model the ghost
-    method cannot take, so its per-sample gradients are ``torch.func.vmap``'s."""
+def groupnorm_mlp(data: ClientData, hidden: int, *, vmap: bool = False) -> Kernel:
+    """Linear(p, hidden), GroupNorm(4, hidden), Tanh, Linear(hidden, k); ``vmap``: its
+    per-sample gradients by ``torch.func.vmap`` (the only method for it before the ghost
+    method took norm layers) instead of the ghost method."""
     ds = data.dataset
+    options = TorchOptions(method=Method.VMAP) if vmap else None
 
     def factory(input_shape: tuple[int, ...], num_classes: int) -> torch.nn.Module:
         return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(input_shape[0], hidden),
                                    torch.nn.GroupNorm(4, hidden), torch.nn.Tanh(),
                                    torch.nn.Linear(hidden, num_classes))
 
-    return make_kernel(factory, input_shape=(ds.num_features,), num_classes=ds.num_classes)
+    return make_kernel(factory, input_shape=(ds.num_features,), num_classes=ds.num_classes,
+                       options=options)
 
 
 def workloads(tmp: Path) -> Iterator[tuple[str, DataSource, ClientData, Kernel]]:
@@ -132,10 +143,18 @@ def _seconds(f: Callable[[], Any], reps: int) -> tuple[float, float]:
 
 def engines(tmp: Path) -> None:
     """One round of 24 columns per engine (module docstring)."""
-    for name, _, data, kernel in workloads(tmp):
+    cases = [(name, data, kernel, ("stacked", "vmap", "loop"))
+             for name, _, data, kernel in workloads(tmp)]
+    for name, data, _, _ in list(cases):
+        hidden = 32 if name == "heart" else 64
+        cases.append((f"{name}-gn", data, groupnorm_mlp(data, hidden),
+                      ("stacked", "vmap", "loop")))
+        cases.append((f"{name}-gn", data, groupnorm_mlp(data, hidden, vmap=True),
+                      ("loop-vmap",)))
+    for name, data, kernel, names in cases:
         n = data.partition.num_clients
         sel = np.arange(n // 2, dtype=np.int64)
-        for engine in ("stacked", "vmap", "loop"):
+        for engine in names:
             proxy = _proxy(data, kernel, engine)
             theta = kernel.init(repeats=24, generator=torch.Generator().manual_seed(0))
             weight = torch.full((len(sel),), 0.01)
@@ -145,7 +164,7 @@ def engines(tmp: Path) -> None:
             poisson = _seconds(functools.partial(proxy.engine.sampled, theta, sel, weight,
                                                  clip=1.0, positions=pos, repeats=3), 3)
             rows = int(proxy.proxy_sizes[sel].sum())
-            print(f"{name:6s} P={kernel.num_params:6d} {engine:8s} full batch ({rows} rows): "
+            print(f"{name:8s} P={kernel.num_params:6d} {engine:9s} full batch ({rows} rows): "
                   f"{1e3 * full[1]:8.1f} ms wall {1e3 * full[0]:8.1f} ms CPU | Poisson "
                   f"({int(pos[1].sum())} rows): {1e3 * poisson[1]:7.1f} ms wall", flush=True)
 
@@ -194,12 +213,19 @@ def _calibration_sets(tmp: Path) -> Iterator[tuple[str, ClientData, Kernel, str,
             shapes = [(hs, k) for hs, k in _SHAPES if name == "heart" or (
                 engine == "stacked" and k <= 8)]
             yield name, data, kernel, engine, shapes
-    heart = heart_source(tmp).build()
-    yield "heart-groupnorm", heart, groupnorm_mlp(heart, 32), "loop-vmap", [
-        (hs, k) for hs, k in _SHAPES if k <= 6]
-    mnist = mnist_source().build()  # 50,890 parameters against heart's 482: rows x params
-    yield "mnist-groupnorm", mnist, groupnorm_mlp(mnist, 64), "loop-vmap", [
-        ([0, 1, 2, 4, 8], 3), ([16], 2)]
+    heart, mnist = heart_source(tmp).build(), mnist_source().build()
+    adult = deployment("adult").build()  # 20 clients, 30,162 rows: 104-24-gn-2 at q = 0.05
+    for engine in ("stacked-norm", "loop-norm", "loop-vmap"):
+        vmap = engine == "loop-vmap"
+        yield "heart-groupnorm", heart, groupnorm_mlp(heart, 32, vmap=vmap), engine, [
+            (hs, k) for hs, k in _SHAPES if k <= 6 or engine == "stacked-norm"]
+        if engine == "stacked-norm":
+            yield "adult-groupnorm", adult, groupnorm_mlp(adult, 24), engine, [
+                (hs, k) for hs, k in _SHAPES if k <= 6]
+        # 50,890 parameters against heart's 482: rows x params
+        yield "mnist-groupnorm", mnist, groupnorm_mlp(mnist, 64, vmap=vmap), engine, (
+            [(hs, k) for hs, k in _SHAPES if k <= 8] if engine == "stacked-norm"
+            else [([0, 1, 2, 4, 8], 3), ([16], 2)])
     femnist = DataSpec(dataset=DatasetName.FEMNIST, fraction=0.05, num_clients=10,
                        data_dir=_data_dir() / "femnist").build()
     ds = femnist.dataset
@@ -215,15 +241,17 @@ def _batches(tmp: Path, only: str | None) -> Iterator[tuple[str, dict[str, float
             continue
         n = data.partition.num_clients
         proxy = _proxy(data, kernel, engine)
-        cost = CostModel(engine=engine, num_params=proxy.num_params, num_clients=n,
+        cost = CostModel(engine=engine.split("-")[0], num_params=proxy.num_params, num_clients=n,
                          proxy_rows=int(proxy.proxy_sizes.sum()),
                          real_rows=int(data.partition.sizes.sum()), test_rows=proxy.num_test,
                          features=data.dataset.num_features, flops=forward_flops(kernel))
         for q in (0.01, 1.0):
             for b in sorted({1, n // 2, n}):
                 for hs, k in shapes:
+                    if name.startswith("adult") and q == 1.0:
+                        continue  # its plans are Gaussian at q = 0.05
                     if not name.startswith("heart") and q == 1.0 and (
-                            max(hs) > 100 or b == n or engine == "loop-vmap"):
+                            max(hs) > 100 or b == n or engine in ("loop-vmap", "loop-norm")):
                         continue  # minutes each
                     run = TwinRun(mechanism=Mechanism.GAUSSIAN, clients_per_round=b,
                                   sample_rate=q, clip=1.0, lr=LearningRate(eta0=0.1),
@@ -247,7 +275,7 @@ def calibrate(tmp: Path, only: str | None = None) -> None:
         ya = np.asarray([s for e, _, s in recs if e == engine])
         w = 1 / np.maximum(ya, 1e-3)
         coef, _ = nnls(xa * w[:, None], ya * w)
-        now = np.asarray([CONSTANTS[engine.removesuffix("-vmap")][t] for t in TERMS])
+        now = np.asarray([CONSTANTS[engine.split("-")[0]][t] for t in TERMS])
         for label, c in (("fitted", coef), ("in use", now)):
             ratio = xa @ c / ya
             print(f"{engine} {label}: " + ", ".join(f"{t} {v:.3g}" for t, v in zip(
@@ -260,7 +288,8 @@ def main() -> None:
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--part", default="engines,plans")
     ap.add_argument("--engine", default=None,
-                    help="calibrate: only this engine's batches (stacked, loop, loop-vmap)")
+                    help="calibrate: only this engine's batches (stacked, loop, stacked-norm, "
+                         "loop-norm, loop-vmap)")
     ap.add_argument("--budget", type=float, default=None,
                     help="time_budget_s of the plans (default: the planner's)")
     args = ap.parse_args()

@@ -13,7 +13,7 @@ from pathlib import Path
 
 __all__ = ["PLANNER_VERSION", "cache_home"]
 
-PLANNER_VERSION = 19  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit;
+PLANNER_VERSION = 20  # 2: automatic twin repeats; 3: extend T only for a 1% gain; 4: race, fit;
 # 5: a second look at plateaus (models other than logreg); 6: a default budget follows the leader;
 # 7: the logistic twin's products in bfloat16 where the CPU has it (fedqr._precision);
 # 8: the twins draw their Poisson batches a block of rounds at once (planner.gradients);
@@ -28,6 +28,7 @@ PLANNER_VERSION = 19  # 2: automatic twin repeats; 3: extend T only for a 1% gai
 # 17: CSR products of fewer than 16 columns run zero-padded to a multiple of 4 (float32 rounding)
 # 18: the test metrics' sums in a class-major layout (the twin's losses: float32 rounding)
 # 19: the Laplace groups' gamma draws by a vectorised Marsaglia-Tsang (planner.noise_sums)
+# 20: norm layers (GroupNorm, LayerNorm, RMSNorm) by the ghost method and the stacked twin
 """Bumped when the twin, the search or a plan's answer change: cached simulations and answers
 are then not reused."""
 

@@ -77,6 +77,19 @@ def test_plain_linear_models_keep_the_ghost_method() -> None:
     assert cnn.options.method is Method.GHOST  # type: ignore[attr-defined]
 
 
+@pytest.mark.parametrize("norm", [lambda: nn.GroupNorm(4, 8), lambda: nn.LayerNorm(8),
+                                  lambda: nn.RMSNorm(8)])
+def test_norm_layer_models_take_the_ghost_method(norm: object) -> None:
+    """The README's advice (GroupNorm instead of batch normalisation) gets the fast method:
+    its per-row gradients agree with autograd's, so the probe keeps ghost, not vmap."""
+    assert check_model(lambda g: nn.Sequential(nn.Linear(5, 8), norm(),  # type: ignore[operator]
+                                               nn.Tanh(), nn.Linear(8, 3)),
+                       input_shape=(5,), num_classes=3, label="gn") is Method.GHOST
+    prelu = check_model(lambda g: nn.Sequential(nn.Linear(5, 8), nn.PReLU(), nn.Linear(8, 3)),
+                        input_shape=(5,), num_classes=3, label="prelu")
+    assert prelu is Method.VMAP  # a trainable parameter the ghost method does not take
+
+
 class _RunMean(nn.Module):
     def __init__(self, d: int, k: int) -> None:
         super().__init__()

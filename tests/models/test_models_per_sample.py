@@ -125,12 +125,52 @@ def test_float32_chunks_agree_with_float64(cnn_batch) -> None:
 
 
 def test_unsupported_layers_need_vmap() -> None:
-    model = nn.Sequential(nn.Linear(4, 3), nn.LayerNorm(3), nn.Linear(3, 2))
+    model = nn.Sequential(nn.Linear(4, 3), nn.PReLU(), nn.Linear(3, 2))
     x, y = torch.randn(5, 4), torch.zeros(5, dtype=torch.int64)
-    with pytest.raises(ValueError, match=r"LayerNorm.*use method='vmap'"):
+    with pytest.raises(ValueError, match=r"PReLU at 1.*use method='vmap'"):
         clipped_grad_sums(model, x, y, clip=1.0, norm="l2")
     out = clipped_grad_sums(model, x, y, clip=1.0, norm="l2", method="vmap")
     assert out.grad.shape == (1, sum(p.numel() for p in model.parameters()))
+
+
+def _norm_model(kind: str) -> tuple[nn.Module, tuple[int, ...]]:
+    """A model with a normalisation layer, and its input shape."""
+    if kind == "groupnorm-conv":
+        return nn.Sequential(nn.Conv2d(1, 4, 3), nn.GroupNorm(2, 4), nn.ReLU(), nn.Flatten(),
+                             nn.Linear(4 * 6 * 6, 3)), (1, 8, 8)
+    if kind == "layernorm-conv":  # normalised over (C, H, W): the weight is [4, 6, 6]
+        return nn.Sequential(nn.Conv2d(1, 4, 3), nn.LayerNorm([4, 6, 6]), nn.ReLU(),
+                             nn.Flatten(), nn.Linear(4 * 6 * 6, 3)), (1, 8, 8)
+    if kind == "layernorm-tokens":  # 5 positions per row share the affine map
+        return nn.Sequential(nn.Linear(6, 8), nn.LayerNorm(8), nn.Flatten(),
+                             nn.Linear(5 * 8, 3)), (5, 6)
+    norm = {"groupnorm": nn.GroupNorm(4, 16), "layernorm": nn.LayerNorm(16),
+            "layernorm-nobias": nn.LayerNorm(16, bias=False), "rmsnorm": nn.RMSNorm(16)}[kind]
+    return nn.Sequential(nn.Linear(10, 16), norm, nn.Tanh(), nn.Linear(16, 3)), (10,)
+
+
+@pytest.mark.parametrize("kind", ["groupnorm", "layernorm", "layernorm-nobias", "rmsnorm",
+                                  "groupnorm-conv", "layernorm-conv", "layernorm-tokens"])
+@pytest.mark.parametrize(("norm", "clip"), [("l2", 0.7), ("l1", 2.0), ("l2", float("inf"))])
+def test_ghost_takes_normalisation_layers(kind: str, norm: str, clip: float) -> None:
+    """GroupNorm, LayerNorm and RMSNorm (each row normalised by its own statistics) on the
+    ghost path give vmap's clipped sums and clip counts; the affine parameters are drawn
+    away from their (1, 0) start so that a wrong x_hat term shows."""
+    gen = torch.Generator().manual_seed(7)
+    model, shape = _norm_model(kind)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.copy_(0.5 * torch.randn(p.shape, generator=gen))
+    x = torch.randn(37, *shape, generator=gen)
+    y = torch.randint(0, 3, (37,), generator=gen)
+    args = {"clip": clip, "norm": norm, "offsets": [0, 10, 37], "chunk_rows": 16}
+    ghost = clipped_grad_sums(model, x, y, method="ghost", **args)  # type: ignore[arg-type]
+    exact = clipped_grad_sums(model, x, y, method="vmap", **args)  # type: ignore[arg-type]
+    assert ghost.clipped.tolist() == exact.clipped.tolist()
+    if clip < float("inf"):
+        assert int(exact.clipped.sum()) > 0
+    torch.testing.assert_close(ghost.grad, exact.grad, rtol=1e-5, atol=1e-5)
+    torch.testing.assert_close(ghost.loss_sum, exact.loss_sum)
 
 
 def test_a_layer_called_twice_needs_vmap() -> None:

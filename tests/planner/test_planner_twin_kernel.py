@@ -38,8 +38,31 @@ class _TwoLayer(nn.Module):  # Linear layers only, but not an nn.Sequential: the
         return out
 
 
+class _NormTwoLayer(nn.Module):  # a GroupNorm between, not an nn.Sequential: the vmap path
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.n = nn.Linear(64, 12), nn.GroupNorm(3, 12)
+        self.b = nn.Linear(12, 10)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out: torch.Tensor = self.b(torch.tanh(self.n(self.a(x))))
+        return out
+
+
 def _mlp() -> Kernel:
     return make_kernel("mlp", input_shape=(64,), num_classes=10, hidden=(16,))
+
+
+def _norm_mlp(norm: str) -> Kernel:
+    """An nn.Sequential MLP with a norm layer on its features (RMSNorm before the first
+    Linear layer, on the shared input rows)."""
+    def build(shape: tuple[int, ...], k: int) -> nn.Module:
+        if norm == "rmsnorm-first":
+            return nn.Sequential(nn.RMSNorm(64), nn.Linear(64, 16), nn.ReLU(), nn.Linear(16, k))
+        layer = {"groupnorm": nn.GroupNorm(4, 16), "layernorm": nn.LayerNorm(16),
+                 "groupnorm-fixed": nn.GroupNorm(4, 16, affine=False)}[norm]
+        return nn.Sequential(nn.Linear(64, 16), layer, nn.Tanh(), nn.Linear(16, k))
+    return make_kernel(build, input_shape=(64,), num_classes=10)
 
 
 def _proxy(kernel: Kernel, norm: Norm, *, loop: bool = False, half: bool = False
@@ -109,19 +132,30 @@ def test_with_logreg_the_kernel_twin_draws_the_logistic_twins_numbers(
     assert np.ptp(want[1]) > 1e-3  # the noise is there
 
 
-@pytest.mark.parametrize("kernel_of", [_mlp, lambda: make_kernel(
-    lambda shape, k: _TwoLayer(), input_shape=(64,), num_classes=10)])
-def test_the_stacked_engine_is_the_loop_with_noise(kernel_of: object) -> None:
-    """All columns in one pass (nn.Sequential, or vmap for any Linear model) give the
-    column-by-column results, Poisson batches and Gaussian noise included."""
+@pytest.mark.parametrize(("kernel_of", "mechanism"), [
+    (_mlp, Mechanism.GAUSSIAN),
+    (lambda: make_kernel(lambda shape, k: _TwoLayer(), input_shape=(64,), num_classes=10),
+     Mechanism.GAUSSIAN),
+    (lambda: make_kernel(lambda shape, k: _NormTwoLayer(), input_shape=(64,),
+                         num_classes=10), Mechanism.GAUSSIAN),
+    (lambda: _norm_mlp("groupnorm"), Mechanism.GAUSSIAN),
+    (lambda: _norm_mlp("layernorm"), Mechanism.LAPLACE),
+    (lambda: _norm_mlp("rmsnorm-first"), Mechanism.LAPLACE),
+    (lambda: _norm_mlp("groupnorm-fixed"), Mechanism.LAPLACE)])
+def test_the_stacked_engine_is_the_loop_with_noise(kernel_of: object,
+                                                   mechanism: Mechanism) -> None:
+    """All columns in one pass (nn.Sequential, or vmap for any other model of Linear and
+    norm layers) give the column-by-column results, Poisson batches and noise included."""
     kernel = kernel_of()  # type: ignore[operator]
-    _, stacked = _proxy(kernel, Norm.L2)
-    _, loop = _proxy(kernel, Norm.L2, loop=True)
+    norm = Norm.L1 if mechanism is Mechanism.LAPLACE else Norm.L2
+    _, stacked = _proxy(kernel, norm)
+    _, loop = _proxy(kernel, norm, loop=True)
     assert isinstance(stacked.engine, StackedColumns)
     sequence = isinstance(kernel.build(torch.Generator()), nn.Sequential)
     assert (stacked.engine.sequence is not None) == sequence
-    run = TwinRun(mechanism=Mechanism.GAUSSIAN, clients_per_round=2, sample_rate=0.2,
-                  clip=1.0, lr=LearningRate(eta0=0.5), weight_decay=0.01,
+    run = TwinRun(mechanism=mechanism, clients_per_round=2, sample_rate=0.2,
+                  clip=1.0 if norm is Norm.L2 else 5.0,  # l1 norms are larger
+                  lr=LearningRate(eta0=0.5), weight_decay=0.01,
                   aggregation=Aggregation.PAPER, repeats=3)
     hs = np.array([4, 0, 8])
     std = np.full((3, 4), 0.02)
@@ -133,8 +167,9 @@ def test_the_stacked_engine_is_the_loop_with_noise(kernel_of: object) -> None:
 
 
 def test_column_engine_falls_back_to_the_loop() -> None:
-    """A model with a parameter outside Linear layers (LayerNorm) runs column by column."""
-    kernel = make_kernel(lambda shape, k: nn.Sequential(nn.Linear(64, 8), nn.LayerNorm(8),
+    """A model with a parameter outside Linear and norm layers (PReLU) runs column by
+    column."""
+    kernel = make_kernel(lambda shape, k: nn.Sequential(nn.Linear(64, 8), nn.PReLU(),
                                                         nn.Linear(8, 10)),
                          input_shape=(64,), num_classes=10)
     data = DATA.build()

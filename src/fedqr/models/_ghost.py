@@ -1,13 +1,17 @@
 """The ``ghost`` method of :mod:`fedqr.models.per_sample`: per-layer per-sample gradients.
 
-From one forward and one backward to the outputs of the ``Linear`` and ``Conv2d`` layers,
-each layer's per-sample gradient norms and the clip-weighted sums are formed directly:
-rank-one for a ``Linear`` layer on 2-D input (never materialised), batched matmuls for the
-others (see :func:`_conv_grads`).
+From one forward and one backward to the outputs of the ``Linear``, ``Conv2d`` and
+normalisation layers, each layer's per-sample gradient norms and the clip-weighted sums are
+formed directly: rank-one for a ``Linear`` layer on 2-D input (never materialised), batched
+matmuls for the others (see :func:`_conv_grads`), and for ``GroupNorm``, ``LayerNorm`` and
+``RMSNorm`` (which normalise each row by its own statistics) the affine parameters' gradients
+``sum g * x_hat`` and ``sum g`` over the positions a parameter is applied to, with ``x_hat``
+the layer's input normalised without its affine map (:func:`_norm_grads`).
 """
 
 from __future__ import annotations
 
+import math
 from typing import cast
 
 import torch
@@ -16,6 +20,7 @@ from torch.nn import functional as F
 
 from fedqr.models.logreg import Norm
 from fedqr.models.losses import LossFn, per_sample_cross_entropy
+from fedqr.models.norms import NORM_LAYERS, NormLayer, normalised
 
 
 def _trains(p: Tensor | None) -> bool:
@@ -23,7 +28,16 @@ def _trains(p: Tensor | None) -> bool:
     return p is not None and p.requires_grad
 
 
-def ghost_layers(model: nn.Module) -> list[nn.Linear | nn.Conv2d]:
+def _bias(layer: nn.Module) -> Tensor | None:
+    """The layer's bias (``None`` where it has none: RMSNorm has no attribute)."""
+    return cast(Tensor | None, getattr(layer, "bias", None))
+
+
+GhostLayer = nn.Linear | nn.Conv2d | NormLayer
+"""A layer whose trainable parameters the ghost method takes."""
+
+
+def ghost_layers(model: nn.Module) -> list[GhostLayer]:
     """Layers with trainable parameters, checked for the ghost method.
 
     A module whose parameters are all frozen (``requires_grad=False``) is left out whatever
@@ -35,7 +49,7 @@ def ghost_layers(model: nn.Module) -> list[nn.Linear | nn.Conv2d]:
         Naming a module with trainable parameters that is not a ``Linear`` or ``Conv2d``
         (``groups=1``, numeric zero padding) layer.
     """
-    layers: list[nn.Linear | nn.Conv2d] = []
+    layers: list[GhostLayer] = []
     for name, module in model.named_modules():
         own = list(module.parameters(recurse=False))
         if not any(p.requires_grad for p in own):
@@ -43,12 +57,13 @@ def ghost_layers(model: nn.Module) -> list[nn.Linear | nn.Conv2d]:
         if isinstance(module, nn.Conv2d) and module.groups == 1 and not isinstance(
                 module.padding, str) and module.padding_mode == "zeros":
             layers.append(module)
-        elif isinstance(module, nn.Linear):
+        elif isinstance(module, (nn.Linear, *NORM_LAYERS)):
             layers.append(module)
         else:
             raise ValueError(
-                f"method='ghost' supports trainable parameters only in Linear and Conv2d "
-                f"(groups=1, numeric zero padding) layers, got {type(module).__name__} at "
+                f"method='ghost' supports trainable parameters only in Linear, Conv2d "
+                f"(groups=1, numeric zero padding), GroupNorm, LayerNorm and RMSNorm layers, "
+                f"got {type(module).__name__} at "
                 f"{name or 'the model root'}: use method='vmap'"
             )
     return layers
@@ -104,16 +119,38 @@ def _conv_layout(layer: nn.Conv2d, summed: Tensor) -> Tensor:
     return summed.view(kh, c_out, kw, c_in).permute(1, 3, 0, 2)  # (kh, o, kw, i)
 
 
+def _norm_grads(layer: NormLayer, a: Tensor, g: Tensor) -> tuple[Tensor, Tensor]:
+    """Per-sample gradients ``[1, c, *weight.shape]`` of a normalisation layer's weight and
+    ``[c, weight.numel()]`` of its bias, from its input ``a`` and output gradient ``g``.
+
+    The layer computes ``y = x_hat * w + b`` with ``x_hat`` normalised by the row's own
+    statistics, so row j's gradients are ``sum g_j * x_hat_j`` and ``sum g_j`` over the
+    positions each weight is applied to (GroupNorm: every dimension after the channels;
+    LayerNorm and RMSNorm: every dimension between the row's and the normalised ones).
+    """
+    c, gx = a.shape[0], g * normalised(layer, a)
+    if isinstance(layer, nn.GroupNorm):  # (c, C, *): sum over the positions after C
+        return gx.reshape(c, a.shape[1], -1).sum(2).unsqueeze(0), g.reshape(
+            c, a.shape[1], -1).sum(2)
+    shape = tuple(layer.normalized_shape)  # sum over the positions before the shape
+    k = math.prod(shape)
+    return gx.reshape(c, -1, k).sum(1).view(1, c, *shape), g.reshape(c, -1, k).sum(1)
+
+
 def _layer_grads(
-    layer: nn.Linear | nn.Conv2d, a: Tensor, g: Tensor
+    layer: GhostLayer, a: Tensor, g: Tensor
 ) -> tuple[Tensor | None, Tensor, Tensor | None]:
     """(per-sample weight grads, or None when rank-one; per-sample bias grads; rank-one input).
 
-    Weight grads are ``[1, c, out, in]`` for a Linear layer with extra dimensions, and
-    ``[K, c, Cout, X]`` (see :func:`_conv_grads`) for a Conv2d layer; a frozen weight has
-    none (``(None, bias grads, None)``: nothing is formed for it).
+    Weight grads are ``[1, c, out, in]`` for a Linear layer with extra dimensions,
+    ``[K, c, Cout, X]`` (see :func:`_conv_grads`) for a Conv2d layer and ``[1, c, *shape]``
+    for a normalisation layer (:func:`_norm_grads`); a frozen weight has none
+    (``(None, bias grads, None)``: nothing is formed for it).
     """
     c = a.shape[0]
+    if isinstance(layer, NORM_LAYERS):
+        pw, pb = _norm_grads(layer, a, g)
+        return (None if not _trains(layer.weight) else pw), pb, None
     frozen = not _trains(layer.weight)
     if isinstance(layer, nn.Linear) and a.dim() == 2:
         return None, g, None if frozen else a
@@ -126,7 +163,7 @@ def _layer_grads(
 
 
 def ghost_chunk(
-    model: nn.Module, layers: list[nn.Linear | nn.Conv2d], slices: dict[int, slice],
+    model: nn.Module, layers: list[GhostLayer], slices: dict[int, slice],
     xc: Tensor, yc: Tensor, *, clip: float, norm: Norm, out: Tensor,
     pieces: list[tuple[int, int, int]], loss_fn: LossFn = per_sample_cross_entropy,
 ) -> tuple[Tensor, Tensor]:
@@ -161,7 +198,7 @@ def ghost_chunk(
         elif pw is not None:  # [K, c, ...]: reduce every dimension but the sample one
             dims = (0, *range(2, pw.dim()))
             total += torch.linalg.vector_norm(pw, ord=order, dim=dims) ** order
-        if _trains(layer.bias):
+        if _trains(_bias(layer)):
             total += gb
     norms = total if norm is Norm.L1 else total.sqrt()
     scale = (clip / norms).clamp(max=1.0)  # a zero gradient (norm 0) gives inf -> 1
@@ -171,12 +208,12 @@ def ghost_chunk(
             if a is not None or pw is not None:  # a trainable weight
                 _add_weight_sum(layer, out[k, slices[id(layer.weight)]], pw, pb, a,
                                 s, lo, hi)
-            if _trains(layer.bias):
-                out[k, slices[id(layer.bias)]].addmv_(pb[lo:hi].T, s)
+            if _trains(_bias(layer)):
+                out[k, slices[id(_bias(layer))]].addmv_(pb[lo:hi].T, s)
     return loss.detach(), scale
 
 
-def _add_weight_sum(layer: nn.Linear | nn.Conv2d, flat: Tensor, pw: Tensor | None, pb: Tensor,
+def _add_weight_sum(layer: GhostLayer, flat: Tensor, pw: Tensor | None, pb: Tensor,
                     a: Tensor | None, s: Tensor, lo: int, hi: int) -> None:
     """Add the clip-weighted sum ``sum_j s_j grad_j`` of rows ``lo:hi`` of the layer's
     weight gradient into ``flat`` (the weight's slice of one segment's sum)."""

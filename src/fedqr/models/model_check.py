@@ -5,8 +5,9 @@ A model must be an ``nn.Module`` built anew by each call of its factory, map a b
 use GroupNorm, as Opacus' validator says) and no dropout, keep its buffers unchanged in
 ``forward``, compute each row's output from that row alone with a deterministic ``forward``
 (:mod:`fedqr.models._probe`), and give per-sample gradients that agree with autograd's on one
-row at a time; its per-sample method is ``ghost`` where that holds for Linear/Conv2d hooks,
-else ``vmap``. A ``loss_fn`` must give each row a finite loss of its own.
+row at a time; its per-sample method is ``ghost`` where that holds for the layer hooks
+(Linear, Conv2d, GroupNorm/LayerNorm/RMSNorm), else ``vmap``. A ``loss_fn`` must give each
+row a finite loss of its own.
 """
 
 from __future__ import annotations
@@ -125,9 +126,10 @@ def _per_sample_method(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, la
         except Exception as e:  # a method this model does not support
             errors.append(f"{method.value}: {type(e).__name__}: {e}")
     raise ValueError(f"model {label!r}: per-sample gradients cannot be computed ("
-                     + "; ".join(errors) + "): fedqr takes them from Linear/Conv2d layers' "
-                     "hooks or from torch.func.vmap, and this model suits neither (layers "
-                     "vmap does not support, such as nn.GRU or nn.LSTM)")
+                     + "; ".join(errors) + "): fedqr takes them from Linear, Conv2d and "
+                     "normalisation layers' hooks or from torch.func.vmap, and this model "
+                     "suits neither (layers vmap does not support, such as nn.GRU or "
+                     "nn.LSTM)")
 
 
 def _check_per_sample_loss(loss_fn: LossFn, logits: torch.Tensor, y: torch.Tensor, *,

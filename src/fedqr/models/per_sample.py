@@ -17,10 +17,13 @@ clipped rows and the summed loss. Two methods give the same result:
     ``||g|| ||a||``, so it is never materialised and its clipped sum is one GEMM
     ``(s g)^T A``; a ``Conv2d`` layer's per-sample gradient is ``G U^T`` with ``U`` the
     unfolded input (``torch.nn.functional.unfold``), one batched matmul, whose rows are
-    weighted by ``s`` and summed. Per-sample gradients of sample j depend only on sample j
-    (no batch normalisation), so the weighted sums need no second backward pass.
-    Models may hold trainable parameters only in ``Linear`` and ``Conv2d`` (``groups = 1``)
-    layers, each called once per forward (frozen parameters may sit anywhere).
+    weighted by ``s`` and summed; a ``GroupNorm``, ``LayerNorm`` or ``RMSNorm`` layer's
+    affine gradients are ``sum g * x_hat`` and ``sum g`` per row (``x_hat``: its input
+    normalised by the row's own statistics). Per-sample gradients of sample j depend only on
+    sample j (no batch normalisation), so the weighted sums need no second backward pass.
+    Models may hold trainable parameters only in ``Linear``, ``Conv2d`` (``groups = 1``) and
+    those normalisation layers, each called once per forward (frozen parameters may sit
+    anywhere).
 ``vmap``
     ``torch.func.vmap`` over ``torch.func.grad_and_value``: every per-sample gradient is
     materialised (``chunk_rows x P`` floats), for any model without batch-coupled layers.
@@ -206,7 +209,8 @@ def clipped_grad_sums(
     chunk_rows : int, optional
         Rows processed together, ``>= 1``: bounds memory (module docstring).
     method : Method or str, optional
-        ``"ghost"`` (fast, Linear/Conv2d models) or ``"vmap"`` (any per-sample model).
+        ``"ghost"`` (fast; Linear, Conv2d and GroupNorm/LayerNorm/RMSNorm layers) or
+        ``"vmap"`` (any per-sample model).
     loss_fn : LossFn, optional
         Per-sample loss ``(logits, y) -> [n]`` (default: cross-entropy).
 

@@ -1,13 +1,15 @@
 """The stacked engine of the kernel twin: every column of an MLP in one pass.
 
-For a torch model whose parameters all sit in ``Linear`` layers, the ``A`` columns (models)
-of a round run together: an ``nn.Sequential`` of Linear layers and elementwise activations
-module by module on ``(A, m, .)`` tensors (batched matrix products, one autograd call), any
-other Linear-only module by ``torch.func.vmap`` of ``functional_call`` over the stacked
-parameters (the output gradients are the gradients of zero probes added to the layers'
-outputs). A Linear layer's per-sample gradient is the rank-one ``g a^T`` (output gradient
-times input): its norm is ``||g|| ||a||`` and the clip-weighted sum one matrix product per
-layer (the ``ghost`` method of :mod:`fedqr.models.per_sample`, batched over the columns).
+For a torch model whose parameters all sit in ``Linear`` layers and norm layers on a row's
+features (GroupNorm, LayerNorm, RMSNorm: :mod:`fedqr.planner.stacked_layers`), the ``A``
+columns (models) of a round run together: an ``nn.Sequential`` of those layers and
+elementwise activations module by module on ``(A, m, .)`` tensors (batched matrix products,
+one autograd call), any other such module by ``torch.func.vmap`` of ``functional_call`` over
+the stacked parameters (the output gradients are the gradients of zero probes added to the
+layers' outputs). A Linear layer's per-sample gradient is the rank-one ``g a^T`` (output
+gradient times input): its norm is ``||g|| ||a||`` and the clip-weighted sum one matrix
+product per layer; a norm layer's are ``g * x_hat`` and ``g`` (:mod:`fedqr.models.norms`)
+(the ``ghost`` method of :mod:`fedqr.models.per_sample`, batched over the columns).
 """
 
 from __future__ import annotations
@@ -21,60 +23,13 @@ from torch.func import functional_call, grad, vmap
 from fedqr.models.kernel import KernelData
 from fedqr.models.logreg import Norm
 from fedqr.models.losses import LossFn
+from fedqr.models.norms import NORM_LAYERS
 from fedqr.models.torch_kernel import TorchKernel, evaluation_mode
+from fedqr.planner.stacked_layers import Layers, layer_slices, rows_normalised, sequence, width
 
 __all__ = ["StackedColumns", "stacks_repeats"]
 
 Positions = tuple[Tensor, Tensor]
-
-Layers = list[tuple[nn.Linear, slice, slice | None]]
-
-
-def _linear_slices(model: nn.Module) -> Layers | None:
-    """Each Linear layer with the flat slices of its weight and bias, or ``None`` when a
-    parameter lives outside a Linear layer."""
-    pos, where = 0, {}
-    for p in model.parameters():
-        where[id(p)] = slice(pos, pos + p.numel())
-        pos += p.numel()
-    layers: Layers = []
-    owned = 0
-    for module in model.modules():
-        own = list(module.parameters(recurse=False))
-        if not own:
-            continue
-        if not isinstance(module, nn.Linear) or not all(p.requires_grad for p in own):
-            return None
-        bias = where[id(module.bias)] if module.bias is not None else None
-        layers.append((module, where[id(module.weight)], bias))
-        owned += len(own)
-    return layers if owned == len(where) else None
-
-
-_ELEMENTWISE = (nn.ReLU, nn.LeakyReLU, nn.Tanh, nn.Sigmoid, nn.GELU, nn.ELU, nn.SiLU,
-                nn.Softplus, nn.Identity, nn.Hardtanh, nn.ReLU6, nn.Mish)
-"""Parameter-free modules acting on each value alone (any leading dimensions)."""
-
-
-def _sequence(model: nn.Module, layers: list[nn.Linear]) -> list[nn.Module] | None:
-    """The modules of an ``nn.Sequential`` MLP in order (Flatten only before the first
-    Linear layer, elementwise activations), or ``None``."""
-    if not isinstance(model, nn.Sequential):
-        return None
-    flat: list[nn.Module] = []
-    for module in model:
-        flat.extend(module if isinstance(module, nn.Sequential) else [module])
-    linears = [m for m in flat if isinstance(m, nn.Linear)]
-    if [id(m) for m in linears] != [id(m) for m in layers]:
-        return None
-    for i, module in enumerate(flat):
-        before_first = not any(isinstance(m, nn.Linear) for m in flat[:i])
-        if isinstance(module, nn.Flatten) and before_first:
-            continue
-        if type(module) not in (nn.Linear, *_ELEMENTWISE):
-            return None
-    return flat
-
 
 _STACK_FLOATS = 2**20
 """Poisson batches: every column gathers its own copy of its repeat's rows (one pass for all
@@ -98,13 +53,13 @@ class StackedColumns:
     def __init__(self, kernel: TorchKernel, data: KernelData, *, chunk_rows: int = 1024,
                  layers: Layers | None = None) -> None:
         model = kernel.build(torch.Generator().manual_seed(0)).to(data.x.device)
-        found = layers if layers is not None else _linear_slices(model)
+        found = layers if layers is not None else layer_slices(model)
         if found is None:
             raise ValueError(f"model {kernel.name!r}: the stacked twin needs every parameter "
-                             "in a Linear layer")
+                             "trainable, in a Linear layer or a norm layer on the features")
         self.model, self.layers, self.loss_fn = model, found, kernel.loss_fn
         self.param_of = {id(p): n for n, p in model.named_parameters()}
-        self.sequence = _sequence(model, [layer for layer, _, _ in found])
+        self.sequence = sequence(model, [layer for layer, _, _ in found])
         self.names = [n for n, _ in model.named_parameters()]
         self.shapes = [p.shape for p in model.parameters()]
         self.x = data.x.view(-1, *kernel.input_shape)
@@ -133,8 +88,9 @@ class StackedColumns:
 
     def _grads_sequence(self, params: dict[str, Tensor], x: Tensor, y: Tensor, *, own: bool
                         ) -> tuple[list[Tensor], list[Tensor]]:
-        """An ``nn.Sequential`` of Linear layers and elementwise activations, module by
-        module on ``(A, m, .)`` tensors: plain batched matrix products, one autograd call."""
+        """An ``nn.Sequential`` of Linear layers, norm layers and elementwise activations,
+        module by module on ``(A, m, .)`` tensors: plain batched matrix products, one autograd
+        call. A norm layer's input saved is its ``x_hat`` (its affine map's input)."""
         assert self.sequence is not None
         h = x.flatten(2) if own else x
         outs: list[Tensor] = []
@@ -142,14 +98,22 @@ class StackedColumns:
         for module in self.sequence:
             if isinstance(module, nn.Flatten) and own:
                 continue  # flattened above (Flatten comes only before the first Linear)
-            if not isinstance(module, nn.Linear):
+            owns = any(True for _ in module.parameters(recurse=False))
+            if isinstance(module, NORM_LAYERS):
+                h = rows_normalised(module, h)  # x_hat, then the columns' affine maps
+            elif not isinstance(module, nn.Linear):
                 h = module(h)  # Flatten (before the first Linear) or an elementwise map
                 continue
+            if not owns:
+                continue
             w, b = params[self.param_of[id(module.weight)]], None
-            if module.bias is not None:
-                b = params[self.param_of[id(module.bias)]]
+            bias = getattr(module, "bias", None)
+            if bias is not None:
+                b = params[self.param_of[id(bias)]]
             ins.append(h.detach())
-            if h.dim() == 2:  # the shared input of the first layer
+            if isinstance(module, NORM_LAYERS):  # (A, m, C) from x_hat (A, m, C) or (m, C)
+                z = h * w[:, None] + b[:, None] if b is not None else h * w[:, None]
+            elif h.dim() == 2:  # the shared input of the first layer
                 z = torch.matmul(h, w.transpose(1, 2))
                 z = z + b[:, None] if b is not None else z
             elif b is not None:
@@ -166,8 +130,8 @@ class StackedColumns:
 
     def _grads_vmap(self, params: dict[str, Tensor], x: Tensor, y: Tensor, *, own: bool
                     ) -> tuple[list[Tensor], list[Tensor]]:
-        """Any Linear-only module: ``vmap`` of ``functional_call`` over the columns, the
-        output gradients as the gradients of zero probes added to the layers' outputs."""
+        """Any other module of those layers: ``vmap`` of ``functional_call`` over the columns,
+        the output gradients as the gradients of zero probes added to the layers' outputs."""
         layers = [layer for layer, _, _ in self.layers]
         loss_fn: LossFn = self.loss_fn
 
@@ -176,10 +140,11 @@ class StackedColumns:
             inputs: dict[int, Tensor] = {}
 
             def hook(module: nn.Module, args: tuple[Tensor, ...], out: Tensor) -> Tensor:
-                i = layers.index(module)  # type: ignore[arg-type]
+                i = layers.index(module)
                 if i in inputs:
-                    raise ValueError("a Linear layer was called twice in one forward")
-                inputs[i] = args[0]
+                    raise ValueError("a layer was called twice in one forward")
+                inputs[i] = (rows_normalised(module, args[0])
+                             if isinstance(module, NORM_LAYERS) else args[0])
                 return out + probes[i]
 
             handles = [layer.register_forward_hook(hook) for layer in layers]
@@ -192,7 +157,7 @@ class StackedColumns:
                                                     for i in range(len(layers)))
 
         m = x.shape[1] if own else x.shape[0]
-        probes = tuple(torch.zeros(m, layer.out_features, dtype=x.dtype, device=x.device)
+        probes = tuple(torch.zeros(m, width(layer), dtype=x.dtype, device=x.device)
                        for layer in layers)
         dims = 0 if own else None
         g, a = vmap(grad(loss, has_aux=True), in_dims=(None, 0, dims, dims))(probes, params,
@@ -222,17 +187,22 @@ class StackedColumns:
             return t.abs().sum(dim=-1) if self.norm is Norm.L1 else t.square().sum(dim=-1)
 
         total = torch.zeros(gs[0].shape[:2], dtype=x.dtype, device=x.device)
-        for (_, _, bias), g, a in zip(self.layers, gs, acts, strict=True):
+        for (layer, _, bias), g, a in zip(self.layers, gs, acts, strict=True):
             if g.dim() != 3 or a.dim() not in (2, 3):
-                raise ValueError("the stacked twin needs 2-D inputs to Linear layers")
+                raise ValueError("the stacked twin needs 2-D inputs to its layers")
             gn = power(g)
-            total += gn * (power(a) + 1.0) if bias is not None else gn * power(a)
+            if isinstance(layer, NORM_LAYERS):  # weight: g * x_hat, bias: g
+                total += power(g * a) + gn if bias is not None else power(g * a)
+            else:  # Linear: ||g a^T|| = ||g|| ||a||
+                total += gn * (power(a) + 1.0) if bias is not None else gn * power(a)
         norms = total if self.norm is Norm.L1 else total.sqrt()
         scale = (clip / norms).clamp(max=1.0) * w  # (A, m)
         parts: dict[int, Tensor] = {}
-        for (_, w_sl, bias), g, a in zip(self.layers, gs, acts, strict=True):
+        for (layer, w_sl, bias), g, a in zip(self.layers, gs, acts, strict=True):
             sg = g * scale[..., None]  # (A, m, out)
-            if a.dim() == 2:  # the shared input of the first layer: one GEMM
+            if isinstance(layer, NORM_LAYERS):
+                parts[w_sl.start] = (sg * a).sum(dim=1)
+            elif a.dim() == 2:  # the shared input of the first layer: one GEMM
                 parts[w_sl.start] = (sg.transpose(1, 2).reshape(-1, sg.shape[1]) @ a).view(
                     a_cols, -1)
             else:
