@@ -82,6 +82,11 @@ class MCase:
         return make_kernel(self.model, input_shape=shape, num_classes=ds.num_classes,
                            hidden=self.hidden)
 
+    def scenario(self) -> Scenario:
+        return Scenario(data=self.source(), mechanism=self.mechanism, eps=self.eps,
+                        clip=self.clip, sample_rate=self.q if self.mechanism is GAU else 1.0,
+                        lr=LearningRate(eta0=self.lr), kernel=self.kernel())
+
 
 def groupnorm_mlp(hidden: int) -> Any:
     """Flatten, Linear(p, hidden), GroupNorm(4, hidden), Tanh, Linear(hidden, k): the
@@ -91,11 +96,6 @@ def groupnorm_mlp(hidden: int) -> Any:
             math.prod(input_shape), hidden), torch.nn.GroupNorm(4, hidden), torch.nn.Tanh(),
             torch.nn.Linear(hidden, num_classes))
     return factory
-
-    def scenario(self) -> Scenario:
-        return Scenario(data=self.source(), mechanism=self.mechanism, eps=self.eps,
-                        clip=self.clip, sample_rate=self.q if self.mechanism is GAU else 1.0,
-                        lr=LearningRate(eta0=self.lr), kernel=self.kernel())
 
 
 CASES = [
