@@ -234,10 +234,14 @@ class StackedColumns:
         starts = torch.as_tensor(self.offsets[:-1][sel], device=pos.device)
         w_client = weight.to(self.x.dtype).to(pos.device)
         features = self.x[0].numel()
-        if stacks_repeats(columns=theta.shape[0], rows=valid[0].numel(), features=features):
-            # every column gathers its repeat's batch (padded, weight 0): one pass for all
-            rows = (starts[:, None] + pos).reshape(repeats, -1)  # (K, b m)
-            w = (w_client[:, None] * valid).reshape(repeats, -1)
+        flat = valid.reshape(repeats, -1)  # (K, b m): clients padded to the largest batch
+        top = int(flat.sum(dim=1).max()) if flat.numel() else 0
+        if stacks_repeats(columns=theta.shape[0], rows=top, features=features):
+            # every column gathers its repeat's rows in order, padded with weight 0 to the
+            # most rows of a repeat (not every client to the largest batch): one pass for all
+            keep = torch.argsort((~flat).to(torch.uint8), dim=1, stable=True)[:, :top]
+            rows = (starts[:, None] + pos).reshape(repeats, -1).gather(1, keep)  # (K, top)
+            w = (w_client[:, None] * valid).reshape(repeats, -1).gather(1, keep)
             rep = torch.arange(theta.shape[0], device=pos.device) % repeats
             return self._sums(theta, self.x[rows[rep]], self.y[rows[rep]], w[rep], clip,
                               own=True)
