@@ -9,7 +9,8 @@ client) and, at a column's horizon, its test loss. Two engines compute them:
     (:meth:`~fedqr.models.kernel.Attached.full_sums` / ``sample_sums``, one pass per column
     for a torch model), then weighted per client.
 :class:`~fedqr.planner.stacked.StackedColumns`
-    A torch model whose parameters all sit in ``Linear`` layers (an MLP): every column in one
+    A torch model whose parameters all sit in ``Linear`` layers and norm layers on a row's
+    features (an MLP, with GroupNorm, LayerNorm or RMSNorm or without): every column in one
     forward and one backward (:mod:`fedqr.planner.stacked`). On 2 CPU threads a round of 24
     columns is 6-8x faster than the loop for MNIST's 784-64-10 MLP and 14-35x for heart
     disease's 10-32-2 (``bench/twin_models.py --part engines``).
