@@ -46,8 +46,9 @@ def ghost_layers(model: nn.Module) -> list[GhostLayer]:
     Raises
     ------
     ValueError
-        Naming a module with trainable parameters that is not a ``Linear`` or ``Conv2d``
-        (``groups=1``, numeric zero padding) layer.
+        Naming a module with trainable parameters that is not a ``Linear``, ``Conv2d``
+        (``groups=1``, numeric zero padding), ``GroupNorm``, ``LayerNorm`` or ``RMSNorm``
+        layer.
     """
     layers: list[GhostLayer] = []
     for name, module in model.named_modules():
