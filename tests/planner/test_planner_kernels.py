@@ -66,6 +66,19 @@ def test_an_mlp_is_planned_by_its_twin_and_replanned_from_the_cache() -> None:
     assert again.from_cache and again.recommended == plan.recommended
 
 
+def test_an_mlp_with_group_norm_is_planned_by_the_stacked_twin() -> None:
+    """The README's advice (GroupNorm instead of batch normalisation) keeps the fast paths:
+    the ghost method's per-sample gradients and every column of the twin in one pass."""
+    kernel = make_kernel(lambda shape, k: nn.Sequential(
+        nn.Linear(64, 16), nn.GroupNorm(4, 16), nn.Tanh(), nn.Linear(16, k)),
+        input_shape=(64,), num_classes=10)
+    assert isinstance(kernel, TorchKernel) and kernel.options.method.value == "ghost"
+    plan = make_plan(_scenario(kernel), settings=SearchSettings(repeats=2, t_first=8,
+                                                                t_limit=16))
+    assert plan.data_used["twin_engine"] == "stacked" and plan.useful
+    assert plan.recommended.mean < plan.untrained_loss
+
+
 def test_a_small_budget_cuts_the_search_and_replans_the_same_from_the_cache() -> None:
     full = make_plan(_scenario(_mlp()), settings=FAST)
     small = SearchSettings(repeats=2, t_first=16, t_limit=64, time_budget_s=0.02)
