@@ -103,3 +103,37 @@ def test_mlp_on_the_heart_disease_hospitals(data_dir: Path, tmp_path: Path) -> N
     assert c.mu == (min(est.mu_i) if min(est.mu_i) > 0 else 0.01)  # wd where not convex
     assert c.lam >= max(est.lambda_i) * (1 - 1e-12) and c.lam > c.mu
     assert all(0 <= f <= 1 for f in est.clipped_fraction)
+
+
+@pytest.mark.parametrize(("norm", "clip"), [(Norm.L1, 3.0), (Norm.L2, 2.0)])
+def test_sample_stats_over_chunks_equal_the_whole_clients(
+        digits: tuple[Dataset, Partition], norm: Norm, clip: float) -> None:
+    """300 rows (three chunks of at most 128): the statistics summed chunk by chunk equal
+    those of all the client's per-sample gradients at once (float64)."""
+    from torch.func import functional_call, grad, vmap
+
+    from fedqr.theory.estimate_torch import TorchObjective
+
+    ds, _ = digits
+    kernel = make_kernel("mlp", input_shape=(64,), num_classes=10, hidden=(8,))
+    assert isinstance(kernel, TorchKernel)
+    obj = TorchObjective(kernel, weight_decay=0.01, seed=0, local_steps=1, local_lr=0.1)
+    x, y = obj.tensors(ds.x_train, ds.y_train)
+    theta = obj.theta0
+    full, lam2, l1, l2, frac = obj.sample_stats(x, y, theta, clip=clip, norm=norm)
+
+    def one(t: Tensor, xi: Tensor, yi: Tensor) -> Tensor:
+        logits = functional_call(obj.model, obj._params(t), (xi[None],))
+        return F.cross_entropy(logits, yi[None], reduction="sum")
+
+    g = vmap(grad(one), in_dims=(None, 0, 0))(theta, x, y).double()
+    s = torch.clamp(clip / (g.abs().sum(1) if norm is Norm.L1 else g.norm(dim=1)), max=1.0)
+    c = s[:, None] * g
+    assert 0 < frac < 1 and x.shape[0] == 300
+    assert frac == pytest.approx(float((s < 1).double().mean()))
+    torch.testing.assert_close(l1, g.abs().sum(1), rtol=1e-12, atol=0)
+    torch.testing.assert_close(l2, g.norm(dim=1), rtol=1e-12, atol=0)
+    assert full == pytest.approx(float((c + 0.01 * theta.double()).pow(2).sum(1).mean()),
+                                 rel=1e-12)
+    assert lam2 == pytest.approx(float(c.pow(2).sum(1).mean() - c.mean(0).pow(2).sum()),
+                                 rel=1e-10)
