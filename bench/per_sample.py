@@ -21,6 +21,10 @@ resident memory for one chunk, measured in a fresh subprocess (Linux: the high-w
 ``VmHWM`` after resetting it; CUDA: max allocated).
 
     python bench/per_sample.py [--threads 2] [--rows 1024] [--chunk 256] [--device cpu]
+        [--groupnorm]
+
+``--groupnorm`` puts GroupNorm(4) after each convolution (the ghost method takes it since
+planner version 20; vmap was the only fedqr method for it before).
 """
 
 from __future__ import annotations
@@ -50,8 +54,19 @@ def _batch(rows: int, device: torch.device) -> tuple[Tensor, Tensor]:
     return x, y
 
 
-def _model(device: torch.device, channels_last: bool) -> nn.Module:
-    model = femnist_cnn(generator=torch.Generator().manual_seed(1)).to(device)
+def groupnorm_cnn() -> nn.Module:
+    """The paper's CNN with GroupNorm(4) after each convolution: the recipe for DP when a
+    network needs normalisation (batch normalisation mixes rows: fedqr refuses it, and
+    Opacus's ``ModuleValidator.fix`` swaps it for GroupNorm)."""
+    torch.manual_seed(1)
+    return nn.Sequential(nn.Conv2d(1, 16, 5, padding=2), nn.GroupNorm(4, 16), nn.ReLU(),
+                         nn.MaxPool2d(2), nn.Conv2d(16, 32, 5, padding=2), nn.GroupNorm(4, 32),
+                         nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(32 * 7 * 7, 62))
+
+
+def _model(device: torch.device, channels_last: bool, groupnorm: bool) -> nn.Module:
+    model = (groupnorm_cnn() if groupnorm
+             else femnist_cnn(generator=torch.Generator().manual_seed(1))).to(device)
     if channels_last:
         model = model.to(memory_format=torch.channels_last)  # type: ignore[call-overload]
     return model
@@ -89,16 +104,16 @@ def opacus_step(model: nn.Module, x: Tensor, y: Tensor, *, clip: float, norm: st
 
 
 def steps(x: Tensor, y: Tensor, *, clip: float, norm: str, chunk: int,
-          channels_last: bool) -> dict[str, Step]:
+          channels_last: bool, groupnorm: bool = False) -> dict[str, Step]:
     """Every method as a zero-argument callable returning the flat clipped sum."""
-    model = _model(x.device, channels_last)
+    model = _model(x.device, channels_last, groupnorm)
     out: dict[str, Step] = {
         "fedqr-ghost": lambda: clipped_grad_sums(model, x, y, clip=clip, norm=norm,
                                                  chunk_rows=chunk).grad[0],
         "fedqr-vmap": lambda: clipped_grad_sums(model, x, y, clip=clip, norm=norm,
                                                 chunk_rows=chunk, method="vmap").grad[0],
     }
-    op_model = _model(x.device, False)  # Opacus 1.6.0 is wrong with channels-last models
+    op_model = _model(x.device, False, groupnorm)  # Opacus 1.6.0 is wrong with channels-last models
     op = opacus_step(op_model, x, y, clip=clip, norm=norm, chunk=chunk)
     if op is not None:
         out["opacus"] = op
@@ -126,7 +141,7 @@ def throughput(args: argparse.Namespace) -> dict[str, float]:
     dev = torch.device(args.device)
     x, y = _batch(args.rows, dev)
     fns = steps(x, y, clip=args.clip, norm=args.norm, chunk=args.chunk,
-                channels_last=args.channels_last)
+                channels_last=args.channels_last, groupnorm=args.groupnorm)
     ref = fns["fedqr-ghost"]()
     for name, fn in fns.items():  # warm up and check agreement
         if name != "no-clip":
@@ -148,7 +163,8 @@ def peak_memory_mb(args: argparse.Namespace, method: str) -> float:
     """Peak extra memory (MB) of one call of ``method``, in a fresh process."""
     cmd = [sys.executable, __file__, "--only", method, "--rows", str(args.chunk),
            "--chunk", str(args.chunk), "--norm", args.norm, "--device", args.device,
-           "--threads", str(args.threads)] + (["--channels-last"] if args.channels_last else [])
+           "--threads", str(args.threads)] + (["--channels-last"] if args.channels_last else []
+                                              ) + (["--groupnorm"] if args.groupnorm else [])
     done = subprocess.run(cmd, check=True, capture_output=True, text=True)
     return float(json.loads(done.stdout.strip().splitlines()[-1])["peak_mb"])
 
@@ -164,7 +180,7 @@ def _only(args: argparse.Namespace) -> None:
     dev = torch.device(args.device)
     x, y = _batch(args.rows, dev)
     fn = steps(x, y, clip=args.clip, norm=args.norm, chunk=args.chunk,
-               channels_last=args.channels_last)[args.only]
+               channels_last=args.channels_last, groupnorm=args.groupnorm)[args.only]
     if dev.type == "cuda":
         torch.cuda.reset_peak_memory_stats(dev)
         base = torch.cuda.memory_allocated(dev)
@@ -190,6 +206,8 @@ def main() -> None:
     parser.add_argument("--memory", action="store_true", help="also measure peak memory")
     parser.add_argument("--channels-last", action="store_true",
                         help="every model in channels-last memory format (fedqr's engine default)")
+    parser.add_argument("--groupnorm", action="store_true",
+                        help="the paper's CNN with GroupNorm(4) after each convolution")
     parser.add_argument("--only", help=argparse.SUPPRESS)
     args = parser.parse_args()
     torch.set_num_threads(args.threads)
@@ -197,7 +215,8 @@ def main() -> None:
         _only(args)
         return
     rates = throughput(args)
-    print(f"FEMNIST CNN (110,526 params), {args.rows} samples, chunks of {args.chunk}, "
+    name = "with GroupNorm (110,622" if args.groupnorm else "(110,526"
+    print(f"FEMNIST CNN {name} params), {args.rows} samples, chunks of {args.chunk}, "
           f"{args.norm} clip, {args.device}, {args.threads} threads, "
           f"channels_last={args.channels_last}")
     for name, rate in rates.items():
