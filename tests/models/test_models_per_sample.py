@@ -173,6 +173,37 @@ def test_ghost_takes_normalisation_layers(kind: str, norm: str, clip: float) -> 
     torch.testing.assert_close(ghost.loss_sum, exact.loss_sum)
 
 
+def _conv_model(kind: str) -> tuple[nn.Module, tuple[int, ...]]:
+    """A model with a grouped or a 1-D convolution, and its input shape."""
+    if kind == "depthwise":  # a MobileNet block: depthwise 3x3, then pointwise
+        return nn.Sequential(nn.Conv2d(4, 4, 3, padding=1, groups=4), nn.ReLU(),
+                             nn.Conv2d(4, 8, 1), nn.Flatten(), nn.Linear(8 * 6 * 6, 3)), (4, 6, 6)
+    if kind == "grouped-wide":  # 4 groups of 10 channels: 10 x 3 x 3 > 64, the width path
+        return nn.Sequential(nn.Conv2d(40, 20, 3, padding=2, groups=4, dilation=2, stride=2),
+                             nn.Tanh(), nn.Flatten(), nn.Linear(20 * 4 * 4, 3)), (40, 7, 7)
+    return nn.Sequential(nn.Conv1d(3, 6, 5, padding=2), nn.ReLU(),
+                         nn.Conv1d(6, 4, 3, stride=2, groups=2, dilation=2, padding=1),
+                         nn.Flatten(), nn.Linear(4 * 9, 3)), (3, 20)
+
+
+@pytest.mark.parametrize("kind", ["depthwise", "grouped-wide", "conv1d"])
+@pytest.mark.parametrize(("norm", "clip"), [("l2", 1.0), ("l1", 20.0), ("l2", float("inf"))])
+def test_ghost_takes_grouped_and_one_dimensional_convolutions(kind: str, norm: str,
+                                                              clip: float) -> None:
+    """A grouped convolution (channel blocks folded into the rows) and a Conv1d (a Conv2d of
+    height 1) on the ghost path give vmap's clipped sums and clip counts."""
+    gen = torch.Generator().manual_seed(5)
+    model, shape = _conv_model(kind)
+    x = torch.randn(29, *shape, generator=gen)
+    y = torch.randint(0, 3, (29,), generator=gen)
+    args = {"clip": clip, "norm": norm, "offsets": [0, 10, 29], "chunk_rows": 16}
+    ghost = clipped_grad_sums(model, x, y, method="ghost", **args)  # type: ignore[arg-type]
+    exact = clipped_grad_sums(model, x, y, method="vmap", **args)  # type: ignore[arg-type]
+    assert ghost.clipped.tolist() == exact.clipped.tolist()
+    torch.testing.assert_close(ghost.grad, exact.grad, rtol=1e-5,
+                               atol=1e-6 * float(exact.grad.abs().max()))
+
+
 def test_a_layer_called_twice_needs_vmap() -> None:
     layer = nn.Linear(3, 3)
     model = nn.Sequential(layer, nn.Tanh(), layer)

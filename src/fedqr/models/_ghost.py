@@ -33,7 +33,9 @@ def _bias(layer: nn.Module) -> Tensor | None:
     return cast(Tensor | None, getattr(layer, "bias", None))
 
 
-GhostLayer = nn.Linear | nn.Conv2d | NormLayer
+Conv = nn.Conv1d | nn.Conv2d
+"""A convolution the ghost method takes (numeric zero padding, any groups)."""
+GhostLayer = nn.Linear | Conv | NormLayer
 """A layer whose trainable parameters the ghost method takes."""
 
 
@@ -46,24 +48,23 @@ def ghost_layers(model: nn.Module) -> list[GhostLayer]:
     Raises
     ------
     ValueError
-        Naming a module with trainable parameters that is not a ``Linear``, ``Conv2d``
-        (``groups=1``, numeric zero padding), ``GroupNorm``, ``LayerNorm`` or ``RMSNorm``
-        layer.
+        Naming a module with trainable parameters that is not a ``Linear``, ``Conv1d`` or
+        ``Conv2d`` (numeric zero padding), ``GroupNorm``, ``LayerNorm`` or ``RMSNorm`` layer.
     """
     layers: list[GhostLayer] = []
     for name, module in model.named_modules():
         own = list(module.parameters(recurse=False))
         if not any(p.requires_grad for p in own):
             continue
-        if isinstance(module, nn.Conv2d) and module.groups == 1 and not isinstance(
+        if isinstance(module, nn.Conv1d | nn.Conv2d) and not isinstance(
                 module.padding, str) and module.padding_mode == "zeros":
             layers.append(module)
         elif isinstance(module, (nn.Linear, *NORM_LAYERS)):
             layers.append(module)
         else:
             raise ValueError(
-                f"method='ghost' supports trainable parameters only in Linear, Conv2d "
-                f"(groups=1, numeric zero padding), GroupNorm, LayerNorm and RMSNorm layers, "
+                f"method='ghost' supports trainable parameters only in Linear, Conv1d and "
+                f"Conv2d (numeric zero padding), GroupNorm, LayerNorm and RMSNorm layers, "
                 f"got {type(module).__name__} at "
                 f"{name or 'the model root'}: use method='vmap'"
             )
@@ -75,7 +76,34 @@ def ghost_layers(model: nn.Module) -> list[GhostLayer]:
 _FULL_UNFOLD_MAX = 64
 
 
-def _conv_grads(layer: nn.Conv2d, a: Tensor, g: Tensor) -> Tensor:
+def _geometry(layer: Conv) -> tuple[int, int, int, int, int, int, int, int]:
+    """``(KH, KW, SH, SW, DH, DW, PH, PW)`` of a conv layer (a Conv1d: a Conv2d of height 1;
+    numeric padding, checked in :func:`ghost_layers`)."""
+    if isinstance(layer, nn.Conv1d):
+        (k,), (s,), (d,) = layer.kernel_size, layer.stride, layer.dilation
+        (p,) = cast(tuple[int], layer.padding)
+        return 1, k, 1, s, 1, d, 0, p
+    (kh, kw), (sh, sw), (dh, dw) = layer.kernel_size, layer.stride, layer.dilation
+    ph, pw = cast(tuple[int, int], layer.padding)
+    return kh, kw, sh, sw, dh, dw, ph, pw
+
+
+def _conv_grads(layer: Conv, a: Tensor, g: Tensor) -> Tensor:
+    """Per-sample weight gradients ``[K, n, Cout, X]`` of a conv layer
+    (:func:`_conv2d_grads`): a Conv1d as a Conv2d of height 1, a grouped convolution as
+    ``groups`` convolutions of its channel blocks, block k of row j taken as row ``j G + k``
+    (each block's output channels follow one another in the weight, as in ``Cout``)."""
+    if isinstance(layer, nn.Conv1d):
+        a, g = a.unsqueeze(2), g.unsqueeze(2)
+    n, groups = a.shape[0], layer.groups
+    if groups > 1:
+        a = a.reshape(n * groups, -1, *a.shape[2:])
+        g = g.reshape(n * groups, -1, *g.shape[2:])
+    out = _conv2d_grads(_geometry(layer), a, g)
+    return out.view(out.shape[0], n, -1, out.shape[3]) if groups > 1 else out
+
+
+def _conv2d_grads(geometry: tuple[int, ...], a: Tensor, g: Tensor) -> Tensor:
     """Per-sample weight gradients of a conv layer, ``[K, n, Cout, X]``.
 
     With ``A`` the zero-padded input in channels-last layout ``[n, H, W, C]``, the gradient
@@ -91,9 +119,7 @@ def _conv_grads(layer: nn.Conv2d, a: Tensor, g: Tensor) -> Tensor:
       ``G E_kh``; ``K = KH``, ``X = KW C``, element order ``(kh, o, kw, i)``.
     """
     n, c_out = g.shape[0], g.shape[1]
-    kh, kw = layer.kernel_size
-    (sh, sw), (dh, dw) = layer.stride, layer.dilation
-    ph, pw = cast(tuple[int, int], layer.padding)  # numeric: checked in _layers
+    kh, kw, sh, sw, dh, dw, ph, pw = geometry
     ho, wo = g.shape[2], g.shape[3]
     ap = F.pad(a.permute(0, 2, 3, 1), (0, 0, pw, pw, ph, ph)).contiguous()  # [n, Hp, Wp, C]
     c_in = ap.shape[3]
@@ -112,12 +138,16 @@ def _conv_grads(layer: nn.Conv2d, a: Tensor, g: Tensor) -> Tensor:
     return out
 
 
-def _conv_layout(layer: nn.Conv2d, summed: Tensor) -> Tensor:
-    """Sums ``[K, Cout X]`` from :func:`_conv_grads` in the weight's ``[Cout, Cin, KH, KW]``."""
-    c_out, c_in, kh, kw = layer.weight.shape
+def _conv_layout(layer: Conv, summed: Tensor) -> Tensor:
+    """Sums ``[K, Cout X]`` from :func:`_conv_grads` in the weight's shape ``[Cout,
+    Cin / groups, (KH,) KW]``."""
+    c_out, c_in = layer.weight.shape[:2]
+    kh, kw = _geometry(layer)[:2]
     if summed.shape[0] == 1:  # (o, kh, kw, i)
-        return summed.view(c_out, kh, kw, c_in).permute(0, 3, 1, 2)
-    return summed.view(kh, c_out, kw, c_in).permute(1, 3, 0, 2)  # (kh, o, kw, i)
+        out = summed.view(c_out, kh, kw, c_in).permute(0, 3, 1, 2)
+    else:  # (kh, o, kw, i)
+        out = summed.view(kh, c_out, kw, c_in).permute(1, 3, 0, 2)
+    return out.reshape(layer.weight.shape)
 
 
 def _norm_grads(layer: NormLayer, a: Tensor, g: Tensor) -> tuple[Tensor, Tensor]:
@@ -160,7 +190,7 @@ def _layer_grads(
         if frozen:
             return None, g3.sum(1), None
         return torch.bmm(g3.transpose(1, 2), a3).unsqueeze(0), g3.sum(1), None
-    return None if frozen else _conv_grads(layer, a, g), g.sum((2, 3)), None
+    return None if frozen else _conv_grads(layer, a, g), g.flatten(2).sum(2), None
 
 
 def ghost_chunk(
@@ -226,5 +256,5 @@ def _add_weight_sum(layer: GhostLayer, flat: Tensor, pw: Tensor | None, pb: Tens
     kk, m = pw.shape[0], hi - lo
     summed = torch.bmm(s.view(1, 1, m).expand(kk, 1, m),
                        pw[:, lo:hi].reshape(kk, m, -1)).view(kk, -1)
-    dst.add_(_conv_layout(layer, summed) if isinstance(layer, nn.Conv2d)
+    dst.add_(_conv_layout(layer, summed) if isinstance(layer, nn.Conv1d | nn.Conv2d)
              else summed.view(layer.weight.shape))

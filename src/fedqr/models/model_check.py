@@ -6,7 +6,7 @@ use GroupNorm, as Opacus' validator says) and no dropout, keep its buffers uncha
 ``forward``, compute each row's output from that row alone with a deterministic ``forward``
 (:mod:`fedqr.models._probe`), and give per-sample gradients that agree with autograd's on one
 row at a time; its per-sample method is ``ghost`` where that holds for the layer hooks
-(Linear, Conv2d, GroupNorm/LayerNorm/RMSNorm), else ``vmap``. A ``loss_fn`` must give each
+(Linear, Conv1d, Conv2d, GroupNorm/LayerNorm/RMSNorm), else ``vmap``. A ``loss_fn`` must give each
 row a finite loss of its own.
 """
 
@@ -126,7 +126,7 @@ def _per_sample_method(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, la
         except Exception as e:  # a method this model does not support
             errors.append(f"{method.value}: {type(e).__name__}: {e}")
     raise ValueError(f"model {label!r}: per-sample gradients cannot be computed ("
-                     + "; ".join(errors) + "): fedqr takes them from Linear, Conv2d and "
+                     + "; ".join(errors) + "): fedqr takes them from Linear, conv and "
                      "normalisation layers' hooks or from torch.func.vmap, and this model "
                      "suits neither (layers vmap does not support, such as nn.GRU or "
                      "nn.LSTM)")

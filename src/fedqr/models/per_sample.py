@@ -17,12 +17,14 @@ clipped rows and the summed loss. Two methods give the same result:
     ``||g|| ||a||``, so it is never materialised and its clipped sum is one GEMM
     ``(s g)^T A``; a ``Conv2d`` layer's per-sample gradient is ``G U^T`` with ``U`` the
     unfolded input (``torch.nn.functional.unfold``), one batched matmul, whose rows are
-    weighted by ``s`` and summed; a ``GroupNorm``, ``LayerNorm`` or ``RMSNorm`` layer's
-    affine gradients are ``sum g * x_hat`` and ``sum g`` per row (``x_hat``: its input
-    normalised by the row's own statistics). Per-sample gradients of sample j depend only on
-    sample j (no batch normalisation), so the weighted sums need no second backward pass.
-    Models may hold trainable parameters only in ``Linear``, ``Conv2d`` (``groups = 1``) and
-    those normalisation layers, each called once per forward (frozen parameters may sit
+    weighted by ``s`` and summed (a ``Conv1d`` as a Conv2d of height 1, a grouped or
+    depthwise convolution with each channel block as a row of its own); a ``GroupNorm``,
+    ``LayerNorm`` or ``RMSNorm`` layer's affine gradients are ``sum g * x_hat`` and
+    ``sum g`` per row (``x_hat``: its input normalised by the row's own statistics).
+    Per-sample gradients of sample j depend only on sample j (no batch normalisation), so
+    the weighted sums need no second backward pass. Models may hold trainable parameters
+    only in ``Linear``, ``Conv1d``, ``Conv2d`` (numeric zero padding) and those
+    normalisation layers, each called once per forward (frozen parameters may sit
     anywhere).
 ``vmap``
     ``torch.func.vmap`` over ``torch.func.grad_and_value``: every per-sample gradient is

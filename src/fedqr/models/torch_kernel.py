@@ -11,8 +11,8 @@ it out. It keeps the value of the model built from seed 0 (the working copy's), 
 repeat and on every Flower node (it is never sent); a factory that sets it deterministically
 (pre-trained or constant weights) gives exactly its own values, one that draws it at random
 is warned that every repeat shares one draw. Clipped sums come from
-:func:`fedqr.models.per_sample.clipped_grad_sums` (``ghost`` for models of Linear, Conv2d and
-GroupNorm/LayerNorm/RMSNorm layers, ``vmap`` for any other per-sample model), with the loss
+:func:`fedqr.models.per_sample.clipped_grad_sums` (``ghost`` for models of Linear, Conv1d, Conv2d
+and GroupNorm/LayerNorm/RMSNorm layers, ``vmap`` for any other per-sample model), with the loss
 the kernel was given (default cross-entropy).
 """
 
@@ -60,7 +60,7 @@ class TorchOptions:
         Rows per chunk of forward-only evaluation (on 2 CPU threads 256 was as fast as or
         faster than 1,000 and 4,000).
     method:
-        Per-sample method: ``ghost`` (fast; Linear, Conv2d and norm layers) or ``vmap`` (any model).
+        Per-sample method: ``ghost`` (fast; Linear, conv and norm layers) or ``vmap`` (any model).
     channels_last:
         Keep 4-D parameters and evaluation inputs in channels-last memory format (on 2 CPU
         threads the CNN's forward pass is about 1.5x faster, per-sample clipping 1.2x).

@@ -12,7 +12,7 @@ frequencies on standardised features (UCI Adult, 75% of one class, 20 clients, n
 work (:func:`~fedqr.models.model_check.check_model`: among others, a new module at each call of
 its factory, ``(n, num_classes)`` logits, no batch-coupled layer, each row's output its own,
 per-sample gradients that agree with autograd's row by row); its per-sample method is
-``ghost`` where layer hooks (Linear, Conv2d, GroupNorm/LayerNorm/RMSNorm) give those
+``ghost`` where layer hooks (Linear, Conv1d/Conv2d, GroupNorm/LayerNorm/RMSNorm) give those
 gradients, else ``vmap``.
 """
 
