@@ -79,6 +79,19 @@ def test_an_mlp_with_group_norm_is_planned_by_the_stacked_twin() -> None:
     assert plan.recommended.mean < plan.untrained_loss
 
 
+def test_a_model_that_takes_vmap_is_planned_with_a_warning_about_its_price() -> None:
+    """A trainable layer the ghost method does not take (PReLU) runs column by column
+    through vmap, which the cost model underprices: the plan says so."""
+    kernel = make_kernel(lambda shape, k: nn.Sequential(nn.Linear(64, 8), nn.PReLU(),
+                                                        nn.Linear(8, k)),
+                         input_shape=(64,), num_classes=10)
+    assert isinstance(kernel, TorchKernel) and kernel.options.method.value == "vmap"
+    with pytest.warns(UserWarning, match=r"torch\.func\.vmap.*run past its time budget"):
+        plan = make_plan(_scenario(kernel), settings=SearchSettings(
+            repeats=2, t_first=8, t_limit=8, time_budget_s=0.5))
+    assert plan.data_used["twin_engine"] == "loop"
+
+
 def test_a_small_budget_cuts_the_search_and_replans_the_same_from_the_cache() -> None:
     full = make_plan(_scenario(_mlp()), settings=FAST)
     small = SearchSettings(repeats=2, t_first=16, t_limit=64, time_budget_s=0.02)

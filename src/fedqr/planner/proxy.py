@@ -3,6 +3,7 @@ for the scenario's model (:func:`build_twin`)."""
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -13,6 +14,8 @@ from fedqr.data import ClientData
 from fedqr.data.source import DataSource
 from fedqr.models.kernel import Kernel
 from fedqr.models.logreg_kernel import LogRegKernel
+from fedqr.models.per_sample import Method
+from fedqr.models.torch_kernel import TorchKernel
 from fedqr.planner.budget import (
     DEFAULT_BUDGET_MAX_S,
     CostModel,
@@ -170,6 +173,8 @@ def _kernel_twin(scenario: Scenario, kernel: Kernel, train: ClientData, info: di
         proxy = build(share, None)
         bs, qs = first_arms(scenario, np.asarray(sizes))
         cost = cost_model(proxy)
+        if proxy.engine.name == "loop" and _takes_vmap(kernel):
+            warnings.warn(VMAP_PRICE_WARNING.format(name=kernel.name), stacklevel=2)
 
         def sized(budget_s: float) -> TwinSize:
             return size_twin(
@@ -192,6 +197,20 @@ def _kernel_twin(scenario: Scenario, kernel: Kernel, train: ClientData, info: di
     used = {"share": _read_share(proxy.proxy_sizes, train), "rows": int(proxy.proxy_sizes.sum()),
             "test_rows": proxy.num_test, "model": kernel.name, "twin_engine": proxy.engine.name}
     return Twin(proxy, kernel, size, _ordered(info, used))
+
+
+VMAP_PRICE_WARNING = (
+    "model {name!r}: its per-sample gradients take torch.func.vmap (a trainable layer the "
+    "ghost method does not take; it takes Linear, Conv1d, Conv2d, GroupNorm, LayerNorm and "
+    "RMSNorm), which the twin's cost model prices like the ghost method: batches of such "
+    "models took 0.8 to 6 times their estimate (docs/planner.md, \"What the planner gets "
+    "wrong\"), so the plan may run past its time budget")
+"""Warned once per plan of a model on the loop engine whose kernel takes ``vmap``."""
+
+
+def _takes_vmap(kernel: Kernel) -> bool:
+    """Whether a torch kernel's per-sample gradients take ``torch.func.vmap``."""
+    return isinstance(kernel, TorchKernel) and kernel.options.method is Method.VMAP
 
 
 def _read_share(proxy_sizes: np.ndarray, train: ClientData) -> float:
