@@ -59,7 +59,8 @@ class StackedColumns:
                              "trainable, in a Linear layer or a norm layer on the features")
         self.model, self.layers, self.loss_fn = model, found, kernel.loss_fn
         self.param_of = {id(p): n for n, p in model.named_parameters()}
-        self.sequence = sequence(model, [layer for layer, _, _ in found])
+        self.sequence = sequence(model, [layer for layer, _, _ in found],
+                                 flat_rows=len(kernel.input_shape) == 1)
         self.names = [n for n, _ in model.named_parameters()]
         self.shapes = [p.shape for p in model.parameters()]
         self.x = data.x.view(-1, *kernel.input_shape)

@@ -70,9 +70,12 @@ def layer_slices(model: nn.Module) -> Layers | None:
     return layers if owned == len(where) else None
 
 
-def sequence(model: nn.Module, layers: list[nn.Module]) -> list[nn.Module] | None:
+def sequence(model: nn.Module, layers: list[nn.Module], *, flat_rows: bool = True
+             ) -> list[nn.Module] | None:
     """The modules of an ``nn.Sequential`` MLP in order (Flatten only before the first
-    Linear layer, elementwise activations, norm layers on the features), or ``None``."""
+    Linear layer, elementwise activations, norm layers on the features), or ``None``;
+    ``flat_rows``: the rows are vectors (else a norm layer may act on them only after a
+    Flatten, where its features are the row's last dimension)."""
     if not isinstance(model, nn.Sequential):
         return None
     flat: list[nn.Module] = []
@@ -85,7 +88,8 @@ def sequence(model: nn.Module, layers: list[nn.Module]) -> list[nn.Module] | Non
         before_first = not any(isinstance(m, nn.Linear) for m in flat[:i])
         if isinstance(module, nn.Flatten) and before_first:
             continue
+        flat_here = flat_rows or any(isinstance(m, nn.Flatten | nn.Linear) for m in flat[:i])
         if not (type(module) in (nn.Linear, *ELEMENTWISE) or (
-                isinstance(module, NORM_LAYERS) and _row_norm(module))):
+                isinstance(module, NORM_LAYERS) and _row_norm(module) and flat_here)):
             return None
     return flat
