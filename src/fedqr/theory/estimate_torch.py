@@ -118,7 +118,8 @@ class TorchObjective:
                      norm: Norm) -> SampleStats:
         """Mean ``||s g + wd theta||^2``, Lambda^2, l1/l2 norms, clipped fraction, summed
         over chunks of rows in float64 (a client's ``n P`` gradients are never held at once:
-        the FEMNIST CNN's 5% proxy held 2.5 GB of float64 temporaries per client)."""
+        ``fedqr estimate`` of the FEMNIST CNN on a 5% proxy peaked at 1.78 GB holding them,
+        1.18 GB chunk by chunk)."""
         n, wd_theta = x.shape[0], self.weight_decay * theta.double()
         l1s, l2s, scales = [], [], []
         full = squares = torch.zeros((), dtype=torch.float64)
