@@ -11,7 +11,7 @@ from torch import nn
 from torch.nn import functional as F
 
 from fedqr.models.cnn import femnist_cnn
-from fedqr.models.per_sample import clipped_grad_sums
+from fedqr.models.per_sample import ClippedSums, clipped_grad_sums
 
 OFFSETS = [0, 4, 4, 9, 12, 13]  # 5 segments, one empty; chunks of 5 straddle them
 
@@ -133,6 +133,18 @@ def test_unsupported_layers_need_vmap() -> None:
     assert out.grad.shape == (1, sum(p.numel() for p in model.parameters()))
 
 
+def _ghost_and_vmap(model: nn.Module, x: torch.Tensor, y: torch.Tensor, *, clip: float,
+                    norm: str) -> tuple[ClippedSums, ClippedSums]:
+    """Both methods' sums over two segments of the rows (chunks of 16), with equal clip
+    counts."""
+    off = [0, 10, x.shape[0]]
+    ghost = clipped_grad_sums(model, x, y, clip=clip, norm=norm, offsets=off, chunk_rows=16)
+    exact = clipped_grad_sums(model, x, y, clip=clip, norm=norm, offsets=off, chunk_rows=16,
+                              method="vmap")
+    assert ghost.clipped.tolist() == exact.clipped.tolist()
+    return ghost, exact
+
+
 def _norm_model(kind: str) -> tuple[nn.Module, tuple[int, ...]]:
     """A model with a normalisation layer, and its input shape."""
     if kind == "groupnorm-conv":
@@ -163,10 +175,7 @@ def test_ghost_takes_normalisation_layers(kind: str, norm: str, clip: float) -> 
             p.copy_(0.5 * torch.randn(p.shape, generator=gen))
     x = torch.randn(37, *shape, generator=gen)
     y = torch.randint(0, 3, (37,), generator=gen)
-    args = {"clip": clip, "norm": norm, "offsets": [0, 10, 37], "chunk_rows": 16}
-    ghost = clipped_grad_sums(model, x, y, method="ghost", **args)  # type: ignore[arg-type]
-    exact = clipped_grad_sums(model, x, y, method="vmap", **args)  # type: ignore[arg-type]
-    assert ghost.clipped.tolist() == exact.clipped.tolist()
+    ghost, exact = _ghost_and_vmap(model, x, y, clip=clip, norm=norm)
     if clip < float("inf"):
         assert int(exact.clipped.sum()) > 0
     torch.testing.assert_close(ghost.grad, exact.grad, rtol=1e-5, atol=1e-5)
@@ -196,10 +205,7 @@ def test_ghost_takes_grouped_and_one_dimensional_convolutions(kind: str, norm: s
     model, shape = _conv_model(kind)
     x = torch.randn(29, *shape, generator=gen)
     y = torch.randint(0, 3, (29,), generator=gen)
-    args = {"clip": clip, "norm": norm, "offsets": [0, 10, 29], "chunk_rows": 16}
-    ghost = clipped_grad_sums(model, x, y, method="ghost", **args)  # type: ignore[arg-type]
-    exact = clipped_grad_sums(model, x, y, method="vmap", **args)  # type: ignore[arg-type]
-    assert ghost.clipped.tolist() == exact.clipped.tolist()
+    ghost, exact = _ghost_and_vmap(model, x, y, clip=clip, norm=norm)
     torch.testing.assert_close(ghost.grad, exact.grad, rtol=1e-5,
                                atol=1e-6 * float(exact.grad.abs().max()))
 
