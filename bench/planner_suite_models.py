@@ -34,7 +34,11 @@ from typing import Any
 
 import numpy as np
 import torch
-from planner_workloads import deployment, public_proxy  # bench/ is on sys.path as a script
+from planner_workloads import (  # bench/ is on sys.path as a script
+    deployment,
+    groupnorm_mlp,
+    public_proxy,
+)
 
 from fedqr.data.source import DataSource
 from fedqr.models.kernel import Kernel
@@ -86,16 +90,6 @@ class MCase:
         return Scenario(data=self.source(), mechanism=self.mechanism, eps=self.eps,
                         clip=self.clip, sample_rate=self.q if self.mechanism is GAU else 1.0,
                         lr=LearningRate(eta0=self.lr), kernel=self.kernel())
-
-
-def groupnorm_mlp(hidden: int) -> Any:
-    """Flatten, Linear(p, hidden), GroupNorm(4, hidden), Tanh, Linear(hidden, k): the
-    README's advice for normalisation (GroupNorm, not batch normalisation)."""
-    def factory(input_shape: tuple[int, ...], num_classes: int) -> torch.nn.Module:
-        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(
-            math.prod(input_shape), hidden), torch.nn.GroupNorm(4, hidden), torch.nn.Tanh(),
-            torch.nn.Linear(hidden, num_classes))
-    return factory
 
 
 CASES = [

@@ -13,10 +13,14 @@ test rows), and FEMNIST's digits (classes 0-9 of the whole LEAF subset) for MNIS
 from __future__ import annotations
 
 import functools
+import math
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from pathlib import Path
+
+import torch
 
 from fedqr.data import DatasetName, DataSpec, FederatedData, PartitionKind
 from fedqr.data.source import DataSource, OwnData
@@ -102,3 +106,14 @@ def public_proxy(name: str) -> OwnData:
             data_dir=data_dir() / "femnist").build())
         return OwnData(data=pool.select_classes(list(range(10))), seed=1)
     raise ValueError(f"unknown public proxy {name!r}")
+
+
+def groupnorm_mlp(hidden: int) -> Callable[[tuple[int, ...], int], torch.nn.Module]:
+    """The factory of Flatten, Linear(p, hidden), GroupNorm(4, hidden), Tanh, Linear(hidden,
+    k): the README's advice for normalisation (GroupNorm, not batch normalisation), as a
+    user's ``--model FILE.py:FUNCTION`` would give it."""
+    def factory(input_shape: tuple[int, ...], num_classes: int) -> torch.nn.Module:
+        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(
+            math.prod(input_shape), hidden), torch.nn.GroupNorm(4, hidden), torch.nn.Tanh(),
+            torch.nn.Linear(hidden, num_classes))
+    return factory

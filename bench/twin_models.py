@@ -44,6 +44,7 @@ from typing import Any
 import numpy as np
 import torch
 from planner_workloads import deployment  # bench/ is on sys.path as a script
+from planner_workloads import groupnorm_mlp as groupnorm_factory
 
 from fedqr.data import ClientData, DatasetName, DataSpec, FederatedData
 from fedqr.data.source import DataSource, OwnData
@@ -96,14 +97,8 @@ def groupnorm_mlp(data: ClientData, hidden: int, *, vmap: bool = False) -> Kerne
     method took norm layers) instead of the ghost method."""
     ds = data.dataset
     options = TorchOptions(method=Method.VMAP) if vmap else None
-
-    def factory(input_shape: tuple[int, ...], num_classes: int) -> torch.nn.Module:
-        return torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(input_shape[0], hidden),
-                                   torch.nn.GroupNorm(4, hidden), torch.nn.Tanh(),
-                                   torch.nn.Linear(hidden, num_classes))
-
-    return make_kernel(factory, input_shape=(ds.num_features,), num_classes=ds.num_classes,
-                       options=options)
+    return make_kernel(groupnorm_factory(hidden), input_shape=(ds.num_features,),
+                       num_classes=ds.num_classes, options=options)
 
 
 def workloads(tmp: Path) -> Iterator[tuple[str, DataSource, ClientData, Kernel]]:

@@ -58,6 +58,7 @@ class StackedColumns:
             raise ValueError(f"model {kernel.name!r}: the stacked twin needs every parameter "
                              "trainable, in a Linear layer or a norm layer on the features")
         self.model, self.layers, self.loss_fn = model, found, kernel.loss_fn
+        self.owners = {id(layer) for layer, _, _ in found}
         self.param_of = {id(p): n for n, p in model.named_parameters()}
         self.sequence = sequence(model, [layer for layer, _, _ in found],
                                  flat_rows=len(kernel.input_shape) == 1)
@@ -99,14 +100,13 @@ class StackedColumns:
         for module in self.sequence:
             if isinstance(module, nn.Flatten) and own:
                 continue  # flattened above (Flatten comes only before the first Linear)
-            owns = any(True for _ in module.parameters(recurse=False))
             if isinstance(module, NORM_LAYERS):
                 h = rows_normalised(module, h)  # x_hat, then the columns' affine maps
             elif not isinstance(module, nn.Linear):
                 h = module(h)  # Flatten (before the first Linear) or an elementwise map
                 continue
-            if not owns:
-                continue
+            if id(module) not in self.owners:
+                continue  # a norm layer without an affine map
             w, b = params[self.param_of[id(module.weight)]], None
             bias = getattr(module, "bias", None)
             if bias is not None:
