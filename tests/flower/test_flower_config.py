@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import subprocess
 import sys
+from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fedqr.data import DatasetName
@@ -53,4 +55,20 @@ def test_bad_run_config_names_the_key(table: dict[str, object], needle: str) -> 
 def test_cli_module_does_not_import_flwr() -> None:
     code = ("import sys, fedqr.flower, fedqr.flower.cli, fedqr.flower.client_logic, "
             "fedqr.flower.server_logic; assert 'flwr' not in sys.modules, 'flwr imported'")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+def test_a_supernode_checks_its_rows_without_importing_torch(tmp_path: Path) -> None:
+    """``fedqr flower supernode`` reads and checks the node's rows before it replaces itself
+    with the SuperNode process (which imports torch once): without ``--model`` that check
+    needs NumPy only, not torch, dp-accounting or flwr (3 s of a SuperNode's start)."""
+    path = tmp_path / "client.npz"
+    np.savez(path, x=np.ones((4, 3), np.float32), y=np.array([0, 1, 0, 1]))
+    code = ("import sys; from pathlib import Path; "
+            "from fedqr.flower.cli_parties import _check_node_model as check; "
+            f"model, owner = check(Path({str(path)!r}), model=None, hidden='16', "
+            "standardize=True, client_column='client', label_column='label', client_id=None); "
+            "assert model is None and owner; "
+            "heavy = [m for m in ('torch', 'dp_accounting', 'flwr') if m in sys.modules]; "
+            "assert not heavy, heavy")
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

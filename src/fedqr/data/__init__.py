@@ -13,33 +13,49 @@ Federated data
     file (``.npz``, ``.csv``, ``.parquet``; see :mod:`fedqr.data.tabular`) or a built-in
     :class:`ClientData`; :class:`EmptyClassWarning` when its labels leave a class of
     ``0..k-1`` without a training row.
+
+Names are imported on first use (as in :mod:`fedqr`), so a module that needs one
+submodule (a SuperNode reading its rows) does not import torch and dp-accounting with the
+rest.
 """
 
-from fedqr.data._files import ChecksumError, DataNotFoundError
-from fedqr.data._labels import EmptyClassWarning
-from fedqr.data.datasets import Dataset, DatasetName, load_dataset
-from fedqr.data.digits import load_digits_arrays
-from fedqr.data.federated import FederatedData, Standardization
-from fedqr.data.femnist import FemnistFormatError, load_femnist_arrays, locate_femnist
-from fedqr.data.idx import IdxFormatError
-from fedqr.data.mnist import (
-    MNIST_MIRRORS,
-    load_mnist_arrays,
-    locate_mnist_files,
-    mnist_cache_dir,
-    mnist_search_dirs,
-)
-from fedqr.data.partition import (
-    Partition,
-    PartitionKind,
-    make_partition,
-    partition_dirichlet,
-    partition_iid,
-    partition_two_digits,
-)
-from fedqr.data.raw import RawData
-from fedqr.data.spec import ClientData, DataSpec, default_partition
-from fedqr.data.writers import partition_by_writer, restrict_test_to_train_writers
+from __future__ import annotations
+
+from importlib import import_module
+from typing import TYPE_CHECKING, Any
+
+_EXPORTS = {
+    "ChecksumError": "fedqr.data._files",
+    "ClientData": "fedqr.data.spec",
+    "DataNotFoundError": "fedqr.data._files",
+    "DataSpec": "fedqr.data.spec",
+    "Dataset": "fedqr.data.datasets",
+    "DatasetName": "fedqr.data.datasets",
+    "EmptyClassWarning": "fedqr.data._labels",
+    "FederatedData": "fedqr.data.federated",
+    "FemnistFormatError": "fedqr.data.femnist",
+    "IdxFormatError": "fedqr.data.idx",
+    "MNIST_MIRRORS": "fedqr.data.mnist",
+    "Partition": "fedqr.data.partition",
+    "PartitionKind": "fedqr.data.partition",
+    "RawData": "fedqr.data.raw",
+    "Standardization": "fedqr.data.federated",
+    "default_partition": "fedqr.data.spec",
+    "load_dataset": "fedqr.data.datasets",
+    "load_digits_arrays": "fedqr.data.digits",
+    "load_femnist_arrays": "fedqr.data.femnist",
+    "load_mnist_arrays": "fedqr.data.mnist",
+    "locate_femnist": "fedqr.data.femnist",
+    "locate_mnist_files": "fedqr.data.mnist",
+    "make_partition": "fedqr.data.partition",
+    "mnist_cache_dir": "fedqr.data.mnist",
+    "mnist_search_dirs": "fedqr.data.mnist",
+    "partition_by_writer": "fedqr.data.writers",
+    "partition_dirichlet": "fedqr.data.partition",
+    "partition_iid": "fedqr.data.partition",
+    "partition_two_digits": "fedqr.data.partition",
+    "restrict_test_to_train_writers": "fedqr.data.writers",
+}
 
 __all__ = [
     "MNIST_MIRRORS",
@@ -73,3 +89,40 @@ __all__ = [
     "partition_two_digits",
     "restrict_test_to_train_writers",
 ]
+
+if TYPE_CHECKING:
+    from fedqr.data._files import ChecksumError, DataNotFoundError
+    from fedqr.data._labels import EmptyClassWarning
+    from fedqr.data.datasets import Dataset, DatasetName, load_dataset
+    from fedqr.data.digits import load_digits_arrays
+    from fedqr.data.federated import FederatedData, Standardization
+    from fedqr.data.femnist import FemnistFormatError, load_femnist_arrays, locate_femnist
+    from fedqr.data.idx import IdxFormatError
+    from fedqr.data.mnist import (
+        MNIST_MIRRORS,
+        load_mnist_arrays,
+        locate_mnist_files,
+        mnist_cache_dir,
+        mnist_search_dirs,
+    )
+    from fedqr.data.partition import (
+        Partition,
+        PartitionKind,
+        make_partition,
+        partition_dirichlet,
+        partition_iid,
+        partition_two_digits,
+    )
+    from fedqr.data.raw import RawData
+    from fedqr.data.spec import ClientData, DataSpec, default_partition
+    from fedqr.data.writers import partition_by_writer, restrict_test_to_train_writers
+
+
+def __getattr__(name: str) -> Any:
+    """Import a public name from its module on first use."""
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'fedqr.data' has no attribute {name!r}")
+    value = getattr(import_module(module), name)
+    globals()[name] = value
+    return value

@@ -208,8 +208,8 @@ def _check_node_model(data: Path, *, model: str | None, hidden: str | None, stan
     ``--client-id`` is refused: that client's rows would be charged to two budgets); check
     its model on them; the model with a file's path made absolute, and whose rows these are
     (:func:`data_owner`)."""
-    from fedqr.flower.config import parse_widths
     from fedqr.flower.node_data import read_node_rows
+    from fedqr.flower.run_values import parse_widths
     from fedqr.flower.state_owner import data_owner
 
     rows = read_node_rows(data, client_column=client_column, label_column=label_column,
