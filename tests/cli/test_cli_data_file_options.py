@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
 from typer.testing import CliRunner
 
@@ -96,3 +97,24 @@ def test_a_data_file_without_a_test_set_names_each_option_once(
     assert "a test set is a test file, --test-data, or the arrays x_test and y_test" in text
     assert text.count("--test-data") == 1 and "test_path" not in text
     assert not out.exists()
+
+
+def test_test_features_far_outside_the_training_rows_are_a_warning_line(tmp_path: Path) -> None:
+    """A column nearly constant on the training rows (one faint value) that the test rows use:
+    one ``warning:`` line naming the file and the column, not a Python warning."""
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(90, 3)).astype(np.float32)
+    x[:, 2], x[0, 2] = 0.0, 0.001
+    xt = rng.normal(size=(30, 3)).astype(np.float32)
+    xt[:, 2] = 1.0
+    path = tmp_path / "faint.npz"
+    np.savez(path, x=x, y=np.arange(90) % 2, client=np.arange(90) % 3, x_test=xt,
+             y_test=np.arange(30) % 2)
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["run", "--data", str(path), "--mechanism", "laplace", "--eps", "2",
+                              "--rounds", "2", "--clients-per-round", "3", "--out", str(out)])
+    assert res.exit_code == 0, res.output
+    text = "".join(res.stderr.split())  # rich wraps long paths anywhere
+    assert "".join(f"warning: {path}: after standardisation 1 feature(s) of the test rows lie "
+                   "far outside the training rows: feature 2, |z| up to".split()) in text, text
+    assert "FeatureScaleWarning" not in text and ".py:" not in text

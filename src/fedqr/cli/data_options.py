@@ -49,8 +49,9 @@ TestDataOpt = Annotated[Path | None, typer.Option(
     help="With --data: a separate test file in the same format.")]
 StandardizeOpt = Annotated[bool, typer.Option(
     "--standardize/--no-standardize",
-    help="With --data: standardise every feature by the training rows' mean and std (the "
-         "built-in sets are standardised too); --no-standardize uses them as given.")]
+    help="With --data: standardise every feature (images [n, H, W] or [n, C, H, W]: every "
+         "channel) by the training rows' mean and std (the built-in sets are standardised "
+         "too); --no-standardize uses them as given.")]
 ProxyDataOpt = Annotated[Path | None, typer.Option(
     help="public-proxy/private-pilot: a public data file (the --data format; the client "
          "column of a .csv or .parquet file is optional), standardised by its own statistics; "
@@ -109,20 +110,23 @@ def load_own(path: Path, *, test_data: Path | None, test_share: float | None,
 @contextmanager
 def data_warnings(path: Path | str) -> Iterator[None]:
     """Show the data layer's warnings about the file (or data set) ``path`` (a class without rows:
-    :class:`~fedqr.data.EmptyClassWarning`) raised inside as one ``warning:`` line each,
+    :class:`~fedqr.data.EmptyClassWarning`; test features far outside the training rows':
+    :class:`~fedqr.data.FeatureScaleWarning`) raised inside as one ``warning:`` line each,
     naming the command's options; other warnings as they were. Shown once the block is done
     (nothing on an error, which is shown instead)."""
     from rich.markup import escape
 
     from fedqr._cli_messages import name_options
     from fedqr.cli._common import err
-    from fedqr.data import EmptyClassWarning
+    from fedqr.data import EmptyClassWarning, FeatureScaleWarning
 
+    ours = (EmptyClassWarning, FeatureScaleWarning)
     with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always", EmptyClassWarning)
+        for category in ours:
+            warnings.simplefilter("always", category)
         yield
     for w in caught:
-        if issubclass(w.category, EmptyClassWarning):
+        if issubclass(w.category, ours):
             err.print(f"[yellow]warning:[/] {escape(f'{path}: {name_options(str(w.message))}')}")
         else:
             warnings.showwarning(w.message, w.category, w.filename, w.lineno)

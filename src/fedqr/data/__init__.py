@@ -12,7 +12,8 @@ Federated data
     :class:`FederatedData`: rows, labels and the client of each row, from arrays, a data
     file (``.npz``, ``.csv``, ``.parquet``; see :mod:`fedqr.data.tabular`) or a built-in
     :class:`ClientData`; :class:`EmptyClassWarning` when its labels leave a class of
-    ``0..k-1`` without a training row.
+    ``0..k-1`` without a training row, :class:`FeatureScaleWarning` when standardised test
+    features lie far outside the training rows'.
 
 Names are imported on first use (as in :mod:`fedqr`), so a module that needs one
 submodule (a SuperNode reading its rows) does not import torch and dp-accounting with the
@@ -32,6 +33,7 @@ _EXPORTS = {
     "Dataset": "fedqr.data.datasets",
     "DatasetName": "fedqr.data.datasets",
     "EmptyClassWarning": "fedqr.data._labels",
+    "FeatureScaleWarning": "fedqr.data._prepare",
     "FederatedData": "fedqr.data.federated",
     "FemnistFormatError": "fedqr.data.femnist",
     "IdxFormatError": "fedqr.data.idx",
@@ -66,6 +68,7 @@ __all__ = [
     "Dataset",
     "DatasetName",
     "EmptyClassWarning",
+    "FeatureScaleWarning",
     "FederatedData",
     "FemnistFormatError",
     "IdxFormatError",
@@ -93,6 +96,7 @@ __all__ = [
 if TYPE_CHECKING:
     from fedqr.data._files import ChecksumError, DataNotFoundError
     from fedqr.data._labels import EmptyClassWarning
+    from fedqr.data._prepare import FeatureScaleWarning
     from fedqr.data.datasets import Dataset, DatasetName, load_dataset
     from fedqr.data.digits import load_digits_arrays
     from fedqr.data.federated import FederatedData, Standardization

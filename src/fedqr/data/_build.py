@@ -52,8 +52,9 @@ def build(cls: type[FederatedData], *, x: ArrayLike, y: ArrayLike, client: Array
              else prep.check_input_shape(input_shape, xf.shape[1]))
     stats = None
     if standardize:
-        stats = prep.feature_stats(xf)
+        stats = prep.feature_stats(xf, channels=prep.image_channels(shape))
         xf, xt = prep.apply_stats(xf, stats), prep.apply_stats(xt, stats)
+        prep.warn_far_outside(xf, xt, stats, feature_names)
     data = cls(x=xf, y=yf, client=cf, x_test=xt, y_test=yt, num_classes=k,
                input_shape=shape, name=name, client_names=client_names,
                standardization=stats,

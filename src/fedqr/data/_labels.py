@@ -186,7 +186,7 @@ _NUM_CLASSES_WAYS = ("FederatedData.from_file(num_classes=K) or from_arrays in P
                      "column for it")
 
 
-def _caller_level() -> int:
+def caller_level() -> int:
     """The ``stacklevel`` of the first frame outside ``fedqr.data`` (the user's call)."""
     level, frame = 1, sys._getframe(1)
     while frame.f_back is not None and str(frame.f_globals.get("__name__", "")).startswith(
@@ -209,7 +209,7 @@ def warn_empty_classes(empty: EmptyClasses, num_classes: int) -> None:
         f"in the labels y{note}: the model gets {num_classes} outputs, {empty.count} of them "
         f"never trained. Relabel the {used} classes as 0..{used - 1}, or give num_classes "
         f"({_NUM_CLASSES_WAYS}) to keep empty classes on purpose",
-        EmptyClassWarning, stacklevel=_caller_level())
+        EmptyClassWarning, stacklevel=caller_level())
 
 
 def check_model_fits(k: int, num_features: int, *, names: LabelNames) -> None:

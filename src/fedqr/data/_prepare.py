@@ -6,6 +6,7 @@ Every check raises ``ValueError`` naming the parameter, the allowed range and th
 from __future__ import annotations
 
 import math
+import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -14,22 +15,28 @@ import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
 from fedqr.data._cells import clients_from
-from fedqr.data._labels import as_labels, one_per_row
+from fedqr.data._labels import as_labels, caller_level, one_per_row
 
 _CHUNK_ROWS = 8192
 
 
+class FeatureScaleWarning(UserWarning):
+    """Standardised test features lie far outside the training rows' (a feature nearly
+    constant on the training rows, divided by its tiny std)."""
+
+
 @dataclass(frozen=True, eq=False)
 class Standardization:
-    """Per-feature statistics of the training rows used to standardise the features.
+    """Statistics of the training rows used to standardise the features, one per feature.
 
     Attributes
     ----------
     mean : numpy.ndarray
-        ``float64 [num_features]``: the training rows' mean of every feature.
+        ``float64 [num_features]``: the training rows' mean of every feature (of images: of
+        its channel's pixels, the same for every pixel of a channel).
     std : numpy.ndarray
         ``float64 [num_features]``: their population standard deviation; ``0`` for a constant
-        feature, which is only centred.
+        feature (or channel), which is only centred.
     """
 
     mean: NDArray[np.float64]
@@ -242,22 +249,82 @@ def check_share(share: object) -> float:
     return value
 
 
-def feature_stats(x: NDArray[np.float32]) -> Standardization:
-    """Per-feature mean and population std of ``x``, accumulated in float64 chunk by chunk.
+def feature_stats(x: NDArray[np.float32], *, channels: int | None = None) -> Standardization:
+    """Mean and population std of every feature of ``x``, accumulated in float64 chunk by chunk.
 
-    Two passes; a constant feature gets a std of exactly ``0`` (its values equal the float64
-    mean exactly, for fewer than 2**29 rows).
+    With ``channels`` (images, ``x`` ``[n, C H W]`` flattened channel by channel), every pixel
+    of a channel gets the channel's mean and std over all its pixels, as the built-in image
+    sets are standardised by one mean and std: a pixel that is nearly constant on the
+    training images (ink in one corner of one image) is not divided by its own tiny std,
+    which would blow up the test images that have ink there. Two passes; a constant feature
+    (or channel) gets a std of exactly ``0`` (its values equal the float64 mean exactly, for
+    fewer than 2**29 rows).
     """
     n = x.shape[0]
     total = np.zeros(x.shape[1], dtype=np.float64)
     for start in range(0, n, _CHUNK_ROWS):
         total += x[start : start + _CHUNK_ROWS].sum(axis=0, dtype=np.float64)
-    mean = total / n
+    mean = _per_channel(total, channels) / n
     sq = np.zeros(x.shape[1], dtype=np.float64)
     for start in range(0, n, _CHUNK_ROWS):
         dev = x[start : start + _CHUNK_ROWS].astype(np.float64) - mean
         sq += np.einsum("ij,ij->j", dev, dev)
-    return Standardization(mean=mean, std=np.sqrt(sq / n))
+    return Standardization(mean=mean, std=np.sqrt(_per_channel(sq, channels) / n))
+
+
+def _per_channel(sums: NDArray[np.float64], channels: int | None) -> NDArray[np.float64]:
+    """Per-feature ``sums`` as they are (``channels`` ``None``), else each channel's mean over
+    its pixels, repeated for every pixel of the channel."""
+    if channels is None:
+        return sums
+    by_channel = sums.reshape(channels, -1)
+    return np.repeat(by_channel.mean(axis=1), by_channel.shape[1])
+
+
+def image_channels(sample_shape: Sequence[int]) -> int | None:
+    """The number of channels of image samples ``(C, H, W)``, else ``None`` (rows of features,
+    standardised feature by feature)."""
+    return int(sample_shape[0]) if len(sample_shape) == 3 else None
+
+
+def far_outside(train: NDArray[np.float32], test: NDArray[np.float32]
+                ) -> list[tuple[int, float, float]]:
+    """Standardised features whose test values lie far outside the training rows'
+    (``|z|`` above both 100 and 10 times the training rows' largest): ``(feature, largest
+    |z| on the test rows, on the training rows)``, largest first."""
+    top_train, top_test = _abs_max(train), _abs_max(test)
+    far = np.flatnonzero(top_test > np.maximum(100.0, 10.0 * top_train))
+    order = far[np.argsort(-top_test[far], kind="stable")]
+    return [(int(j), float(top_test[j]), float(top_train[j])) for j in order]
+
+
+def warn_far_outside(train: NDArray[np.float32], test: NDArray[np.float32],
+                     stats: Standardization, names: Sequence[str] | None) -> None:
+    """One :class:`FeatureScaleWarning` naming the features of :func:`far_outside` (none: no
+    warning)."""
+    far = far_outside(train, test)
+    if not far:
+        return
+    j, top_test, top_train = far[0]
+    name = f" ({names[j]!r})" if names is not None else ""
+    more = f" and {len(far) - 1} more" if len(far) > 1 else ""
+    warnings.warn(
+        f"after standardisation {len(far)} feature(s) of the test rows lie far outside the "
+        f"training rows: feature {j}{name}{more}, |z| up to {top_test:.3g} on the test rows "
+        f"against {top_train:.3g} on the training rows, whose std is {stats.std[j]:.3g}. A "
+        f"feature nearly constant on the training rows is divided by its tiny std, and the "
+        f"model sees test values it never trained on; scale such features yourself and turn "
+        f"standardisation off (--no-standardize, or the standardize argument), or drop them "
+        f"(images [n, H, W] or [n, C, H, W] are standardised per channel instead)",
+        FeatureScaleWarning, stacklevel=caller_level())
+
+
+def _abs_max(x: NDArray[np.float32]) -> NDArray[np.float64]:
+    top = np.zeros(x.shape[1], dtype=np.float64)
+    for start in range(0, x.shape[0], _CHUNK_ROWS):
+        chunk = x[start : start + _CHUNK_ROWS]
+        np.maximum(top, np.abs(chunk).max(axis=0, initial=0.0), out=top)
+    return top
 
 
 def apply_stats(x: NDArray[np.float32], stats: Standardization) -> NDArray[np.float32]:

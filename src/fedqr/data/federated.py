@@ -155,7 +155,12 @@ class FederatedData:
             client keeps at least one training row.
         standardize : bool
             Standardise every feature by the training rows' mean and population std (float64;
-            a constant feature is only centred), train and test alike.
+            a constant feature is only centred), train and test alike; images (an
+            ``input_shape`` ``(C, H, W)``) every channel by the mean and std of its pixels, as
+            the built-in sets are. Warns (:class:`~fedqr.data.FeatureScaleWarning`) where
+            standardised test features lie far outside the training rows' (``|z|`` above 100
+            and 10 times the training rows' largest: a feature nearly constant on the training
+            rows, divided by its tiny std).
         num_classes : int or None
             Number of classes (labels must lie in ``0..num_classes-1``); ``max(label) + 1``
             when ``None``, and then a given test set must have no label above every training

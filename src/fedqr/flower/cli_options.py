@@ -32,7 +32,8 @@ TestDataOpt = Annotated[Path | None, typer.Option(
          "(the clients bring their own rows).")]
 StandardizeOpt = Annotated[bool, typer.Option(
     "--standardize/--no-standardize",
-    help="With --data: standardise every feature by the training rows' mean and std (pooled "
+    help="With --data: standardise every feature (images: every channel) by the training "
+         "rows' mean and std (pooled "
          "over the clients, as fedqr run does; run: the --test-data file by its own); "
          "--no-standardize uses them as given.")]
 ClientsPerRoundOpt = Annotated[str, typer.Option(

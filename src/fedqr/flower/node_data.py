@@ -23,7 +23,7 @@ import numpy as np
 from numpy.typing import NDArray
 
 from fedqr.data._build import sample_shape
-from fedqr.data._prepare import apply_stats, feature_stats
+from fedqr.data._prepare import apply_stats, feature_stats, image_channels
 
 __all__ = ["NodeRows", "read_node_rows"]
 
@@ -131,9 +131,9 @@ def _checked(path: Path, x: NDArray[Any], y: NDArray[Any], client: NDArray[Any] 
                          f"({', '.join(str(v) for v in ids[:5].tolist())}"
                          f"{', ...' if len(ids) > 5 else ''}): a SuperNode holds one "
                          "client's rows; give it a file of its own client only")
-    if standardize:
-        flat = apply_stats(flat, feature_stats(flat))
     shape = sample_shape(tuple(int(d) for d in x.shape[1:]))  # [n, H, W]: (1, H, W)
+    if standardize:
+        flat = apply_stats(flat, feature_stats(flat, channels=image_channels(shape)))
     one = np.unique(client) if client is not None and client.size else np.empty(0)
     return NodeRows(x=flat, y=y.astype(np.int64), input_shape=shape,
                     num_classes=k, name=path.stem,
