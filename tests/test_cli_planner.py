@@ -83,7 +83,7 @@ def test_a_plan_that_cannot_help_is_said_and_nothing_runs(tmp_path: Path) -> Non
     (["--eps", "1", "--data-use", "private-pilot", "--proxy-dataset", "digits",
       "--pilot-share", "1.5"], "--pilot-share must be in (0, 1)"),
     (["--eps", "1", "--proxy-dataset", "nowhere"], "proxy-dataset"),
-    (["--eps", "1", "--rounds", "x"], "rounds must be an integer >= 1 or 'auto'"),
+    (["--eps", "1", "--rounds", "x"], "rounds must be an integer in [1, 10000000] or 'auto'"),
 ])
 def test_bad_plan_input_exits_2_and_writes_nothing(args: list[str], message: str,
                                                    tmp_path: Path) -> None:

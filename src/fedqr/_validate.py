@@ -167,13 +167,13 @@ def int_or_auto(name: str, text: str | None, *, low: int, high: int | None = Non
     """``None`` for ``auto`` (the planner chooses), else an integer in ``[low, high]``."""
     if text is None or text.strip().lower() == AUTO:
         return None
+    allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
     try:
         value = int(text)
     except ValueError:
-        raise ValueError(f"{name} must be an integer >= {low} or 'auto', "
+        raise ValueError(f"{name} must be an integer {allowed} or 'auto', "
                          f"got {name}={text!r}") from None
     if value < low or (high is not None and value > high):
-        allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
         raise ValueError(f"{name} must be an integer {allowed} or 'auto', got {name}={value}")
     return value
 
@@ -187,7 +187,7 @@ def rate_or_auto(text: str | None, *, default: float | None) -> float | None:
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"sample_rate must be a number in (0, 1] or 'auto', "
+        raise ValueError(f"sample_rate must be a number in [{MIN_SAMPLE_RATE:g}, 1] or 'auto', "
                          f"got sample_rate={text!r}") from None
     if not MIN_SAMPLE_RATE <= value <= 1:
         raise ValueError(f"sample_rate must be in [{MIN_SAMPLE_RATE:g}, 1] or 'auto', got "

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -157,10 +158,15 @@ def test_a_share_that_reads_every_row_of_small_clients_is_reported_as_all_rows()
                                      test_share=0.2)
     scenario = Scenario(data=OwnData(data=data, seed=0), mechanism=Mechanism.LAPLACE,
                         eps=(4.0,), clip=5.0, sample_rate=1.0, lr=LearningRate(eta0=0.3))
-    plan = make_plan(scenario, settings=FAST, proxy=ProxyChoice())
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        plan = make_plan(scenario, settings=FAST, proxy=ProxyChoice())
     assert plan.data_used["share"] == 1.0 and plan.data_used["rows"] == data.num_train
     assert plan.proxy_shift["alternatives"] == [] and "every row" in plan.proxy_shift["note"]
-    half = make_plan(scenario, settings=FAST, proxy=ProxyChoice(share=0.5))  # 16 of 16 too
+    assert not [w for w in caught if "was raised" in str(w.message)]  # no share was given
+    with pytest.warns(UserWarning, match=r"proxy_share=0.5 was raised to 1 of the clients' "
+                                         r"rows: every client gives the twin at least 16"):
+        half = make_plan(scenario, settings=FAST, proxy=ProxyChoice(share=0.5))  # 16 of 16
     assert half.data_used["share"] == 1.0
 
 

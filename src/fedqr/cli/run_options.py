@@ -46,8 +46,9 @@ ClipOpt = Annotated[float | None, typer.Option(
 SampleRateOpt = Annotated[str | None, typer.Option(
         help="q, Poisson sampling rate of the local batch (gaussian default 0.01; laplace 1), "
              "or 'auto' (gaussian): planned.")]
-ACCOUNTANT_HELP = ("Accountant of gaussian noise: rdp (the default) or pld. laplace and "
-                   "discrete-laplace compose purely (pure, their default): leave it out.")
+ACCOUNTANT_HELP = ("Accountant of gaussian noise: rdp (the default) or pld. laplace "
+                   "composes purely (pure, its default) and discrete-laplace by pld (its "
+                   "default, spending a delta): leave it out for them.")
 AccountantOpt = Annotated[Accountant, typer.Option(help=ACCOUNTANT_HELP, show_default=False)]
 LrScheduleOpt = Annotated[LrSchedule, typer.Option(
         help="inverse-time: lr / (1 + lr_decay t); constant; theory: 2 / (mu (t + gamma)).")]

@@ -29,6 +29,7 @@ from fedqr.planner.public import PYTHON_CLASSES_HINT, check_fits, split_like_dep
 from fedqr.planner.scenario import DataUse, Scenario
 from fedqr.planner.search import SearchSettings, auto_repeats, first_arms, first_grid
 from fedqr.planner.twin import Proxy, make_proxy, proxy_rows
+from fedqr.planner.twin_data import MIN_PROXY_ROWS
 from fedqr.planner.twin_kernel import KernelProxy, make_kernel_proxy
 
 __all__ = ["AUTO_PROXY_ROWS", "ProxyChoice", "Twin", "build_twin", "cost_model"]
@@ -135,9 +136,24 @@ def build_twin(scenario: Scenario, choice: ProxyChoice, real: ClientData | None,
                                 "rows": int(proxy.proxy_sizes.sum())}
         if choice.use is DataUse.PUBLIC_PROXY:
             del used["share"]
-        return Twin(proxy, None, None, _ordered(info, used))
-    return _kernel_twin(scenario, kernel, train, info, sizes, device, settings, share,
-                        row_seed, size)
+        twin = Twin(proxy, None, None, _ordered(info, used))
+    else:
+        twin = _kernel_twin(scenario, kernel, train, info, sizes, device, settings, share,
+                            row_seed, size)
+    if draw == 0 and label_alpha is None:  # the plan's own twin: said once
+        _warn_share_raised(choice, twin.data_used.get("share"))
+    return twin
+
+
+def _warn_share_raised(choice: ProxyChoice, read: float | None) -> None:
+    """Warn where a given ``proxy_share`` of the clients' rows was raised: every client gives
+    the twin :data:`~fedqr.planner.twin_data.MIN_PROXY_ROWS` rows at least (all of a smaller
+    client's)."""
+    if choice.share is None or read is None or read <= choice.share * 1.01:
+        return
+    warnings.warn(f"proxy_share={choice.share:g} was raised to {read:.3g} of the clients' rows: "
+                  f"every client gives the twin at least {MIN_PROXY_ROWS} of its rows (all "
+                  f"of them where it has fewer)", stacklevel=3)
 
 
 def cost_model(proxy: KernelProxy) -> CostModel:
