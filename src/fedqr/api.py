@@ -61,9 +61,11 @@ def _source(data: object, seed: int, *, name: str = "data") -> DataSource:
                      f"{type(data).__name__}{hint}")
 
 
-def _public(proxy: object, classes: object, seed: int) -> DataSource:
-    """``plan``'s public proxy: a file read as ``--proxy-data`` reads it, or a data set, its
-    classes selected by ``classes`` as ``--proxy-classes`` selects them."""
+def _public(proxy: object, classes: object, seed: int, *, deployment: DataSource) -> DataSource:
+    """``plan``'s public proxy: a file read as ``--proxy-data`` reads it (standardised as the
+    ``deployment``'s rows are: per channel for images, per feature for rows), or a data set,
+    its classes selected by ``classes`` as ``--proxy-classes`` selects them."""
+    from fedqr.data.proxy_prep import Preparation
     from fedqr.data.public import load_proxy, select_proxy_classes
 
     if classes is not None and not isinstance(classes, str):
@@ -71,7 +73,8 @@ def _public(proxy: object, classes: object, seed: int) -> DataSource:
                          f"label map, got {type(classes).__name__}")
     if isinstance(proxy, str | os.PathLike):
         return load_proxy(Path(proxy), classes=classes, client_column="client",
-                          label_column="label", seed=seed, name="proxy")
+                          label_column="label", seed=seed, name="proxy",
+                          like=Preparation.of(deployment, standardized=True))
     source = _source(proxy, seed, name="proxy")
     if classes is None:
         return source
@@ -275,7 +278,7 @@ def plan(
         raise ValueError(f"data_use={use.value!r} needs proxy= (public data with the "
                          "clients' features and classes), got none")
     else:
-        public = _public(proxy, proxy_classes, seed + 1)
+        public = _public(proxy, proxy_classes, seed + 1, deployment=source)
         label = (getattr(public.dataset, "value", None)
                  or str(public.identity().get("name") or "own"))
         choice = ProxyChoice(use=DataUse.PUBLIC_PROXY, share=proxy_share, public=public,

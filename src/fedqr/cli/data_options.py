@@ -54,7 +54,9 @@ StandardizeOpt = Annotated[bool, typer.Option(
          "too); --no-standardize uses them as given.")]
 ProxyDataOpt = Annotated[Path | None, typer.Option(
     help="public-proxy/private-pilot: a public data file (the --data format; the client "
-         "column of a .csv or .parquet file is optional), standardised by its own statistics; "
+         "column of a .csv or .parquet file is optional), standardised by its own statistics "
+         "as the deployment's rows are (per feature, per channel of images, or not at all "
+         "with --no-standardize); "
          "its rows are dealt to the N clients by their sizes, its test set (else 20% of its "
          "rows) evaluates the twin.")]
 ProxyClassesOpt = Annotated[str | None, typer.Option(

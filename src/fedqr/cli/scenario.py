@@ -114,14 +114,21 @@ def _public_source(*, proxy_data: Path | DataSource | None, proxy_dataset: Datas
                    label_column: str) -> tuple[DataSource, str, str]:
     """The public data as a source, its label in the plan, and the option that named it."""
     from fedqr.data import FederatedData
+    from fedqr.data.proxy_prep import Preparation, prepared_like
     from fedqr.data.public import load_proxy, select_proxy_classes
 
     suffix = "" if proxy_classes is None else f", classes {proxy_classes}"
     seed = scenario.data.seed + 1
+    d = scenario.data  # a data file's rows are standardised unless --no-standardize
+
+    def like() -> Preparation:  # a built-in deployment's shape is known once it is built
+        return Preparation.of(d, standardized=not isinstance(d, OwnData)
+                              or d.data.standardization is not None)
+
     if isinstance(proxy_data, Path):
         with data_warnings(proxy_data):
             src = load_proxy(proxy_data, classes=proxy_classes, client_column=client_column,
-                             label_column=label_column, seed=seed)
+                             label_column=label_column, seed=seed, like=like())
         return src, f"{src.data.name}{suffix}", "proxy_data"
     if proxy_data is not None:
         if proxy_classes is not None and isinstance(proxy_data, OwnData):
@@ -131,7 +138,6 @@ def _public_source(*, proxy_data: Path | DataSource | None, proxy_dataset: Datas
         name = proxy_data.data.name if isinstance(proxy_data, OwnData) else "file"
         return proxy_data, f"{name}{suffix}", "proxy_data"
     assert proxy_dataset is not None  # checked by proxy_choice
-    d = scenario.data
     if isinstance(d, DataSpec) and proxy_classes is None:  # split by the deployment's recipe
         by_writer = PartitionKind.BY_WRITER  # only a data set with writers splits by writer
         return DataSpec(dataset=proxy_dataset, partition=d.partition_kind
@@ -142,9 +148,11 @@ def _public_source(*, proxy_data: Path | DataSource | None, proxy_dataset: Datas
     pool = FederatedData.from_client_data(DataSpec(
         dataset=proxy_dataset, partition=PartitionKind.IID, num_clients=1, seed=seed,
         data_dir=d.data_dir if isinstance(d, DataSpec) else None).build())
-    if proxy_classes is not None:
-        with data_warnings(proxy_dataset.value):
+    with data_warnings(proxy_dataset.value):
+        if proxy_classes is not None:
             pool = select_proxy_classes(pool, proxy_classes)
+        if isinstance(d, OwnData):  # a built-in deployment is standardised as the pool is
+            pool = prepared_like(pool, like())  # as the file's rows: per feature or channel
     return OwnData(data=pool, seed=seed), f"{proxy_dataset.value}{suffix}", "proxy_dataset"
 
 

@@ -18,6 +18,7 @@ import numpy as np
 from fedqr.data._cells import column_difference
 from fedqr.data._labels import EmptyClassWarning
 from fedqr.data.federated import FederatedData
+from fedqr.data.proxy_prep import Preparation
 from fedqr.data.source import OwnData
 from fedqr.data.tabular import TableData, read_table
 
@@ -106,9 +107,11 @@ class _Pairs(list[tuple[str, object]]):
 
 
 def load_proxy(path: Path, *, classes: str | None, client_column: str, label_column: str,
-               seed: int, name: str = "proxy_data") -> OwnData:
+               seed: int, name: str = "proxy_data", like: Preparation | None = None) -> OwnData:
     """``--proxy-data FILE [--proxy-classes ...]``: a public data file, standardised by its own
-    statistics; its test set, else 20% of its rows, is the twin's evaluation set.
+    statistics as ``like`` says the deployment's rows were (per channel for images, per
+    feature for rows, or not at all; default: standardised, its own shape deciding); its test
+    set, else 20% of its rows, is the twin's evaluation set.
 
     A ``.csv`` or ``.parquet`` proxy needs no client column: the planner pools its rows and
     deals them to the deployment's clients by their sizes (:mod:`fedqr.planner.public`);
@@ -137,10 +140,12 @@ def load_proxy(path: Path, *, classes: str | None, client_column: str, label_col
         with warnings.catch_warnings():
             if classes is not None:  # said of the proxy's own class numbers by _selected
                 warnings.simplefilter("ignore", EmptyClassWarning)
+            like = like or Preparation()
             data = FederatedData.from_arrays(
                 x=x, y=y, client=client, x_test=x_test, y_test=y_test,
-                test_share=None if x_test is not None else 0.2, standardize=True,
-                num_classes=k, seed=seed, name=t.stem, feature_names=t.feature_names)
+                test_share=None if x_test is not None else 0.2, standardize=like.standardize,
+                num_classes=k, seed=seed, name=t.stem, feature_names=t.feature_names,
+                input_shape=like.shape_for(int(np.prod(np.shape(x)[1:]))))
     except ValueError as e:
         raise ValueError(f"{name} {str(path)!r}: {e}") from None
     return OwnData(data=data, seed=seed)
