@@ -16,9 +16,9 @@ Names are imported on first use, so ``import fedqr`` (and ``fedqr --help``) stay
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from fedqr._lazy import lazy_names
 from fedqr._threads import prefer_passive_wait
 
 prefer_passive_wait()  # before torch starts OpenMP: see fedqr._threads
@@ -53,11 +53,4 @@ if TYPE_CHECKING:
     from fedqr.privacy import Mechanism, PrivacyBudgetExceeded
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name from its module on first use."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fedqr' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names("fedqr", _EXPORTS, globals())

@@ -22,8 +22,9 @@ rest.
 
 from __future__ import annotations
 
-from importlib import import_module
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from fedqr._lazy import lazy_names
 
 _EXPORTS = {
     "ChecksumError": "fedqr.data._files",
@@ -122,11 +123,4 @@ if TYPE_CHECKING:
     from fedqr.data.writers import partition_by_writer, restrict_test_to_train_writers
 
 
-def __getattr__(name: str) -> Any:
-    """Import a public name from its module on first use."""
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'fedqr.data' has no attribute {name!r}")
-    value = getattr(import_module(module), name)
-    globals()[name] = value
-    return value
+__getattr__ = lazy_names("fedqr.data", _EXPORTS, globals())
