@@ -164,8 +164,8 @@ def test_a_share_that_reads_every_row_of_small_clients_is_reported_as_all_rows()
     assert plan.data_used["share"] == 1.0 and plan.data_used["rows"] == data.num_train
     assert plan.proxy_shift["alternatives"] == [] and "every row" in plan.proxy_shift["note"]
     assert not [w for w in caught if "was raised" in str(w.message)]  # no share was given
-    with pytest.warns(UserWarning, match=r"proxy_share=0.5 was raised to 1 of the clients' "
-                                         r"rows: every client gives the twin at least 16"):
+    with pytest.warns(UserWarning, match=r"proxy_share=0.5 was raised to 1 of the rows: "
+                                         r"every client gives the twin at least 16"):
         half = make_plan(scenario, settings=FAST, proxy=ProxyChoice(share=0.5))  # 16 of 16
     assert half.data_used["share"] == 1.0
 

@@ -151,9 +151,9 @@ def _warn_share_raised(choice: ProxyChoice, read: float | None) -> None:
     client's)."""
     if choice.share is None or read is None or read <= choice.share * 1.01:
         return
-    warnings.warn(f"proxy_share={choice.share:g} was raised to {read:.3g} of the clients' rows: "
-                  f"every client gives the twin at least {MIN_PROXY_ROWS} of its rows (all "
-                  f"of them where it has fewer)", stacklevel=3)
+    warnings.warn(f"proxy_share={choice.share:g} was raised to {read:.3g} of the rows: every "
+                  f"client gives the twin at least {MIN_PROXY_ROWS} of its rows (all of them "
+                  f"where it has fewer)", stacklevel=3)
 
 
 def cost_model(proxy: KernelProxy) -> CostModel:
