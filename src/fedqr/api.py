@@ -243,7 +243,11 @@ def plan(
     """
     mech = parse_enum(Mechanism, "mechanism", mechanism)
     budget = budget_values(mech, eps, delta)
-    use = parse_enum(DataUse, "data_use", data_use)
+    try:
+        use = parse_enum(DataUse, "data_use", data_use)
+    except ValueError:  # the API's two (private-pilot is the command line's, refused below)
+        raise ValueError(f"data_use must be 'clear-proxy' or 'public-proxy', got "
+                         f"data_use={data_use!r}") from None
     if not isinstance(use_cache, bool):
         raise ValueError(f"use_cache must be True or False, got use_cache={use_cache!r}")
     if progress is not None and not callable(progress):

@@ -183,7 +183,8 @@ def test_a_plan_that_is_not_useful_is_not_run(budget: dict[str, Any], tmp_path: 
     ({"weight_decay": math.nan}, "weight_decay must be >= 0"),
     ({"seed": -1}, "seed must be in"),
     ({"data_use": "private-pilot"}, "the Python API plans with 'clear-proxy'"),
-    ({"data_use": "clear"}, "data_use must be one of"),
+    ({"data_use": "clear"}, "data_use must be 'clear-proxy' or 'public-proxy', got "
+                              "data_use='clear'"),
     ({"accountant": "rdp"}, "accountant must be left out or 'pure' for the laplace mechanism"),
     ({"sample_rate": 0.5}, r"full local data \(q = 1\), got sample_rate=0.5"),
     ({"data_use": "public-proxy", "proxy": "pub.csv"},

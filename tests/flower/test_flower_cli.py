@@ -115,3 +115,20 @@ def test_a_remote_run_stops_waiting_when_the_superlink_is_gone(
         with pytest.raises(runner.FlowerRunFailed, match=r"no result within timeout=0\.1 s"):
             runner._await(tmp_path, "result.json", run_id="42", rounds=5, timeout_s=0.1,
                           on_progress=None, address=f"127.0.0.1:{s.getsockname()[1]}")
+
+
+@pytest.mark.parametrize("command", ["simulate", "deploy"])
+@pytest.mark.parametrize(("mechanism", "typed", "why"), [
+    ("laplace", ["--delta", "1e-6"], "--delta must be left out for --mechanism laplace"),
+    ("none", ["--eps", "2"], "--eps must be left out for --mechanism none")])
+def test_a_budget_the_mechanism_does_not_spend_is_refused_as_fedqr_run_refuses_it(
+        tmp_path: Path, command: str, mechanism: str, typed: list[str], why: str) -> None:
+    """Not dropped silently (result.json held delta 0 beside the run config's 1e-06)."""
+    args = ["--dataset", "digits", "--rounds", "1", "--num-clients", "3",
+            "--clients-per-round", "2", "--mechanism", mechanism, *typed]
+    res = CliRunner().invoke(flower_app, [command, *args, "--out", str(tmp_path / "out")])
+    assert res.exit_code == 2, res.output
+    assert why in " ".join(res.output.split())
+    assert not (tmp_path / "out").exists()
+    run = CliRunner().invoke(app, ["run", *args, "--out", str(tmp_path / "run")])
+    assert run.exit_code == 2 and why in " ".join(run.output.split())

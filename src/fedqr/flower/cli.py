@@ -24,7 +24,7 @@ import typer
 from rich.console import Console
 
 from fedqr._atomic import check_writable_dir
-from fedqr._cli_checks import check_accountant_applies, given
+from fedqr._cli_checks import check_accountant_applies, check_budget_applies, given
 from fedqr._cli_messages import diverged_note, exit_code, name_options
 from fedqr._cli_once import OnceCommand
 from fedqr._enums import Accountant, Aggregation, DatasetName, Mechanism
@@ -147,6 +147,7 @@ def _configure(mode: str, opts: "o.FlowerOptions"
         raise ValueError("eps must be a number or a comma-separated list of per-client "
                          "numbers (leave --eps out for the default), got eps=''")
     check_accountant_applies(opts.mechanism, opts.accountant)
+    check_budget_applies(opts.mechanism, eps=opts.eps, delta=opts.delta)  # as fedqr run does
     remote = None
     if opts.superlink is not None:
         remote = _remote(opts.superlink, opts.root_certificates, insecure=opts.insecure)
