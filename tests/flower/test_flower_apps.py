@@ -7,6 +7,7 @@ covered by the deployment and simulation tests.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import uuid
 from collections.abc import Callable, Iterable
@@ -37,7 +38,8 @@ def flwr_apps():  # the two Flower modules
     return client_app, server_app
 
 
-def _fake_grid(client_app: object, cfg: FlowerRunConfig, state: Path, hook: Hook | None):
+def _fake_grid(client_app: object, cfg: FlowerRunConfig, state: Path, hook: Hook | None,
+               own: Callable[[int], dict[str, object]] | None = None):
     from flwr.app import Context, Message, RecordDict
     from flwr.serverapp import Grid
 
@@ -77,9 +79,9 @@ def _fake_grid(client_app: object, cfg: FlowerRunConfig, state: Path, hook: Hook
                 if node in self.dead:
                     continue
                 pid = self.nodes[node]
-                ctx = Context(run_id=msg.metadata.run_id, node_id=node,
-                              node_config={"partition-id": pid,
-                                           "state-dir": str(state / f"client-{pid}")},
+                node_config = {"partition-id": pid, "state-dir": str(state / f"client-{pid}"),
+                               **(own(pid) if own is not None else {})}
+                ctx = Context(run_id=msg.metadata.run_id, node_id=node, node_config=node_config,
                               state=RecordDict(), run_config=cfg.to_run_config())
                 self.replies[msg.metadata.message_id] = client_app.app(msg, ctx)
             return ids
@@ -90,13 +92,16 @@ def _fake_grid(client_app: object, cfg: FlowerRunConfig, state: Path, hook: Hook
     return FakeGrid()
 
 
-def _serve(apps, cfg: FlowerRunConfig, tmp: Path, hook: Hook | None = None, run_id: int = 7):
+def _serve(apps, cfg: FlowerRunConfig, tmp: Path, hook: Hook | None = None, run_id: int = 7,
+           own: Callable[[int], dict[str, object]] | None = None):
+    """Run the ServerApp over the fake grid (``own``: client i's own node config, as
+    ``fedqr flower supernode --data`` sets it)."""
     from flwr.app import Context, RecordDict
     from flwr.supercore.task_identity import TaskIdentity
 
     client_app, server_app = apps
     TaskIdentity.run_id = run_id
-    grid = _fake_grid(client_app, cfg, tmp / "state", hook)
+    grid = _fake_grid(client_app, cfg, tmp / "state", hook, own)
     ctx = Context(run_id=run_id, node_id=0, node_config={}, state=RecordDict(),
                   run_config=cfg.to_run_config())
     server_app.app(grid, ctx)
@@ -244,3 +249,53 @@ def test_connect_timeout_counts_the_clients_without_client_id(flwr_apps) -> None
                                         r"0.01 s; missing partition ids \[0, 1, 2\] \(2 of them "
                                         r"without --client-id"):
         directory.wait_all(None, cfg)
+
+
+def _own_rows(tmp: Path, cfg: FlowerRunConfig) -> Callable[[int], dict[str, object]]:
+    """Each client's rows of the run's partition in a file of its own; the node config of a
+    SuperNode started with ``--data`` (and ``--standardize`` for the clients in ``scaled``)."""
+    ds, part = cfg.load_data()
+    for i, idx in enumerate(part.indices):
+        np.savez(tmp / f"own-{i}.npz", x=ds.x_train[idx], y=ds.y_train[idx])
+    return lambda i: {"data-file": str(tmp / f"own-{i}.npz"), "eps": 4.0, "delta": 1e-5,
+                      "client-id": i}
+
+
+@pytest.mark.parametrize("scaled", [(1,), (0, 2)])
+def test_nodes_that_scale_their_rows_otherwise_than_the_server_are_refused(
+        flwr_apps, tmp_path: Path, scaled: tuple[int, ...]) -> None:
+    """A server evaluating on the built-in digits (standardised by one fixed mean and std)
+    refuses SuperNodes started with --standardize (their own per-feature statistics), before
+    any client is charged: nothing used to check that the two sides agree."""
+    cfg = _cfg(tmp_path, mechanism=Mechanism.LAPLACE, eps=(4.0,), clip=20.0, sample_rate=1.0,
+               client_data=True, client_budgets=True, rounds=2)
+    rows = _own_rows(tmp_path, cfg)
+    with pytest.raises(Exception, match=rf"SuperNodes of clients \[{', '.join(map(str, scaled))}"
+                                        r"\] read their rows with --standardize while the "
+                                        r"server evaluates on the built-in digits"):
+        _serve(flwr_apps, cfg, tmp_path,
+               own=lambda i: {**rows(i), "standardize": int(i in scaled)})
+    error = json.loads((tmp_path / "out" / "error.json").read_text())
+    assert "start them without --standardize" in error["error"]
+    assert not (tmp_path / "out" / "result.json").exists()
+    assert not list((tmp_path / "state").glob("client-*/state.json"))  # nobody charged
+
+
+def test_nodes_scaled_as_the_server_run(flwr_apps, tmp_path: Path) -> None:
+    """The same nodes without --standardize run; with a --test-data file that the server
+    standardises, nodes without --standardize are refused, with it they run."""
+    cfg = _cfg(tmp_path, mechanism=Mechanism.LAPLACE, eps=(4.0,), clip=20.0, sample_rate=1.0,
+               client_data=True, client_budgets=True, rounds=2)
+    rows = _own_rows(tmp_path, cfg)
+    _serve(flwr_apps, cfg, tmp_path, own=lambda i: {**rows(i), "standardize": 0})
+    assert json.loads((tmp_path / "out" / "result.json").read_text())["config"]["rounds"] == 2
+    ds, _ = cfg.load_data()
+    np.savez(tmp_path / "test.npz", x=ds.x_test, y=ds.y_test)
+    on_file = dataclasses.replace(cfg, test_data=str(tmp_path / "test.npz"),
+                                  out_dir=str(tmp_path / "file"))
+    with pytest.raises(Exception, match=r"clients \[0, 1, 2\] read their rows with "
+                                        r"--no-standardize \(the default\) while the server "
+                                        r"standardises --test-data by its own statistics"):
+        _serve(flwr_apps, on_file, tmp_path / "a", own=lambda i: {**rows(i), "standardize": 0})
+    _serve(flwr_apps, on_file, tmp_path / "b", own=lambda i: {**rows(i), "standardize": 1})
+    assert (tmp_path / "file" / "result.json").is_file()

@@ -3,17 +3,28 @@ budgets the clients report and a public proxy, never from the clients' data."""
 
 from __future__ import annotations
 
+import csv
+import dataclasses
 import subprocess
 import sys
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from fedqr.data import DatasetName
-from fedqr.flower.auto import AutoChoice, PlanNotUseful, plan_federation, reports_from_json
+from fedqr.data.source import OwnData
+from fedqr.flower.auto import (
+    AutoChoice,
+    PlanNotUseful,
+    plan_federation,
+    proxy_spec,
+    public_source,
+    reports_from_json,
+)
 from fedqr.flower.cli_auto import Schedule, auto_choice, check_plannable
 from fedqr.flower.config import FlowerRunConfig
-from fedqr.flower.server_logic import ClientReports
+from fedqr.flower.server_logic import ClientReports, server_dataset
 from fedqr.planner import SearchSettings
 from fedqr.privacy import Mechanism
 
@@ -170,3 +181,47 @@ def test_a_run_on_a_test_file_records_no_built_in_data_set(heart: Path) -> None:
     recorded = run.result()["flower"]["run_config"]
     assert recorded["test-data"].endswith("three_test.csv")
     assert not {"dataset", "data-dir", "fraction", "partition", "alpha"} & set(recorded)
+
+
+def test_the_proxy_file_is_prepared_as_the_nodes_rows(heart: Path) -> None:
+    """The server plans on its --proxy-data scaled as the SuperNodes' rows: standardised per
+    feature where it standardises its test file (the nodes' --standardize), as given under
+    --no-standardize (the proxy used to be standardised either way: nodes reading raw rows
+    were planned at another scale)."""
+    choice = AutoChoice(rounds=True, clients_per_round=True, sample_rate=False,
+                        proxy_data=str(heart / "hospital_cleveland.csv"))
+    cfg = _heart_cfg(heart)
+    scaled = public_source(cfg, choice, ds=server_dataset(cfg))
+    assert isinstance(scaled, OwnData) and scaled.data.standardization is not None
+    x = scaled.data.x.astype(np.float64)
+    varied = x.std(axis=0) > 0
+    np.testing.assert_allclose(x.mean(axis=0), 0.0, atol=1e-5)
+    np.testing.assert_allclose(x.std(axis=0)[varied], 1.0, atol=1e-4)
+    raw_cfg = dataclasses.replace(cfg, standardize=False)
+    raw = public_source(raw_cfg, choice, ds=server_dataset(raw_cfg))
+    assert isinstance(raw, OwnData) and raw.data.standardization is None
+    with open(heart / "hospital_cleveland.csv", newline="") as fh:
+        table = list(csv.DictReader(fh))
+    names = list(raw.data.feature_names or ())
+    assert names and len(names) == raw.data.num_features
+    given = np.array([[float(r[n]) for n in names] for r in table], dtype=np.float32)
+    used = np.concatenate([raw.data.x, raw.data.x_test])  # every row, as the file gives it
+    assert used.shape == given.shape
+    np.testing.assert_array_equal(np.unique(used, axis=0), np.unique(given, axis=0))
+
+
+def test_a_built_in_proxy_is_restandardised_per_feature_for_a_test_file_of_rows(
+        tmp_path: Path) -> None:
+    """A server standardising a test file of rows plans on the built-in digits standardised
+    per feature, as the nodes' --standardize rows are; a built-in run keeps the recipe."""
+    ds = CFG.load_data()[0]
+    np.savez(tmp_path / "test.npz", x=ds.x_test.reshape(len(ds.x_test), -1), y=ds.y_test)
+    on_file = dataclasses.replace(CFG, test_data=str(tmp_path / "test.npz"))
+    src = public_source(on_file, AUTO, ds=server_dataset(on_file))
+    assert isinstance(src, OwnData) and src.data.input_shape == (64,)
+    x = src.data.x.astype(np.float64)
+    varied = x.std(axis=0) > 0
+    np.testing.assert_allclose(x.mean(axis=0), 0.0, atol=1e-4)
+    np.testing.assert_allclose(x.std(axis=0)[varied], 1.0, atol=1e-3)
+    assert public_source(CFG, AUTO, ds=server_dataset(CFG)) == proxy_spec(CFG,
+                                                                         DatasetName.DIGITS)

@@ -20,11 +20,12 @@ from typing import Any
 import numpy as np
 
 from fedqr.data import Dataset, DatasetName, DataSpec, FederatedData, PartitionKind
+from fedqr.data.proxy_prep import Preparation, prepared_like
 from fedqr.data.public import load_proxy
 from fedqr.data.source import DataSource, OwnData
 from fedqr.flower.client_data import input_shape, run_kernel
 from fedqr.flower.config import FlowerRunConfig
-from fedqr.flower.server_logic import ClientReports
+from fedqr.flower.server_logic import ClientReports, nodes_standardize, server_dataset
 from fedqr.models.kernel import Kernel
 from fedqr.planner import (
     DataUse,
@@ -125,15 +126,36 @@ def proxy_spec(cfg: FlowerRunConfig, proxy: DatasetName) -> DataSpec:
                     data_dir=Path(cfg.data_dir) if cfg.data_dir else None)
 
 
-def public_source(cfg: FlowerRunConfig, choice: AutoChoice) -> DataSource:
-    """The public data the server plans on: the built-in set split like the run
-    (:func:`proxy_spec`), or the ``--proxy-data`` file read and standardised by its own
-    statistics, its classes selected (:func:`fedqr.data.public.load_proxy`)."""
+def node_preparation(cfg: FlowerRunConfig, ds: Dataset) -> Preparation:
+    """How the SuperNodes' rows are prepared, which the public proxy follows: standardised
+    by their own statistics where the server standardises its ``--test-data`` (every node
+    must then use ``--standardize``; :func:`~fedqr.flower.server_logic.check_node_scaling`
+    refuses a run whose nodes differ), as given under ``--no-standardize``, and scaled as a
+    built-in set (one mean and std per channel) where the server evaluates on one. ``ds``:
+    the server's data set (its sample shape)."""
+    shape = tuple(ds.image_shape) if ds.image_shape is not None else (
+        (int(ds.x_train.shape[1]),) if cfg.test_data else None)
+    return Preparation(standardize=nodes_standardize(cfg) or not cfg.test_data,
+                       input_shape=shape)
+
+
+def public_source(cfg: FlowerRunConfig, choice: AutoChoice, *, ds: Dataset) -> DataSource:
+    """The public data the server plans on, prepared as the nodes' rows are
+    (:func:`node_preparation`; ``ds``: the server's data set): the built-in set split like
+    the run (:func:`proxy_spec`; re-standardised per feature for a test file of rows), or the
+    ``--proxy-data`` file read and standardised by its own statistics, its classes selected
+    (:func:`fedqr.data.public.load_proxy`)."""
+    like = node_preparation(cfg, ds)
     if choice.proxy is not None:
-        return proxy_spec(cfg, choice.proxy)
+        spec = proxy_spec(cfg, choice.proxy)
+        if not cfg.test_data:
+            return spec  # a built-in run: the proxy is scaled as the run's data set
+        pool = FederatedData.from_client_data(spec.build())
+        prepared = prepared_like(pool, like)
+        return spec if prepared is pool else OwnData(data=prepared, seed=spec.seed)
     return load_proxy(Path(str(choice.proxy_data)), classes=choice.proxy_classes,
                       client_column=cfg.client_column, label_column=cfg.label_column,
-                      seed=cfg.seed + 1)
+                      seed=cfg.seed + 1, like=like)
 
 
 def public_dataset(public: DataSource) -> Dataset:
@@ -204,7 +226,7 @@ def plan_federation(cfg: FlowerRunConfig, reports: ClientReports, *, choice: Aut
         If the scenario cannot be planned (a non-private mechanism, a model the twin does not
         simulate, bad reports).
     """
-    source = public_source(cfg, choice)
+    source = public_source(cfg, choice, ds=server_dataset(cfg))
     scenario = federation_scenario(cfg, reports, choice=choice, public=source,
                                    kernel=run_kernel_of(cfg, public_dataset(source)))
     public = ProxyChoice(use=DataUse.PUBLIC_PROXY, public=source, public_label=choice.label)
@@ -221,5 +243,5 @@ def plan_federation(cfg: FlowerRunConfig, reports: ClientReports, *, choice: Aut
 
 
 __all__ = ["PROXY_DATASETS", "AutoChoice", "FederationPlan", "PlanNotUseful",
-           "federation_scenario", "plan_federation", "proxy_spec", "public_dataset",
-           "public_source", "reports_from_json", "run_kernel_of"]
+           "federation_scenario", "node_preparation", "plan_federation", "proxy_spec",
+           "public_dataset", "public_source", "reports_from_json", "run_kernel_of"]

@@ -101,7 +101,7 @@ def check_plannable(cfg: FlowerRunConfig, choice: AutoChoice) -> None:
     n = cfg.num_clients
     real = server_dataset(cfg)
     kernel = run_kernel_of(cfg, real)
-    source = public_source(cfg, choice)
+    source = public_source(cfg, choice, ds=real)
     federation_scenario(cfg, ClientReports(sizes=(1,) * n, eps=cfg.eps * n if len(
         cfg.eps) == 1 else cfg.eps, delta=cfg.delta * n if len(cfg.delta) == 1 else cfg.delta),
         choice=choice, kernel=kernel, public=source)  # the scenario's own checks (mechanism..)

@@ -138,7 +138,8 @@ def _own_info(message: Message, context: Context) -> ConfigRecord:
         check_budget_left(settings, eps=eps, whole=cfg.client_budgets,
                           run_key=str(message.metadata.run_id))
     cid = -1 if settings.client_id is None else settings.client_id
-    return ConfigRecord({"partition-id": cid, "num-samples": size, "eps": eps, "delta": delta})
+    return ConfigRecord({"partition-id": cid, "num-samples": size, "eps": eps, "delta": delta,
+                         "standardize": int(settings.standardize)})
 
 
 def _own_run(message: Message, context: Context, *, record: str) -> dict[str, Any]:

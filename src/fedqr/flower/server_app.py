@@ -38,6 +38,7 @@ from fedqr.flower.server_logic import (
     ClientReports,
     FlowerRunError,
     ServerRun,
+    check_node_scaling,
     server_dataset,
 )
 
@@ -75,6 +76,7 @@ class Directory:
         self.asked: set[int] = set()
         self.pending: dict[str, int] = {}  # query message id -> node
         self.info: dict[int, tuple[int, float, float]] = {}  # node -> (size, eps, delta)
+        self.standardized: dict[int, bool | None] = {}  # node -> its --standardize
         self.unplaced: list[int] = []  # nodes of clients without --client-id
 
     def refresh(self, grid: Grid, timeout: float) -> None:
@@ -119,6 +121,8 @@ class Directory:
         if self.model is not None:
             self.info[node] = (_int(info["num-samples"]), _float(info["eps"]),
                                _float(info["delta"]))
+            flag = info.get("standardize")
+            self.standardized[node] = None if flag is None else bool(_int(flag))
             if pid < 0:
                 self.unplaced.append(node)
                 return
@@ -143,6 +147,9 @@ class Directory:
                 self.unplaced = sorted(self.unplaced)[len(missing):]
                 missing = []
             if not missing:
+                if self.model is not None:  # clients with their own rows: scaled as the server's
+                    check_node_scaling(cfg, [self.standardized.get(self.node_of[i])
+                                             for i in range(cfg.num_clients)])
                 return
             if time.monotonic() >= deadline:
                 placed = cfg.num_clients - len(missing)

@@ -64,6 +64,50 @@ class FlowerRunError(RuntimeError):
     """The run cannot go on (a client refused, too few replies, clients missing)."""
 
 
+def nodes_standardize(cfg: FlowerRunConfig) -> bool:
+    """Whether the SuperNodes must standardise their rows (``fedqr flower supernode
+    --standardize``): where the server standardises its ``--test-data`` file by its own
+    statistics. A server evaluating on a built-in set (standardised by its fixed mean and
+    std) or on a ``--no-standardize`` test file needs rows scaled as given."""
+    return bool(cfg.test_data) and cfg.standardize
+
+
+def check_node_scaling(cfg: FlowerRunConfig, standardized: list[bool | None]) -> None:
+    """Every SuperNode prepares its rows as the server evaluates (and plans on) them.
+
+    ``standardized``: each client's ``--standardize`` as its node reported it (``None``: not
+    reported). A model trained on rows of another scale than the test set's is evaluated
+    (and a plan made on a proxy of another scale) at the wrong scale, silently: on three
+    heart-disease hospitals, raw node features under a standardised test set gave a test
+    loss of 0.611 against 0.551 (docs/deployment.md).
+
+    Raises
+    ------
+    FlowerRunError
+        Naming the clients whose setting differs and the options that agree.
+    """
+    want = nodes_standardize(cfg)
+    off = [i for i, s in enumerate(standardized) if s is not None and s != want]
+    if not off:
+        return
+    if cfg.test_data:
+        server = ("standardises --test-data by its own statistics" if want else
+                  "reads --test-data as given (--no-standardize)")
+        fix = ("start them with --standardize, or fedqr flower run with --no-standardize"
+               if want else "start them without --standardize, or fedqr flower run without "
+               "--no-standardize")
+    else:
+        server = (f"evaluates on the built-in {cfg.dataset.value}, standardised by its fixed "
+                  f"mean and std")
+        fix = ("start them without --standardize, their files scaled as the built-in set "
+               "(docs/deployment.md, 'The clients')")
+    given = "--standardize" if not want else "--no-standardize (the default)"
+    raise FlowerRunError(
+        f"the SuperNodes of clients {off} read their rows with {given} while the server "
+        f"{server}: the model would be trained on another scale than it is evaluated and "
+        f"planned on; {fix}")
+
+
 @dataclass(frozen=True, kw_only=True)
 class ClientReply:
     """A reply as the server received it."""
