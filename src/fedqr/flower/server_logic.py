@@ -104,8 +104,8 @@ def check_node_scaling(cfg: FlowerRunConfig, standardized: list[bool | None]) ->
     given = "--standardize" if not want else "--no-standardize (the default)"
     raise FlowerRunError(
         f"the SuperNodes of clients {off} read their rows with {given} while the server "
-        f"{server}: the model would be trained on another scale than it is evaluated and "
-        f"planned on; {fix}")
+        f"{server}: the model would be trained on another scale than it is evaluated "
+        f"(and planned) on; {fix}")
 
 
 @dataclass(frozen=True, kw_only=True)
