@@ -62,10 +62,11 @@ def _source(data: object, seed: int, *, name: str = "data") -> DataSource:
 
 
 def _public(proxy: object, classes: object, seed: int, *, deployment: DataSource) -> DataSource:
-    """``plan``'s public proxy: a file read as ``--proxy-data`` reads it (standardised as the
-    ``deployment``'s rows are: per channel for images, per feature for rows), or a data set,
+    """``plan``'s public proxy: a file read as ``--proxy-data`` reads it (prepared as the
+    ``deployment``'s rows are: per channel for images, per feature for rows, as given where
+    they were read with ``standardize=False``), or a data set,
     its classes selected by ``classes`` as ``--proxy-classes`` selects them."""
-    from fedqr.data.proxy_prep import Preparation
+    from fedqr.data.proxy_prep import Preparation, prepared_like
     from fedqr.data.public import load_proxy, select_proxy_classes
 
     if classes is not None and not isinstance(classes, str):
@@ -74,13 +75,22 @@ def _public(proxy: object, classes: object, seed: int, *, deployment: DataSource
     if isinstance(proxy, str | os.PathLike):
         return load_proxy(Path(proxy), classes=classes, client_column="client",
                           label_column="label", seed=seed, name="proxy",
-                          like=Preparation.of(deployment, standardized=True))
+                          like=Preparation.of(deployment))
     source = _source(proxy, seed, name="proxy")
-    if classes is None:
+    # a built-in set for a data file is prepared as --proxy-dataset is (per feature for rows)
+    restandardize = isinstance(source, DataSpec) and isinstance(deployment, OwnData)
+    if classes is None and not restandardize:
         return source
     pool = (source.data if isinstance(source, OwnData)
             else FederatedData.from_client_data(source.build()))
-    return OwnData(data=select_proxy_classes(pool, classes), seed=seed)
+    if classes is not None:
+        pool = select_proxy_classes(pool, classes)
+    if restandardize:
+        prepared = prepared_like(pool, Preparation.of(deployment))
+        if prepared is pool and classes is None:
+            return source  # scaled as the deployment already: the recipe as given
+        pool = prepared
+    return OwnData(data=pool, seed=seed)
 
 
 def simulate(

@@ -350,3 +350,18 @@ def test_a_test_file_and_a_test_share_name_the_test_file(tmp_path: Path) -> None
     with pytest.raises(ValueError, match=r"got test_share=0.2 and a test set: "
                                          r"test_path='.*test.csv'"):
         FederatedData.from_file(train, test_path=test, test_share=0.2)
+
+
+def test_an_npz_without_client_is_one_client_only_where_clients_are_not_needed(
+        tmp_path: Path) -> None:
+    """A public proxy (``need_client=False``) may leave out the ``client`` array, as a CSV
+    proxy may leave out its column; a deployment's file still needs it."""
+    from fedqr.data.tabular import read_table
+
+    x, y = np.arange(12.0).reshape(6, 2), np.array([0, 1, 0, 1, 1, 0])
+    p = _npz(tmp_path / "public.npz", x=x, y=y)
+    t = read_table(p, need_client=False)
+    np.testing.assert_array_equal(t.client, np.zeros(6, dtype=np.int64))
+    np.testing.assert_array_equal(t.x, x)
+    with pytest.raises(ValueError, match=r"lacks array\(s\) \['client'\]"):
+        read_table(p)

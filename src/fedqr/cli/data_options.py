@@ -53,8 +53,8 @@ StandardizeOpt = Annotated[bool, typer.Option(
          "channel) by the training rows' mean and std (the built-in sets are standardised "
          "too); --no-standardize uses them as given.")]
 ProxyDataOpt = Annotated[Path | None, typer.Option(
-    help="public-proxy/private-pilot: a public data file (the --data format; the client "
-         "column of a .csv or .parquet file is optional), standardised by its own statistics "
+    help="public-proxy/private-pilot: a public data file (the --data format; its client "
+         "column, or an .npz file's client array, is optional), standardised by its own statistics "
          "as the deployment's rows are (per feature, per channel of images, or not at all "
          "with --no-standardize); "
          "its rows are dealt to the N clients by their sizes, its test set (else 20% of its "

@@ -122,8 +122,7 @@ def _public_source(*, proxy_data: Path | DataSource | None, proxy_dataset: Datas
     d = scenario.data  # a data file's rows are standardised unless --no-standardize
 
     def like() -> Preparation:  # a built-in deployment's shape is known once it is built
-        return Preparation.of(d, standardized=not isinstance(d, OwnData)
-                              or d.data.standardization is not None)
+        return Preparation.of(d)
 
     if isinstance(proxy_data, Path):
         with data_warnings(proxy_data):

@@ -43,12 +43,15 @@ class Preparation:
     input_shape: tuple[int, ...] | None = None
 
     @classmethod
-    def of(cls, source: DataSource, *, standardized: bool) -> Preparation:
+    def of(cls, source: DataSource) -> Preparation:
         """The preparation of the deployment ``source``: a built-in set is standardised per
-        channel of its images; ``standardized`` says whether the rows of a data file were
-        (the command line's ``--standardize`` / ``--no-standardize``)."""
+        channel of its images; the rows of a data file were standardised where they record
+        their statistics (``FederatedData.standardization``: the command line's
+        ``--standardize``, ``standardize=True``), else used as given (``--no-standardize``;
+        also a ``FederatedData`` made from a built-in set's rows: give its ``DataSpec``)."""
         if isinstance(source, OwnData):
-            return cls(standardize=standardized, input_shape=tuple(source.data.input_shape))
+            return cls(standardize=source.data.standardization is not None,
+                       input_shape=tuple(source.data.input_shape))
         if isinstance(source, DataSpec):
             shape = source.build().dataset.image_shape
             return cls(standardize=True, input_shape=None if shape is None else tuple(shape))

@@ -113,8 +113,9 @@ def load_proxy(path: Path, *, classes: str | None, client_column: str, label_col
     feature for rows, or not at all; default: standardised, its own shape deciding); its test
     set, else 20% of its rows, is the twin's evaluation set.
 
-    A ``.csv`` or ``.parquet`` proxy needs no client column: the planner pools its rows and
-    deals them to the deployment's clients by their sizes (:mod:`fedqr.planner.public`);
+    A proxy needs no client column (an ``.npz`` file no ``client`` array): the planner pools
+    its rows and deals them to the deployment's clients by their sizes
+    (:mod:`fedqr.planner.public`);
     where it has one, the 20% are held out of every client's rows, else of all rows.
     ``name``: the parameter that gave ``path``, as messages name it (``fedqr.plan``'s
     ``proxy``).

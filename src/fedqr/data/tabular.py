@@ -100,8 +100,8 @@ def _size(p: Path) -> int:
     return csv_size(p) if suffix == ".csv" else parquet_size(p)
 
 
-def _read_npz(p: Path, *, test: bool) -> dict[str, NDArray[Any]]:
-    required = ("x", "y") if test else _NPZ_REQUIRED
+def _read_npz(p: Path, *, test: bool, need_client: bool = True) -> dict[str, NDArray[Any]]:
+    required = ("x", "y") if test or not need_client else _NPZ_REQUIRED
     allowed = set(_NPZ_REQUIRED) if test else {*_NPZ_REQUIRED, *_NPZ_OPTIONAL}
     try:
         with np.load(p, allow_pickle=False) as npz:
@@ -123,8 +123,8 @@ def _read_npz(p: Path, *, test: bool) -> dict[str, NDArray[Any]]:
         raise ValueError(f"{p} is not a valid .npz data file ({e})") from None
 
 
-def _npz_table(p: Path, tp: Path | None, source: str) -> TableData:
-    a = _read_npz(p, test=False)
+def _npz_table(p: Path, tp: Path | None, source: str, *, need_client: bool) -> TableData:
+    a = _read_npz(p, test=False, need_client=need_client)
     k = a.get("num_classes")
     if k is not None and (k.ndim != 0 or not np.issubdtype(k.dtype, np.integer)):
         raise ValueError(f"{p}: array num_classes must be a 0-d integer, got shape={k.shape}, "
@@ -139,7 +139,8 @@ def _npz_table(p: Path, tp: Path | None, source: str) -> TableData:
                              f"(--test-data) with it, got test_path={str(tp)!r}")
         t = _read_npz(tp, test=True)
         xt, yt = t["x"], t["y"]
-    return TableData(x=a["x"], y=a["y"], client=a["client"], x_test=xt, y_test=yt,
+    client = a["client"] if "client" in a else np.zeros(a["y"].shape[:1], dtype=np.int64)
+    return TableData(x=a["x"], y=a["y"], client=client, x_test=xt, y_test=yt,
                      source=source, stem=p.stem, num_classes=None if k is None else int(k),
                      feature_names=_feature_names(p, a.get("feature_names")))
 
@@ -199,8 +200,9 @@ def read_table(path: str | os.PathLike[str], *, client_column: str = "client",
     """Read a data file (and a test file of the same format), after a memory check.
 
     ``option`` names ``path`` in messages: the parameter and the command-line option (the test
-    file is ``test_path``, ``--test-data``). With ``need_client=False`` a ``.csv`` or
-    ``.parquet`` file may lack ``client_column``: its rows are then one client's.
+    file is ``test_path``, ``--test-data``). With ``need_client=False`` a file may lack
+    ``client_column`` (an ``.npz`` file its array ``client``): its rows are then one
+    client's.
 
     Raises
     ------
@@ -223,7 +225,7 @@ def read_table(path: str | os.PathLike[str], *, client_column: str = "client",
         if (client_column, label_column) != ("client", "label"):
             raise ValueError(f"client_column and label_column apply to .csv and .parquet "
                              f"files, not to {p} (its arrays are named client and y)")
-        return _npz_table(p, tp, source)
+        return _npz_table(p, tp, source, need_client=need_client)
     return _column_table(p, tp, source, client_column=client_column,
                          label_column=label_column, need_client=need_client)
 
