@@ -362,7 +362,8 @@ def test_select_classes_errors_name_the_culprit() -> None:
     for classes, match in cases:
         with pytest.raises(ValueError, match=match):
             fd.select_classes(classes)
-    with pytest.raises(ValueError, match=r"new labels must be exactly 0..1, got \[0, 2\]"):
+    with pytest.raises(ValueError, match=r"new labels must be the classes 0..1 without a gap "
+                                         r"\(2 distinct new labels given\), got \[0, 2\]"):
         fd.relabel({0: 0, 1: 2})
     sparse = FederatedData.from_arrays(x=np.ones((4, 1)), y=[0, 1, 0, 1], client=[0, 0, 1, 1],
                                        x_test=np.ones((2, 1)), y_test=[0, 3], num_classes=4,

@@ -88,3 +88,19 @@ def test_a_label_map_gives_the_proxy_of_the_file_relabelled_the_same_way(
                        label_column="label", seed=3).data
     np.testing.assert_array_equal(kept.x, alone.x)
     np.testing.assert_array_equal(kept.x_test, alone.x_test)
+
+
+def test_a_label_map_with_a_gap_says_what_the_proxy_holds(tmp_path: Path) -> None:
+    """A map onto labels 0 and 5 was refused as 'must be exactly 0..1', naming the proxy's
+    classes '0..35' where its rows hold labels 10..35 (FEMNIST letters, a QA run)."""
+    rng = np.random.default_rng(1)
+    y = np.concatenate([np.arange(10, 36), rng.integers(10, 36, size=34)])
+    np.savez(tmp_path / "letters.npz", x=rng.normal(size=(60, 4)).astype(np.float32), y=y)
+    (tmp_path / "map.json").write_text('{"10": 0, "11": 5}')
+    with pytest.raises(ValueError, match=r"proxy_classes: the new labels must be the classes "
+                                         r"0..1 without a gap \(2 distinct new labels given\), "
+                                         r"got \[0, 5\]: a label map names every class of the "
+                                         r"deployment.*has labels 10..35 on its rows, "
+                                         r"num_classes=36"):
+        load_proxy(tmp_path / "letters.npz", classes=str(tmp_path / "map.json"),
+                   client_column="client", label_column="label", seed=0)

@@ -144,8 +144,10 @@ def check_mapping(mapping: Mapping[Any, Any], num_classes: int
         raise ValueError(f"the selection must keep at least 2 classes, got {k} "
                          f"(mapping={dict(mapping)})")
     if not all(is_int(v) for v in values) or {int(v) for v in values} != set(range(k)):
-        raise ValueError(f"the new labels must be exactly 0..{k - 1}, got "
-                         f"{sorted(set(values), key=str)}")
+        raise ValueError(f"the new labels must be the classes 0..{k - 1} without a gap ({k} "
+                         f"distinct new labels given), got {sorted(set(values), key=str)}: a "
+                         f"label map names every class of the deployment, 0..K-1, for at least "
+                         f"one proxy class")
     lut = np.full(num_classes, -1, dtype=np.int64)
     for c, v in mapping.items():
         lut[int(c)] = int(v)

@@ -14,6 +14,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import NDArray
 
 from fedqr.data._cells import column_difference
 from fedqr.data._labels import EmptyClassWarning
@@ -178,8 +179,10 @@ def select_proxy_classes(data: FederatedData, classes: str) -> FederatedData:
     try:
         kept = data.relabel(mapping)
     except ValueError as e:
-        raise ValueError(f"proxy_classes: {e} (the proxy {data.name!r} has classes "
-                         f"0..{data.num_classes - 1}; got proxy_classes={classes!r})") from None
+        present = np.unique(np.concatenate([data.y, data.y_test]))
+        raise ValueError(f"proxy_classes: {e} (the proxy {data.name!r} has labels "
+                         f"{_ranges(present)} on its rows, num_classes={data.num_classes}; got "
+                         f"proxy_classes={classes!r})") from None
     empty = sorted(set(range(kept.num_classes)) - {int(c) for c in np.unique(kept.y)})
     if empty:
         proxy = sorted(c for c, v in mapping.items() if v in empty)
@@ -188,6 +191,17 @@ def select_proxy_classes(data: FederatedData, classes: str) -> FederatedData:
                       f"{empty} of 0..{kept.num_classes - 1} never train on the proxy",
                       EmptyClassWarning, stacklevel=2)
     return kept
+
+
+def _ranges(labels: NDArray[np.int64]) -> str:
+    """Sorted labels as runs: ``10..35`` or ``0, 2..4``."""
+    runs: list[list[int]] = []
+    for v in (int(x) for x in labels):
+        if runs and v == runs[-1][1] + 1:
+            runs[-1][1] = v
+        else:
+            runs.append([v, v])
+    return ", ".join(f"{a}..{b}" if b > a else f"{a}" for a, b in runs)
 
 
 def align_features(proxy: FederatedData, names: tuple[str, ...] | None) -> FederatedData:
