@@ -11,7 +11,7 @@ CTX = click.Context(click.Command("plan", params=[
     click.Option(["--eps"]), click.Option(["--data"]), click.Option(["--proxy-classes"]),
     click.Option(["--test-share"]), click.Option(["--test-data"]),
     click.Option(["--num-clients"]), click.Option(["--seed"]), click.Option(["--lr-decay"]),
-    click.Option(["--out", "out_dir"])]))
+    click.Option(["--out", "out_dir"]), click.Option(["--model"])]))
 
 
 @pytest.mark.parametrize(("given", "expected"), [
@@ -34,6 +34,11 @@ CTX = click.Context(click.Command("plan", params=[
      "--lr-decay must be >= 0 and finite, got --lr-decay=-1.0"),
     ("out_dir must be a folder path, got out_dir='f'",
      "--out must be a folder path, got --out='f'"),
+    # a model's errors open with the model given, or with the file that holds it
+    ("model 'm.py:make': the factory raised TypeError: make() takes 1 positional argument",
+     "--model 'm.py:make': the factory raised TypeError: make() takes 1 positional argument"),
+    ("model: the file '/w/m.py' has no function 'missing'",
+     "--model: the file '/w/m.py' has no function 'missing'"),
     # a Python spelling quoted beside the option is left as it is (it said --test-share=None)
     ("with --test-share 0.2 ('test_share=0.2' in Python)",
      "with --test-share 0.2 ('test_share=0.2' in Python)"),

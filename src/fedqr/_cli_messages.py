@@ -4,7 +4,8 @@ The library's checks name the parameter a Python caller passed (``proxy_classes 
 repeat a class, got proxy_classes='0,0'``); a command-line user gave ``--proxy-classes``.
 :func:`name_options` rewrites the parameter names of the running command's options into its
 option names, where a name is used as one: written with an underscore (an identifier, never a
-word of prose), before ``=`` (``got eps=-1.0``) or opening the message (``eps must be ...``).
+word of prose), before ``=`` (``got eps=-1.0``) or opening the message (``eps must be ...``,
+``model 'm.py:f': ...``).
 Anything else, prose and paths included, is left as it was.
 
 Light on purpose: imported by every command's failure path (click only).
@@ -59,7 +60,7 @@ def name_options(message: str, ctx: click.Context | None = None) -> str:
             message = re.sub(word, option, message)
         else:
             message = re.sub(word + r"(?==)", option, message)
-            message = re.sub(rf"^{re.escape(name)}(?= must |: )", option, message)
+            message = re.sub(rf"^{re.escape(name)}(?= must |: | ')", option, message)
     return message
 
 

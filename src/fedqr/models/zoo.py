@@ -91,27 +91,27 @@ def load_factory(spec: str) -> UserFactory:
         raise ValueError(f"model must be logreg, linear, mlp, cnn or FILE.py:FUNCTION, "
                          f"got model={spec!r}")
     if not path.is_file():
-        raise ValueError(f"model file {str(path)!r} does not exist (model={spec!r})")
+        raise ValueError(f"model: the file {str(path)!r} does not exist (model={spec!r})")
     module_spec = importlib.util.spec_from_file_location(f"fedqr_user_model_{path.stem}", path)
     if module_spec is None or module_spec.loader is None:
-        raise ValueError(f"model file {str(path)!r} cannot be imported as Python")
+        raise ValueError(f"model: the file {str(path)!r} cannot be imported as Python")
     module = importlib.util.module_from_spec(module_spec)
     try:
         with _first_on_path(path.resolve().parent):
             module_spec.loader.exec_module(module)
     except (Exception, SystemExit) as e:  # the user's code: reported with its file (a
-        raise ValueError(f"model file {str(path)!r} failed to import: "  # sys.exit included)
+        raise ValueError(f"model: the file {str(path)!r} failed to import: "  # sys.exit included)
                          f"{type(e).__name__}: {e}") from e
     fn = getattr(module, func, None)
     if isinstance(fn, nn.Module):
-        raise ValueError(f"model file {str(path)!r}: {func!r} is a {type(fn).__name__} instance; "
+        raise ValueError(f"model: the file {str(path)!r}: {func!r} is a {type(fn).__name__} instance; "
                          "it must be a factory (input_shape, num_classes) -> nn.Module, which "
                          "fedqr calls for each repeat's own initialisation: define "
                          f"def {func}(input_shape, num_classes): return ...")
     if fn is None:
-        raise ValueError(f"model file {str(path)!r} has no function {func!r}")
+        raise ValueError(f"model: the file {str(path)!r} has no function {func!r}")
     if not callable(fn):
-        raise ValueError(f"model file {str(path)!r}: {func!r} is a {type(fn).__name__}, not a "
+        raise ValueError(f"model: the file {str(path)!r}: {func!r} is a {type(fn).__name__}, not a "
                          "function; it must be a factory (input_shape, num_classes) -> "
                          "nn.Module")
     factory: UserFactory = fn
