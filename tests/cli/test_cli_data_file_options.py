@@ -118,3 +118,19 @@ def test_test_features_far_outside_the_training_rows_are_a_warning_line(tmp_path
     assert "".join(f"warning: {path}: after standardisation 1 feature(s) of the test rows lie "
                    "far outside the training rows: feature 2, |z| up to".split()) in text, text
     assert "FeatureScaleWarning" not in text and ".py:" not in text
+
+
+def test_an_error_keeps_its_brackets_and_writes_nothing(tmp_path: Path) -> None:
+    """Errors are printed as text, not rich markup: '[n, C, H, W]' and 'got x of shape [n,
+    28, 28, 1]' were printed as ', got x of shape :' (rich took them for style tags)."""
+    rng = np.random.default_rng(0)
+    path = tmp_path / "last.npz"
+    np.savez(path, x=rng.random((40, 8, 8, 1)), y=np.arange(40) % 2, client=np.arange(40) % 4,
+             x_test=rng.random((8, 8, 8, 1)), y_test=np.arange(8) % 2)
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["run", "--data", str(path), "--mechanism", "laplace", "--eps", "2",
+                              "--rounds", "2", "--clients-per-round", "2", "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    text = " ".join(res.stderr.split())
+    assert "x must hold images channels first, [n, C, H, W], got x of shape [n, 8, 8, 1]" in text
+    assert "rows [n, 64]" in text and not out.exists()

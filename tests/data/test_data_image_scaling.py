@@ -86,3 +86,19 @@ def test_ordinary_outliers_and_rare_categories_do_not_warn() -> None:
     z = (onehot - onehot.mean()) / onehot.std()
     assert far_outside(z, z[:5]) == []
     assert far_outside(train, test * 1000)[0][0] in (0, 1, 2)
+
+
+def test_channels_last_images_are_refused_with_the_fix() -> None:
+    """``[n, 28, 28, 1]`` was read as 28 channels of 28 x 1 images, standardised per row of
+    pixels; the only sign was a scale warning about one feature (a QA run)."""
+    rng = np.random.default_rng(0)
+    y, client = np.arange(40) % 2, np.arange(40) % 4
+    for c in (1, 3):
+        with pytest.raises(ValueError, match=rf"x must hold images channels first, \[n, C, H, "
+                                             rf"W\], got x of shape \[n, 8, 8, {c}\].*"
+                                             rf"np.moveaxis\(x, -1, 1\)"):
+            FederatedData.from_arrays(x=rng.random((40, 8, 8, c)), y=y, client=client,
+                                      test_share=0.25)
+    moved = FederatedData.from_arrays(x=rng.random((40, 3, 8, 8)), y=y, client=client,
+                                      test_share=0.25)
+    assert moved.input_shape == (3, 8, 8)  # channels first, 3 channels: as before

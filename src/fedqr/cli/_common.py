@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from fedqr._atomic import (
     check_writable_dir,
@@ -36,7 +37,7 @@ def fail(message: str, code: int = 2) -> typer.Exit:
     found nowhere included; 1: a fault; a library error's: :func:`fedqr._cli_messages.
     exit_code`), the library's parameter names written as the command's options
     (:func:`fedqr._cli_messages.name_options`: ``data_dir=...`` is ``--data-dir=...``)."""
-    err.print(f"[bold red]error:[/] {name_options(message)}")
+    err.print(f"[bold red]error:[/] {escape(name_options(message))}")
     return typer.Exit(code)
 
 
@@ -131,7 +132,6 @@ def show_warnings(caught: list[warnings.WarningMessage], *,
     """Warnings recorded while a command worked, once it is done: fedqr's own as one
     ``warning:`` line on stderr naming the command's options (after the command's own
     ``rewrite`` of the text), others as Python shows them."""
-    from rich.markup import escape
 
     own = Path(__file__).resolve().parents[1]  # the fedqr package
     for w in caught:
@@ -148,7 +148,7 @@ def warn_diverged(doc: dict[str, Any]) -> None:
     """One line on stderr when a run's metrics became non-finite (saved as null)."""
     note = diverged_note(doc)
     if note is not None:
-        err.print(f"[yellow]warning:[/] {note}")
+        err.print(f"[yellow]warning:[/] {escape(note)}")
 
 
 def progress(label: str) -> Progress:

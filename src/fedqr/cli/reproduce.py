@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
+from rich.markup import escape
 
 from fedqr._precision import arithmetic_of
 from fedqr._validate import check_in_range
@@ -90,7 +91,8 @@ def reproduce(
                                    f"b={c.clients_per_round} T={c.rounds}")
 
         run_manifest(manifest, folder, data_dir=data_dir, device=dev, on_run=on_run,
-                     on_round=on_round, warn=lambda m: err.print(f"[yellow]warning:[/] {m}"))
+                     on_round=on_round,
+                     warn=lambda m: err.print(f"[yellow]warning:[/] {escape(m)}"))
     files = _redraw(redraw, folder)
     elapsed = time.perf_counter() - started
     out.print(f"{len(manifest['entries'])} runs ({len(set(keys))} distinct): "

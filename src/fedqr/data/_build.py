@@ -23,7 +23,22 @@ if TYPE_CHECKING:
 
 def sample_shape(shape: tuple[int, ...]) -> tuple[int, ...]:
     """The shape of one sample of ``x [n, *shape]``: ``(H, W)`` (a 3-D ``x``) is a 1-channel
-    image ``(1, H, W)``, as the built-in MNIST is, so that image models accept it."""
+    image ``(1, H, W)``, as the built-in MNIST is, so that image models accept it.
+
+    Raises
+    ------
+    ValueError
+        For a 4-D ``x`` laid out channels last, ``[n, H, W, C]`` with C of 1, 3 or 4 and more
+        than 4 "channels" first: it would be read as C = H channels of H x C images (and
+        standardised per row of pixels), which nothing else would tell.
+    """
+    if len(shape) == 3 and shape[2] in (1, 3, 4) and shape[0] > 4:
+        h, w, c = shape
+        raise ValueError(
+            f"x must hold images channels first, [n, C, H, W], got x of shape "
+            f"[n, {h}, {w}, {c}]: that is {c}-channel images laid out channels last; move "
+            f"the axis first with np.moveaxis(x, -1, 1) (and x_test's), or flatten them to "
+            f"rows [n, {h * w * c}] if they are not images")
     return (1, *shape) if len(shape) == 2 else shape
 
 

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 import click
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from fedqr._atomic import check_writable_dir
 from fedqr._cli_checks import check_accountant_applies, check_budget_applies, given
@@ -64,7 +65,8 @@ _MODE = {"simulate": "simulation", "deploy": "deployment", "run": "remote"}
 
 
 def _fail(message: str, code: int) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {name_options(message) if code == 2 else message}")
+    err.print(f"[bold red]error:[/] "
+              f"{escape(name_options(message) if code == 2 else message)}")
     return typer.Exit(code)
 
 
@@ -282,7 +284,7 @@ def _execute(cfg: "FlowerRunConfig", *, mode: str, work_dir: Path | None, timeou
     _write(out_dir, doc, outcome.theta)
     note = diverged_note(doc)  # its metrics are null: said once, printed as "-"
     if note is not None:
-        err.print(f"[yellow]warning:[/] {note}")
+        err.print(f"[yellow]warning:[/] {escape(note)}")
     final = doc["summary"]
     missing = doc["flower"]["missing_replies"]
     out.print(f"{mode}: {cfg.rounds} rounds, N={cfg.num_clients}, b={cfg.clients_per_round}, "

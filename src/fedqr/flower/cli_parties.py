@@ -18,6 +18,7 @@ from typing import Annotated
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 
 from fedqr._cli_messages import name_options
 
@@ -42,7 +43,7 @@ NodeStandardizeOpt = Annotated[bool, typer.Option(
 
 
 def _fail(message: str) -> typer.Exit:
-    err.print(f"[bold red]error:[/] {name_options(message)}")
+    err.print(f"[bold red]error:[/] {escape(name_options(message))}")
     return typer.Exit(2)
 
 
@@ -269,8 +270,8 @@ def register(
                                "fedqr"], env={**os.environ, "FLWR_HOME": home},
                               capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        err.print(f"[bold red]error:[/] flwr supernode register failed: {done.stdout.strip()} "
-                  f"{done.stderr.strip()}")
+        err.print("[bold red]error:[/] flwr supernode register failed: "
+                  + escape(f"{done.stdout.strip()} {done.stderr.strip()}"))
         raise typer.Exit(1)
     out.print(f"registered {key.name}: {done.stdout.strip()}")
 

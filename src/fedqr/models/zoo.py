@@ -104,9 +104,10 @@ def load_factory(spec: str) -> UserFactory:
                          f"{type(e).__name__}: {e}") from e
     fn = getattr(module, func, None)
     if isinstance(fn, nn.Module):
-        raise ValueError(f"model: the file {str(path)!r}: {func!r} is a {type(fn).__name__} instance; "
-                         "it must be a factory (input_shape, num_classes) -> nn.Module, which "
-                         "fedqr calls for each repeat's own initialisation: define "
+        raise ValueError(f"model: the file {str(path)!r}: {func!r} is a {type(fn).__name__} "
+                         "instance; it must be a factory (input_shape, num_classes) -> "
+                         "nn.Module, which fedqr calls for each repeat's own initialisation: "
+                         "define "
                          f"def {func}(input_shape, num_classes): return ...")
     if fn is None:
         raise ValueError(f"model: the file {str(path)!r} has no function {func!r}")
