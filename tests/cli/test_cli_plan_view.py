@@ -47,7 +47,7 @@ def test_the_view_shows_every_part_of_the_document() -> None:
     assert cells[0] == ["1", "10", "2", "0.5", "0.5100", "0.0100", "twin"]
     assert cells[-1] == ["6", "60", "2", "0.5", "0.5600", "0.0100", "fit"]
     assert "proxy shift: +- 0.0200 over 2 other draws of the proxy (range 0.4900 to " \
-           "0.5300); the schedule stays the best of the candidates on 2 of 2" in text
+           "0.5300); the schedule is the best of the candidates on 2 of these 2 draws" in text
     assert "untrained model: 0.6931; data used: clear-proxy (90 rows); privacy cost of " \
            "planning: no guarantee; 15 twin rounds in 1.2 s" in text
     assert json.loads(view.text) == doc

@@ -50,11 +50,12 @@ def test_a_schedule_kept_though_it_lost_on_other_draws_says_why() -> None:
         return message(Prediction(77, 6, 1.0, 0.51, 0.004), 0.6931, useful=True, shift=shift,
                        cut_short=())
 
-    assert ("stays the best of the candidates on 0 of 4 (no other candidate beat it on the "
-            "plan's proxy and on every other draw, by 1% on average, so the search's choice "
-            "stands)") in said("0 of 4")
-    assert "stays the best of the candidates on 4 of 4;" in said("4 of 4") + ";"
-    assert "no other candidate" not in said("4 of 4")
+    assert ("over 4 other draws of the proxy, the schedule is the best of the candidates on "
+            "0 of these 4 draws (the candidates that won elsewhere did not beat it on the plan's "
+            "proxy and on every other draw by 1% on average, so the search's choice stands)"
+            ) in said("0 of 4")
+    assert "is the best of the candidates on 4 of these 4 draws;" in said("4 of 4") + ";"
+    assert "won elsewhere" not in said("4 of 4")
     cut = message(Prediction(128, 4, 1.0, 0.83, 0.004), 0.6931, useful=True, shift={},
                   cut_short=[(4, 1.0, 128)])
     assert "ended the search of b=4 at T=128, where the loss still fell (the next, longer " \

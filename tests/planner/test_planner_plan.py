@@ -115,3 +115,18 @@ def test_the_planner_plans_any_mechanism_through_its_object() -> None:
     plan = make_plan(sc, settings=SearchSettings(repeats=2, t_first=8, t_limit=8))
     assert plan.useful and 1 <= plan.recommended.rounds <= 16
     assert all(p.clients_per_round == 2 for p in plan.predictions)
+
+
+def test_skipped_for_budget_leaves_out_what_was_simulated_later() -> None:
+    """A batch skipped by the race and simulated by the follow of the leader on a raised
+    budget was still listed as skipped: the recommended schedule among them (a QA plan of
+    FEMNIST letters with an MLP, T=1024, b=4)."""
+    from types import SimpleNamespace
+
+    from fedqr.planner.plan import _skipped
+
+    searcher = SimpleNamespace(
+        skipped=[(4, 0.35, [1024]), (8, 0.35, [512]), (4, 1.0, [160, 200, 512]),
+                 (8, 0.35, [512])],
+        memo={(4, 0.35, 1024): (2.0,), (4, 1.0, 200): (2.1,)})
+    assert _skipped(searcher) == ["b=8 q=0.35 T=512", "b=4 q=1 T=160,512"]  # type: ignore[arg-type]

@@ -77,8 +77,9 @@ def plan_view(doc: dict[str, Any]) -> PlanView:
         lines.append(f"proxy shift: +- {shift['proxy_std']:.4f} over "
                      f"{len(shift['alternatives'])} other draws of the proxy (range {lo:.4f} "
                      f"to {hi:.4f})" + ("" if still is None else
-                                        f"; the schedule stays the best of the candidates "
-                                        f"on {still}"))
+                                        f"; the schedule is the best of the candidates "
+                                        f"on {still.replace(' of ', ' of these ')} "
+                                        f"draws"))
     lines.append(f"untrained model: {doc['untrained_test_loss']:.4f}"
                  + ("" if prior is None else f"; label frequencies: {prior:.4f}")
                  + "; data used: "

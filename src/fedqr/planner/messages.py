@@ -116,7 +116,8 @@ def _message(best: Any, base: float, *, useful: bool, shift: dict[str, Any],
         message += (f"; proxy shift: +- {shift['proxy_std']:.4f} over "
                     f"{len(shift['alternatives'])} other draws of the proxy" + (
                         "" if still is None else
-                        f", the schedule stays the best of the candidates on {still}"
+                        f", the schedule is the best of the candidates on "
+                        f"{still.replace(' of ', ' of these ')} draws"
                         + _why_it_stays(still, shift))
                     + _far_behind(shift))
     message += followed
@@ -139,8 +140,9 @@ def _why_it_stays(still: str, shift: dict[str, Any]) -> str:
     won, _, of = still.partition(" of ")
     if shift.get("confirmed") is not None or won == of:
         return ""
-    return (" (no other candidate beat it on the plan's proxy and on every other draw, by "
-            f"{CONFIRM_MARGIN:.0%} on average, so the search's choice stands)")
+    return (" (the candidates that won elsewhere did not beat it on the plan's proxy and on "
+            f"every other draw by {CONFIRM_MARGIN:.0%} on average, so the search's choice "
+            "stands)")
 
 
 def _far_behind(shift: dict[str, Any]) -> str:

@@ -251,6 +251,17 @@ def _raised_for_leader(searcher: Searcher, twin: Twin) -> float | None:
     return searcher.budget_s
 
 
+def _skipped(searcher: Searcher) -> list[str]:
+    """The batches left out for the budget, less the horizons simulated later after all (the
+    follow of the leader on a raised budget): a recommended schedule was listed as skipped."""
+    out = []
+    for b, q, ts in searcher.skipped:
+        left = [t for t in ts if (b, q, t) not in searcher.memo]
+        if left:
+            out.append(f"b={b} q={q:g} T={','.join(map(str, left))}")
+    return list(dict.fromkeys(out))
+
+
 def _followed(searcher: Searcher, twin: Twin) -> str:
     """The message's note when the default budget was raised to follow the leading arm."""
     raised = _raised_for_leader(searcher, twin)
@@ -276,8 +287,7 @@ def _simulated(searcher: Searcher, twin: Twin) -> dict[str, Any]:
                     "raised_for_leader_s": _raised_for_leader(searcher, twin),
                     "estimated_s": searcher.estimated_s,
                     "coarse_estimated_s": twin.size.coarse_s,
-                    "skipped_for_budget": [f"b={b} q={q:g} T={','.join(map(str, ts))}"
-                                           for b, q, ts in searcher.skipped],
+                    "skipped_for_budget": _skipped(searcher),
                     "still_falling_at": [f"b={b} q={q:g} T={t}"
                                          for b, q, t in searcher.cut_short]})
     return out
