@@ -134,3 +134,21 @@ def test_an_error_keeps_its_brackets_and_writes_nothing(tmp_path: Path) -> None:
     text = " ".join(res.stderr.split())
     assert "x must hold images channels first, [n, C, H, W], got x of shape [n, 8, 8, 1]" in text
     assert "rows [n, 64]" in text and not out.exists()
+
+
+@pytest.mark.parametrize(("option", "value", "needle"), [
+    ("--eps", "-1", "--eps must be > 0 and finite, got --eps=-1.0"),
+    ("--lr", "-1", "--lr must be > 0 and finite, got --lr=-1.0"),
+    ("--clients-per-round", "0", "--clients-per-round must be an integer >= 1"),
+])
+def test_a_bad_option_is_refused_before_the_data_is_read(
+        tmp_path: Path, option: str, value: str, needle: str) -> None:
+    """The error alone: a bad --eps or --lr was found after the data file had been read and
+    its warnings printed (a QA run saw the standardisation warning first)."""
+    out = tmp_path / "out"
+    res = runner.invoke(app, ["run", "--data", str(_named_clients(tmp_path)), "--mechanism",
+                              "laplace", "--rounds", "2", option, value, "--out", str(out)])
+    assert res.exit_code == 2, res.output
+    text = " ".join(res.stderr.split())
+    assert needle in text and "warning" not in text, text
+    assert not out.exists()

@@ -25,7 +25,7 @@ from fedqr._options import (
     MechanismOpt,
     NumClientsOpt,
 )
-from fedqr._validate import MAX_ROUNDS, int_or_auto, rate_or_auto
+from fedqr._validate import MAX_ROUNDS, check_positive, int_or_auto, rate_or_auto
 from fedqr.cli._common import (
     check_out_dir,
     err,
@@ -146,7 +146,7 @@ def run(
     from fedqr.cli.scenario import check_full_batch_rate, workload
     from fedqr.data import DataNotFoundError
     from fedqr.data.presets import default_clients_per_round
-    from fedqr.sim.config import parse_train_eval
+    from fedqr.sim.config import LearningRate, parse_train_eval
 
     plan_doc: dict[str, object] | None = None
     try:
@@ -155,25 +155,32 @@ def run(
         check_out_dir("out_dir", out_dir, files=RUN_FILES)
         parse_train_eval(eval_train)  # checked before any work
         arith = arithmetic_of(arithmetic)
+        # the options' own checks before the data is read (its warnings would come first)
+        check_full_batch_rate(mechanism, sample_rate)
+        check_accountant_applies(mechanism, accountant)
+        check_budget_applies(mechanism, eps=eps, delta=delta)
+        check_theory_options_apply(lr_schedule, mu=mu, gamma=gamma, lr_decay=lr_decay)
+        LearningRate(eta0=lr, decay=lr_decay)
+        eps_v, delta_v = floats("eps", eps), floats("delta", delta)
+        if mechanism_for(mechanism).private:
+            for value in eps_v:
+                check_positive("eps", value)
+        rounds_v = int_or_auto("rounds", rounds, low=0, high=MAX_ROUNDS)
+        b_v = (int_or_auto("clients_per_round", clients_per_round, low=1)
+               if clients_per_round is not None else None)
+        rate_v = rate_or_auto(sample_rate, default=mechanism_for(mechanism).default_sample_rate)
         work = workload(
             dataset=dataset, partition=partition, alpha=alpha, fraction=fraction,
             num_clients=num_clients, seed=seed, data_dir=data_dir, data=data,
             test_data=test_data, test_share=test_share, client_column=client_column,
             label_column=label_column, standardize=standardize, model=model, hidden=hidden)
         source, kernel = work.data, work.kernel
-        check_full_batch_rate(mechanism, sample_rate)
-        check_accountant_applies(mechanism, accountant)
-        check_budget_applies(mechanism, eps=eps, delta=delta)
-        check_theory_options_apply(lr_schedule, mu=mu, gamma=gamma, lr_decay=lr_decay)
         settings: dict[str, Any] = dict(
-            mechanism=mechanism, eps=floats("eps", eps), delta=floats("delta", delta),
-            clip=clip, accountant=accountant,
-            rounds=int_or_auto("rounds", rounds, low=0, high=MAX_ROUNDS),
-            clients_per_round=int_or_auto("clients_per_round", clients_per_round, low=1)
-            if clients_per_round is not None else default_clients_per_round(
-                source.num_clients),
-            sample_rate=rate_or_auto(sample_rate,
-                                     default=mechanism_for(mechanism).default_sample_rate),
+            mechanism=mechanism, eps=eps_v, delta=delta_v, clip=clip, accountant=accountant,
+            rounds=rounds_v,
+            clients_per_round=b_v if clients_per_round is not None
+            else default_clients_per_round(source.num_clients),
+            sample_rate=rate_v,
             lr=lr, lr_decay=lr_decay, lr_schedule=lr_schedule, mu=mu, gamma=gamma,
             weight_decay=weight_decay, selection=selection, aggregation=aggregation,
             repeats=repeats, seed=seed, eval_every=eval_every, eval_train=eval_train,
