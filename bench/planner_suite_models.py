@@ -279,6 +279,14 @@ HELD_OUT = [
           5.0, q=0.02, hidden=(64,), public="femnist-digits"),
     MCase("ho1129g2-mnist-gnmlp-lap-eps10-two-f0.1", "mnist_two-f0.1", "gn-mlp", LAP, (10.0,),
           100.0, hidden=(64,), public="femnist-digits", max_t_points=8),
+    # chosen (2026-11-29, session AE) before they were planned or run, when the twin's sizing
+    # began to cut repeats and the first race before proxy rows (TWIN_COST_VERSION 4): MLPs
+    # under Laplace on MNIST, whose full-batch first race does not fit 40% of the default
+    # budget, so that the sizing decides their proxy
+    MCase("ho1129r-mnist-mlp-lap-eps5-iid-f0.1", "mnist_iid-f0.1", "mlp", LAP, (5.0,), 100.0,
+          hidden=(64,), public="femnist-digits", max_t_points=8),
+    MCase("ho1129r-mnist-gnmlp-lap-eps20-two-f0.1", "mnist_two-f0.1", "gn-mlp", LAP, (20.0,),
+          100.0, hidden=(64,), public="femnist-digits", max_t_points=8),
 ]
 """Held-out scenarios (``--held-out``), scored like ``CASES``."""
 

@@ -58,11 +58,12 @@ def test_a_budget_the_smallest_twin_exceeds_is_said_to_be_exceeded() -> None:
 
 
 @pytest.mark.parametrize(("budget", "sized"), [
-    (20.0, (0.016, 1000, 2, 16)), (60.0, (0.016, 1000, 2, 64)), (1e4, (1.0, 1000, 3, 64))])
+    (20.0, (0.03125, 1000, 2, 8)), (60.0, (0.25, 1000, 2, 8)), (1e4, (1.0, 1000, 3, 64))])
 def test_budgets_the_twin_fits_size_it_as_before(budget: float,
                                                  sized: tuple[float, int, int, int]) -> None:
     """Where the ordinary steps fit the budget the last resort is never taken: a larger
-    proxy (3 repeats) is sized as it always was (share, test rows, repeats, first T)."""
+    proxy (3 repeats) is sized by them (share, test rows, repeats, first T), its rows cut
+    last (TWIN_COST_VERSION 4: they were cut first, to 16 rows a client at 60 s)."""
     big = CostModel(engine="loop", num_params=28938, num_clients=4, proxy_rows=4000,
                     real_rows=4000, test_rows=1000, features=784, flops=5676160)
     size = size_twin(budget_s=budget, arms=[(1, 1.0), (2, 1.0)], grid_of=GRID.__getitem__,
