@@ -154,13 +154,15 @@ SCARCE_ROWS = 5
 
 def _warn_scarce_classes(label: str, y: np.ndarray, y_test: np.ndarray, k: int) -> None:
     """Warn where a public proxy holds a class on fewer than :data:`SCARCE_ROWS` training
-    rows or on none of its evaluation rows: the twin can hardly learn or score it, so the
+    rows or on none of its evaluation rows (one on no training row is said when the proxy is
+    read: :class:`fedqr.data.EmptyClassWarning`): the twin can hardly learn or score it, so the
     plan is made for the other classes (Switzerland's heart-disease records, 1 negative
     row of 46, planned the other hospitals 17% worse than their best schedule in a QA
     run)."""
     train = np.bincount(y, minlength=k)
     test = np.bincount(y_test, minlength=k)
-    scarce = [c for c in range(k) if train[c] < SCARCE_ROWS or test[c] == 0]
+    scarce = [c for c in range(k)  # a class without training rows: EmptyClassWarning's
+              if 0 < train[c] and (train[c] < SCARCE_ROWS or test[c] == 0)]
     if not scarce:
         return
     counts = ", ".join(f"class {c}: {train[c]} of {len(y)} training rows, {test[c]} of "
