@@ -66,7 +66,7 @@ def _public(proxy: object, classes: object, seed: int, *, deployment: DataSource
     ``deployment``'s rows are: per channel for images, per feature for rows, as given where
     they were read with ``standardize=False``), or a data set,
     its classes selected by ``classes`` as ``--proxy-classes`` selects them."""
-    from fedqr.data.proxy_prep import Preparation, prepared_like
+    from fedqr.data.proxy_prep import Preparation, prepared_built_in, prepared_like
     from fedqr.data.public import load_proxy, select_proxy_classes
 
     if classes is not None and not isinstance(classes, str):
@@ -78,19 +78,15 @@ def _public(proxy: object, classes: object, seed: int, *, deployment: DataSource
                           like=Preparation.of(deployment))
     source = _source(proxy, seed, name="proxy")
     # a built-in set for a data file is prepared as --proxy-dataset is (per feature for rows)
-    restandardize = isinstance(source, DataSpec) and isinstance(deployment, OwnData)
-    if classes is None and not restandardize:
-        return source
+    like = (Preparation.of(deployment) if isinstance(source, DataSpec)
+            and isinstance(deployment, OwnData) else None)
+    if classes is None:
+        return (prepared_built_in(source, like, seed=seed)
+                if like is not None and isinstance(source, DataSpec) else source)
     pool = (source.data if isinstance(source, OwnData)
             else FederatedData.from_client_data(source.build()))
-    if classes is not None:
-        pool = select_proxy_classes(pool, classes)
-    if restandardize:
-        prepared = prepared_like(pool, Preparation.of(deployment))
-        if prepared is pool and classes is None:
-            return source  # scaled as the deployment already: the recipe as given
-        pool = prepared
-    return OwnData(data=pool, seed=seed)
+    pool = select_proxy_classes(pool, classes)
+    return OwnData(data=pool if like is None else prepared_like(pool, like), seed=seed)
 
 
 def simulate(

@@ -23,7 +23,7 @@ from fedqr.data.federated import FederatedData
 from fedqr.data.source import DataSource, OwnData
 from fedqr.data.spec import DataSpec
 
-__all__ = ["Preparation", "prepared_like"]
+__all__ = ["Preparation", "prepared_built_in", "prepared_like"]
 
 
 @dataclass(frozen=True)
@@ -78,3 +78,11 @@ def prepared_like(pool: FederatedData, like: Preparation) -> FederatedData:
         x=pool.x, y=pool.y, client=pool.client, x_test=pool.x_test, y_test=pool.y_test,
         standardize=True, num_classes=pool.num_classes, input_shape=shape,
         name=pool.name, feature_names=pool.feature_names)
+
+
+def prepared_built_in(spec: DataSpec, like: Preparation, *, seed: int) -> DataSource:
+    """A built-in public set prepared as the deployment's rows (:func:`prepared_like`): the
+    recipe itself where that changes nothing, else its rows (``seed``: the proxy's)."""
+    pool = FederatedData.from_client_data(spec.build())
+    prepared = prepared_like(pool, like)
+    return spec if prepared is pool else OwnData(data=prepared, seed=seed)

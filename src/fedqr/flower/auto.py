@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from fedqr.data import Dataset, DatasetName, DataSpec, FederatedData, PartitionKind
-from fedqr.data.proxy_prep import Preparation, prepared_like
+from fedqr.data.proxy_prep import Preparation, prepared_built_in
 from fedqr.data.public import load_proxy
 from fedqr.data.source import DataSource, OwnData
 from fedqr.flower.client_data import input_shape, run_kernel
@@ -150,9 +150,7 @@ def public_source(cfg: FlowerRunConfig, choice: AutoChoice, *, ds: Dataset) -> D
         spec = proxy_spec(cfg, choice.proxy)
         if not cfg.test_data:
             return spec  # a built-in run: the proxy is scaled as the run's data set
-        pool = FederatedData.from_client_data(spec.build())
-        prepared = prepared_like(pool, like)
-        return spec if prepared is pool else OwnData(data=prepared, seed=spec.seed)
+        return prepared_built_in(spec, like, seed=spec.seed)
     return load_proxy(Path(str(choice.proxy_data)), classes=choice.proxy_classes,
                       client_column=cfg.client_column, label_column=cfg.label_column,
                       seed=cfg.seed + 1, like=like)
