@@ -98,6 +98,41 @@ def test_arithmetic_mixed_says_when_it_runs_float32(tmp_path: Path) -> None:
     assert "Poisson batches (q = 0.5) take float32 products" in " ".join(res.output.split())
 
 
+def test_arithmetic_auto_takes_float32_quietly_where_mixed_does_not_apply(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``auto`` is mixed only where the run can use it (it warned that "mixed runs in float32
+    here" for a model the user never asked to run mixed); the API and the command line."""
+    import warnings
+
+    import fedqr
+    from fedqr import _precision
+
+    monkeypatch.setattr(_precision, "native_mixed", lambda: True)  # auto -> mixed on any CPU
+    rng = np.random.default_rng(0)
+    x = rng.integers(0, 4, size=(240, 3)).astype(np.float64)  # integer-coded rows
+    y = (x[:, 0] > 1).astype(np.int64)
+    np.savez(tmp_path / "d.npz", x=x, y=y, client=np.arange(240) % 4, x_test=x[:40],
+             y_test=y[:40])
+    for model, ran in (("linear", "float32"), ("logreg", "mixed")):
+        res = runner.invoke(app, ["run", "--data", str(tmp_path / "d.npz"), "--rounds", "2",
+                                  "--clients-per-round", "2", "--mechanism", "laplace",
+                                  "--model", model, "--arithmetic", "auto",
+                                  "--out", str(tmp_path / model)])
+        assert res.exit_code == 0, res.output
+        assert "float32 here" not in " ".join(res.output.split())
+        doc = json.loads((tmp_path / model / "result.json").read_text())
+        assert doc["config"]["arithmetic"] == ran
+    data = fedqr.FederatedData.from_file(tmp_path / "d.npz")
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        quiet = fedqr.simulate(data=data, model="linear", mechanism="laplace", eps=4.0,
+                               rounds=2, clients_per_round=2, arithmetic="auto")
+    assert quiet.document["config"]["arithmetic"] == "float32"
+    with pytest.warns(RuntimeWarning, match="runs in float32 here"):  # asked for by name
+        fedqr.simulate(data=data, model="linear", mechanism="laplace", eps=4.0, rounds=2,
+                       clients_per_round=2, arithmetic="mixed")
+
+
 def test_gaussian_per_client_budgets(tmp_path: Path) -> None:
     out = tmp_path / "g"
     res = runner.invoke(app, [*BASE, "--mechanism", "gaussian", "--eps", "1,2,3,4",

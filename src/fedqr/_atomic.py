@@ -225,9 +225,12 @@ def check_writable_dir(name: str, path: str | os.PathLike[str]) -> None:
 
 def check_writable_file(name: str, path: str | os.PathLike[str]) -> None:
     """``ValueError`` (naming option ``name``) unless ``path`` can be written as a file."""
-    p = Path(path)
+    p, text = Path(path), os.fspath(path)
     if p.is_dir():
         raise ValueError(f"{name} must be a file path, got {name}={str(p)!r} (a folder)")
+    if text.endswith(tuple(sep for sep in (os.sep, os.altsep) if sep)):
+        raise ValueError(f"{name} must be a file path, got {name}={text!r} (a folder's: it "
+                         f"ends with {text[-1]!r})")
     base = _existing_ancestor(p.parent)
     if not base.is_dir():
         raise ValueError(f"{name} must be a file path in a folder, got {name}={str(p)!r} "

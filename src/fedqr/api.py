@@ -18,10 +18,16 @@ import torch
 
 from fedqr._device import resolve_device
 from fedqr._precision import Arithmetic, arithmetic_of
-from fedqr._validate import check_int_range
+from fedqr._validate import check_int_range, check_positive
 from fedqr.api_budget import DEFAULT_DELTA, DEFAULT_EPS, budget_values
 from fedqr.api_results import PlanResult, PrivateDataWarning, SimulationResult
-from fedqr.api_schedule import check_schedule, model_identity, same_data, same_scenario
+from fedqr.api_schedule import (
+    check_schedule,
+    model_identity,
+    model_parts,
+    same_data,
+    same_scenario,
+)
 from fedqr.data import DataSpec, FederatedData
 from fedqr.data._validate import parse_enum
 from fedqr.data.presets import default_clip, default_eval_every
@@ -40,7 +46,7 @@ from fedqr.sim.config import (
     SimConfig,
     parse_train_eval,
 )
-from fedqr.sim.loop import run_rounds
+from fedqr.sim.loop import run_rounds, why_not_mixed
 from fedqr.sim.provenance import model_record, provenance
 from fedqr.sim.result import name_clients
 
@@ -137,7 +143,9 @@ def simulate(
         ``"float32"`` (default), ``"mixed"`` (softmax regression's full-batch passes with
         bfloat16 logits and exact integer gradient sums of integer-coded rows, on the CPU:
         :mod:`fedqr.models.logreg_coded`; the same clipping, budgets and noise) or ``"auto"``
-        (mixed where the CPU multiplies bfloat16 and int8 natively).
+        (mixed where the CPU multiplies bfloat16 and int8 natively and the run can use it:
+        softmax regression on the CPU with integer-coded rows; float32, without a warning,
+        elsewhere).
     """
     mech = parse_enum(Mechanism, "mechanism", mechanism)
     budget = budget_values(mech, eps, delta)
@@ -159,6 +167,9 @@ def simulate(
         same_data(schedule, source)  # before b is checked against this data's N
     work = Workload.of(source, model, hidden=hidden, loss_fn=loss_fn)
     client_data, kernel = work.build(), work.kernel
+    if arith is Arithmetic.MIXED and _auto(arithmetic) and why_not_mixed(
+            client_data.dataset.x_train, kernel=kernel, device=dev) is not None:
+        arith = Arithmetic.FLOAT32  # auto: mixed where it applies, else float32 unsaid
     q = sample_rate if sample_rate is not None else mechanism_for(mech).default_sample_rate
     train_eval, train_eval_rows = parse_train_eval(eval_train)
     config = SimConfig(
@@ -197,6 +208,11 @@ def simulate(
         config.repeats, *kernel.param_shape))
 
 
+def _auto(arithmetic: object) -> bool:
+    """Whether ``arithmetic`` was given as ``"auto"`` (resolved on the CPU alone)."""
+    return isinstance(arithmetic, str) and arithmetic.strip().lower() == "auto"
+
+
 def _hidden(model: object, hidden: Sequence[int] | None) -> Sequence[int]:
     """The hidden widths of ``mlp`` (default ``(64,)``); refused for any other model, which
     has none to set, rather than ignored."""
@@ -233,7 +249,8 @@ def plan(
     data_use: DataUse | str = DataUse.CLEAR_PROXY,
     proxy: FederatedData | DataSpec | str | os.PathLike[str] | None = None,
     proxy_classes: str | None = None,
-    proxy_share: float | None = None, twin_repeats: int | None = None, seed: int = 0,
+    proxy_share: float | None = None, twin_repeats: int | None = None,
+    twin_budget: float | None = None, seed: int = 0,
     hidden: Sequence[int] | None = None, device: str | torch.device = "cpu",
     use_cache: bool = True, progress: Callable[[str, int], None] | None = None,
 ) -> PlanResult:
@@ -245,7 +262,11 @@ def plan(
     read as ``fedqr plan --proxy-data FILE`` reads it, a ``.csv`` or ``.parquet`` without a
     client column included) and reads only the clients' sizes; ``proxy_classes`` keeps and
     relabels the proxy's classes as ``--proxy-classes`` does (``"0-9"``, ``"0,1,5"`` or a
-    ``.json`` label map). Other parameters as :func:`simulate`.
+    ``.json`` label map). ``twin_repeats`` and ``twin_budget`` (estimated seconds the twin
+    of a model other than softmax regression may simulate; ``None``: the default) are
+    ``fedqr plan``'s ``--twin-repeats`` and ``--twin-budget``. The warnings given while
+    planning are also kept in ``document["warnings"]``, as ``fedqr plan --json`` keeps them.
+    Other parameters as :func:`simulate`.
     """
     mech = parse_enum(Mechanism, "mechanism", mechanism)
     budget = budget_values(mech, eps, delta)
@@ -267,45 +288,87 @@ def plan(
     spec = mechanism_for(mech)
     if spec.batch_rate(0.5) >= 1 and sample_rate not in (None, _PLAN_SAMPLE_RATE):
         spec.check(clip=1.0, sample_rate=sample_rate)  # a rate a full-batch mechanism refuses
-    dev = resolve_device(device)
-    widths = _hidden(model, hidden)
-    source = _source(data, seed)
-    scenario = Scenario(
-        data=source, mechanism=mech, eps=budget[0], delta=budget[1],
-        clip=clip if clip is not None else default_clip(source.dataset, mech),
-        sample_rate=sample_rate if mechanism_for(mech).batch_rate(0.5) < 1 else 1.0,
-        accountant=_accountant(mech, accountant), rounds=rounds,
-        clients_per_round=clients_per_round,
-        lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay),
-        weight_decay=weight_decay, aggregation=aggregation,
-        kernel=None if model is None else Workload.of(source, model, hidden=widths).kernel)
-    if use is DataUse.CLEAR_PROXY:
-        if proxy is not None or proxy_classes is not None:
-            raise ValueError(f"{'proxy' if proxy is not None else 'proxy_classes'} needs "
-                             f"data_use='public-proxy', got data_use='clear-proxy'")
-        choice = ProxyChoice(use=use, share=proxy_share)
-    elif proxy is None:
-        raise ValueError(f"data_use={use.value!r} needs proxy= (public data with the "
-                         "clients' features and classes), got none")
-    else:
-        public = _public(proxy, proxy_classes, seed + 1, deployment=source)
-        label = (getattr(public.dataset, "value", None)
-                 or str(public.identity().get("name") or "own"))
-        choice = ProxyChoice(use=DataUse.PUBLIC_PROXY, share=proxy_share, public=public,
-                             public_label=label if proxy_classes is None
-                             else f"{label}, classes {proxy_classes}")  # as the CLI says
     if twin_repeats is not None:
         twin_repeats = check_int_range("twin_repeats", twin_repeats, 2)
-    settings = SearchSettings(repeats=twin_repeats, seed=seed)
-    result = make_plan(scenario, proxy=choice, settings=settings, device=dev,
-                       use_cache=use_cache, progress=progress)
+    if twin_budget is not None:
+        twin_budget = check_positive("twin_budget", twin_budget)
+    caught: list[warnings.WarningMessage] = []
+    try:
+        with warnings.catch_warnings(record=True) as caught:  # loading's and planning's
+            warnings.simplefilter("always")
+            dev = resolve_device(device)
+            widths = _hidden(model, hidden)
+            source = _source(data, seed)
+            scenario = Scenario(
+                data=source, mechanism=mech, eps=budget[0], delta=budget[1],
+                clip=clip if clip is not None else default_clip(source.dataset, mech),
+                sample_rate=sample_rate if mechanism_for(mech).batch_rate(0.5) < 1 else 1.0,
+                accountant=_accountant(mech, accountant), rounds=rounds,
+                clients_per_round=clients_per_round,
+                lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay),
+                weight_decay=weight_decay, aggregation=aggregation,
+                kernel=None if model is None else Workload.of(source, model, hidden=widths).kernel)
+            if use is DataUse.CLEAR_PROXY:
+                if proxy is not None or proxy_classes is not None:
+                    raise ValueError(f"{'proxy' if proxy is not None else 'proxy_classes'} needs "
+                                     f"data_use='public-proxy', got data_use='clear-proxy'")
+                choice = ProxyChoice(use=use, share=proxy_share)
+            elif proxy is None:
+                raise ValueError(f"data_use={use.value!r} needs proxy= (public data with the "
+                                 "clients' features and classes), got none")
+            else:
+                public = _public(proxy, proxy_classes, seed + 1, deployment=source)
+                label = (getattr(public.dataset, "value", None)
+                         or str(public.identity().get("name") or "own"))
+                choice = ProxyChoice(use=DataUse.PUBLIC_PROXY, share=proxy_share, public=public,
+                                     public_label=label if proxy_classes is None
+                                     else f"{label}, classes {proxy_classes}")  # as the CLI says
+            settings = SearchSettings(repeats=twin_repeats, seed=seed, time_budget_s=twin_budget)
+            result = make_plan(scenario, proxy=choice, settings=settings, device=dev,
+                               use_cache=use_cache, progress=progress)
+    finally:  # said again, to the caller's filters, in the API's words
+        said = _say_again(caught)
     document = plan_document(result, scenario)
+    document["warnings"] = said  # as `fedqr plan --json` keeps what loading and planning said
     used = document["recommended"].get("data_used") or {}
     if used.get("reads_private_data"):
         warnings.warn(f"fedqr.plan: {used.get('warning')}; the recommended run still spends "
                       f"exactly each client's budget (data_use='public-proxy' reads none)",
                       PrivateDataWarning, stacklevel=2)
     return PlanResult(plan=result, document=document)
+
+
+_PACKAGE = Path(__file__).resolve().parent
+
+
+def _ours(w: warnings.WarningMessage) -> bool:
+    """Whether fedqr gave the warning (not torch, NumPy or dp-accounting)."""
+    return Path(w.filename).resolve().is_relative_to(_PACKAGE)
+
+
+def _say_again(caught: list[warnings.WarningMessage]) -> list[str]:
+    """Warn each distinct warning recorded while planning once more, outside the recording
+    (so the caller's filters apply), fedqr's own in :func:`plan`'s words; their texts."""
+    texts: list[str] = []
+    seen: set[tuple[type[Warning], str]] = set()
+    for w in caught:
+        own = _ours(w)
+        text = _api_words(str(w.message)) if own else str(w.message)
+        if (w.category, text) in seen:
+            continue
+        seen.add((w.category, text))
+        if own:
+            texts.append(text)
+        warnings.warn_explicit(text if own else w.message, w.category, w.filename, w.lineno,
+                               source=w.source)
+    return texts
+
+
+def _api_words(text: str) -> str:
+    """A planner warning in :func:`plan`'s words: its setting ``time_budget_s`` is this
+    function's ``twin_budget``, the command line's ``proxy_data`` its ``proxy``."""
+    text = text.replace("time_budget_s", "twin_budget")
+    return "proxy:" + text[len("proxy_data:"):] if text.startswith("proxy_data:") else text
 
 
 def plan_document(plan: Plan, scenario: Scenario) -> dict[str, Any]:
@@ -327,6 +390,8 @@ def plan_document(plan: Plan, scenario: Scenario) -> dict[str, Any]:
                          "model": model,
                          "model_identity": (model_identity(s.kernel) if s.kernel is not None
                                             else None),
+                         "model_parts": (model_parts(s.kernel) if s.kernel is not None
+                                         else None),
                          "sample_rate": s.sample_rate if s.poisson else None,
                          "rounds": s.rounds, "clients_per_round": s.clients_per_round,
                          "lr": jsonable(s.lr), "weight_decay": s.weight_decay,

@@ -10,37 +10,53 @@ from __future__ import annotations
 
 import hashlib
 import json
+import math
 from collections.abc import Callable, Sequence
 from typing import Any
+
+import torch
 
 from fedqr.api_results import PlanResult
 from fedqr.data.source import DataSource
 from fedqr.models.kernel import Kernel
 from fedqr.models.torch_kernel import TorchKernel
-from fedqr.planner.kernels import kernel_identity
+from fedqr.planner.kernels import code_digest, kernel_identity
 from fedqr.sim.config import Selection, SimConfig
 from fedqr.sim.result import jsonable
 
-__all__ = ["check_schedule", "model_identity", "same_data", "same_model", "same_scenario"]
+__all__ = ["check_schedule", "model_identity", "model_parts", "same_data", "same_model",
+           "same_scenario"]
 
 
 def check_schedule(schedule: object, *, rounds: int | None, clients_per_round: int | None,
                    sample_rate: float | None) -> None:
     """A plan to run: a :class:`PlanResult` that found a useful schedule, and no T, b or q
-    of the caller's beside it (one of the two would be ignored)."""
+    of the caller's beside it that differs from the plan's (one of the two would be ignored;
+    the plan's own value, as a budget dictionary shared with :func:`fedqr.plan` gives it, is
+    no conflict)."""
     if not isinstance(schedule, PlanResult):
         raise ValueError(f"schedule must be a PlanResult (what fedqr.plan returns), got "
                          f"schedule={type(schedule).__name__}")
-    given = {name: v for name, v in (("rounds", rounds), ("clients_per_round",
-             clients_per_round), ("sample_rate", sample_rate)) if v is not None}
-    if given:
-        name, value = next(iter(given.items()))
-        raise ValueError(f"schedule sets rounds, clients_per_round and sample_rate; give "
-                         f"either schedule or {name}, got both ({name}={value})")
+    planned: dict[str, float] = {"rounds": schedule.rounds,
+                                 "clients_per_round": schedule.clients_per_round,
+                                 "sample_rate": schedule.sample_rate}
+    for name, value in (("rounds", rounds), ("clients_per_round", clients_per_round),
+                        ("sample_rate", sample_rate)):
+        if value is not None and not _same_value(value, planned[name]):
+            raise ValueError(f"schedule sets rounds, clients_per_round and sample_rate "
+                             f"({name}={planned[name]} in this plan); give either schedule "
+                             f"or {name}, got both ({name}={value})")
     if not schedule.useful:
         raise ValueError(f"schedule is a plan that found no schedule better than the "
                          f"untrained model (useful=False: {schedule.plan.message}); nothing "
                          "to run: give rounds and clients_per_round to run anyway")
+
+
+def _same_value(given: object, planned: float) -> bool:
+    """Whether a T, b or q given beside a plan is the plan's own (q to float rounding)."""
+    if isinstance(given, bool) or not isinstance(given, int | float):
+        return False
+    return math.isclose(given, planned, rel_tol=1e-12)
 
 
 def _data_key(identity: dict[str, Any]) -> object:
@@ -119,8 +135,13 @@ def same_model(scenario: dict[str, Any], *, kernel: Kernel,
     if planned_id is None:
         _compare([("model", planned, given)])
     elif planned_id != model_identity(kernel):
-        other = " (another model of that name and size: other layers, initial weights, " \
-            "loss or code)" if planned == given else ""
+        other = ""
+        if planned == given:
+            parts, now = scenario.get("model_parts") or {}, model_parts(kernel) or {}
+            differ = [name for name in now if name in parts and parts[name] != now[name]]
+            other = (f" (another model of that name and size: other {' and '.join(differ)})"
+                     if differ else " (another model of that name and size: other layers, "
+                     "initial weights, loss or code)")
         raise ValueError(f"schedule was planned for model={_show(planned)}{other}, the run "
                          f"asks model={_show(given)}: plan again for this run's model")
 
@@ -134,6 +155,25 @@ def model_identity(kernel: Kernel) -> str:
     if isinstance(kernel, TorchKernel):
         identity["describe"] = {k: v for k, v in identity["describe"].items() if k != "name"}
     text = json.dumps(identity, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def model_parts(kernel: Kernel) -> dict[str, str] | None:
+    """The parts of a torch model's :func:`model_identity`, each as a short digest, so that a
+    refused run can say which one differs: ``layers``, ``initial weights``, ``input shape``,
+    ``loss`` (the loss function and its code) and ``code`` (the user's module classes);
+    ``None`` for softmax regression and ``linear``, whose name and size say it all."""
+    if not isinstance(kernel, TorchKernel):
+        return None
+    identity = kernel_identity(kernel)
+    loss = f"{identity['loss']}:{code_digest([kernel.loss_fn])}"
+    modules = kernel.build(torch.Generator().manual_seed(0)).modules()
+    return {"layers": _digest(identity["module"]), "initial weights": identity["init_sha256"],
+            "input shape": str(identity["input_shape"]), "loss": _digest(loss),
+            "code": code_digest([type(m) for m in modules])}
+
+
+def _digest(text: str) -> str:
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
 

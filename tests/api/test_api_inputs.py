@@ -141,6 +141,15 @@ def test_a_schedule_is_the_plan_of_this_run(budget: dict[str, Any], tmp_path: Pa
                             ({"selection": "random"}, "planned for selection='round-robin'")]:
         with pytest.raises(ValueError, match=message):
             fedqr.simulate(**{**budget, **change}, schedule=plan)
+    # the plan's own T, b and q beside it (a budget dictionary shared with fedqr.plan) are
+    # no conflict: the same run; another value is refused naming the plan's
+    same = fedqr.simulate(**budget, schedule=plan, rounds=plan.rounds,
+                          clients_per_round=plan.clients_per_round, sample_rate=plan.sample_rate)
+    assert same.document["summary"] == ran.document["summary"]
+    with pytest.raises(ValueError, match=rf"rounds={plan.rounds} in this plan\); give either "
+                                         rf"schedule or rounds, got both \(rounds="
+                                         rf"{plan.rounds + 1}\)"):
+        fedqr.simulate(**budget, schedule=plan, rounds=plan.rounds + 1)
     rng = np.random.default_rng(1)  # another federation: 2 clients, fewer than the plan's b
     x = rng.normal(size=(200, 6)).astype(np.float32)
     other = fedqr.FederatedData.from_arrays(x=x, y=(x[:, 0] > 0).astype(np.int64),
@@ -179,6 +188,9 @@ def test_a_plan_that_is_not_useful_is_not_run(budget: dict[str, Any], tmp_path: 
     ({"rounds": 2.5}, "rounds must be an integer"),
     ({"clients_per_round": 2.0}, "clients_per_round must be an integer"),
     ({"twin_repeats": 2.5}, "twin_repeats must be an integer"),
+    ({"twin_budget": 0}, r"twin_budget must be > 0 and finite, got twin_budget=0"),
+    ({"twin_budget": math.inf}, r"twin_budget must be > 0 and finite, got twin_budget=inf"),
+    ({"twin_budget": "20"}, r"twin_budget must be a number, got twin_budget='20'"),
     ({"weight_decay": -1.0}, "weight_decay must be >= 0"),
     ({"weight_decay": math.nan}, "weight_decay must be >= 0"),
     ({"seed": -1}, "seed must be in"),
@@ -227,6 +239,29 @@ def test_a_clear_proxy_plan_warns_that_it_read_private_data(budget: dict[str, An
         warnings.simplefilter("error", fedqr.PrivateDataWarning)
         public = fedqr.plan(**budget, data_use="public-proxy", proxy=budget["data"])
     assert not public.document["recommended"]["data_used"]["reads_private_data"]
+
+
+def test_plan_takes_the_twin_budget_and_keeps_its_warnings(budget: dict[str, Any]) -> None:
+    """``twin_budget`` is ``--twin-budget`` (the logistic twin ignores it and says so, in the
+    API's words); what planning warned is in the document, as ``fedqr plan --json`` has it."""
+    said = "twin_budget=1 is ignored: it sizes the twin of a model other than softmax"
+    with pytest.warns(UserWarning, match=said):
+        plan = fedqr.plan(**budget, twin_budget=1, use_cache=False)
+    assert [w for w in plan.document["warnings"] if w.startswith(said)], plan.document
+    assert not any("time_budget_s" in w for w in plan.document["warnings"])
+    mlp = fedqr.plan(**{**budget, "model": "mlp"}, hidden=[4], twin_budget=0.5,
+                     use_cache=False)
+    assert mlp.plan.settings["simulated"]["time_budget_s"] == 0.5
+    rng = np.random.default_rng(3)  # a public proxy with column names, the deployment none
+    x = rng.normal(size=(300, 6)).astype(np.float32)
+    named = fedqr.FederatedData.from_arrays(
+        x=x, y=(x[:, 0] + 0.5 * x[:, 1] > 0).astype(np.int64), client=np.arange(300) % 3,
+        test_share=0.25, seed=0, feature_names=[f"f{i}" for i in range(6)])
+    said = "proxy: the deployment's data has no column names (an .npz file without a " \
+           "feature_names array, or arrays given without feature_names)"
+    with pytest.warns(UserWarning, match=re.escape(said)):
+        public = fedqr.plan(**budget, data_use="public-proxy", proxy=named, use_cache=False)
+    assert [w for w in public.document["warnings"] if w.startswith(said)]
 
 
 def test_a_public_proxy_of_other_classes_is_told_how_to_select_them_in_python(
@@ -335,6 +370,11 @@ def test_a_run_keeps_its_final_parameters(budget: dict[str, Any], tmp_path: Path
         ran.save_model(5)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match=r"path must be a file path, got path=.* \(a folder\)"):
         ran.save(tmp_path)  # it raised IsADirectoryError naming fedqr's temporary file
+    for method in (ran.save, ran.save_model):  # a folder not made yet: it wrote a file "out"
+        with pytest.raises(ValueError, match=r"path must be a file path, got path='.*out/' "
+                                             r"\(a folder's: it ends with '/'\)"):
+            method(f"{tmp_path}/out/")
+    assert not (tmp_path / "out").exists()
     ran.save(tmp_path / "result.json")
     assert json.loads((tmp_path / "result.json").read_text()) == json.loads(
         json.dumps(ran.document))

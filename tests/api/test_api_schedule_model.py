@@ -143,5 +143,12 @@ def test_simulate_refuses_the_plan_of_another_architecture(gaussian: dict[str, A
                              nn.Linear(8, num_classes))
 
     other.__name__ = "mlp"
-    with pytest.raises(ValueError, match="another model of that name and size"):
+    with pytest.raises(ValueError, match=r"another model of that name and size: other "
+                                         r"layers\), the run asks"):
         _run(gaussian, plan, model=other)
+    def smoothed(out: torch.Tensor, y: torch.Tensor) -> torch.Tensor:  # another loss
+        return nn.functional.cross_entropy(out, y, reduction="none", label_smoothing=0.1)
+
+    with pytest.raises(ValueError, match=r"another model of that name and size: other "
+                                         r"loss\), the run asks"):
+        _run(gaussian, plan, model=mlp, loss_fn=smoothed)

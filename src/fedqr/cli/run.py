@@ -155,6 +155,7 @@ def run(
         check_out_dir("out_dir", out_dir, files=RUN_FILES)
         parse_train_eval(eval_train)  # checked before any work
         arith = arithmetic_of(arithmetic)
+        arith_auto = arithmetic.strip().lower() == "auto"  # resolved by the run's model too
         # the options' own checks before the data is read (its warnings would come first)
         check_full_batch_rate(mechanism, sample_rate)
         check_accountant_applies(mechanism, accountant)
@@ -184,7 +185,7 @@ def run(
             lr=lr, lr_decay=lr_decay, lr_schedule=lr_schedule, mu=mu, gamma=gamma,
             weight_decay=weight_decay, selection=selection, aggregation=aggregation,
             repeats=repeats, seed=seed, eval_every=eval_every, eval_train=eval_train,
-            device=_device(device), arithmetic=arith)
+            device=_device(device), arithmetic="auto" if arith_auto else arith)
         planning: dict[str, Any] = dict(
             data_use=data_use, proxy_dataset=proxy_dataset, proxy_data=proxy_data,
             proxy_classes=proxy_classes, pilot_share=pilot_share, proxy_share=proxy_share,

@@ -21,6 +21,8 @@ from typing import Any
 import numpy as np
 from numpy.typing import ArrayLike, NDArray
 
+from fedqr.data._validate import as_array
+
 __all__ = ["EmptyClassWarning", "EmptyClasses", "LabelNames", "as_labels", "check_model_fits",
            "classes_of", "one_per_row", "resolve_num_classes", "warn_empty_classes"]
 
@@ -51,7 +53,7 @@ def one_per_row(name: str, values: ArrayLike, *, length: int, what: str,
                 kinds: str) -> NDArray[Any]:
     """``values`` as a 1-D array of ``length`` (one ``what`` per row); floats that are
     exactly integral become int64, other floats are refused (``name`` must hold ``kinds``)."""
-    arr: NDArray[Any] = np.asarray(values)
+    arr: NDArray[Any] = as_array(name, values)
     if arr.ndim != 1 or arr.shape[0] != length:
         raise ValueError(f"{name} must be 1-D of length {length} (one {what} per row), "
                          f"got {name}.shape={arr.shape}")

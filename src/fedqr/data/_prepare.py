@@ -16,6 +16,7 @@ from numpy.typing import ArrayLike, NDArray
 
 from fedqr.data._cells import clients_from
 from fedqr.data._labels import as_labels, caller_level, one_per_row
+from fedqr.data._validate import as_array
 
 _CHUNK_ROWS = 8192
 
@@ -61,7 +62,7 @@ def as_features(name: str, x: ArrayLike) -> tuple[NDArray[np.float32], tuple[int
     ValueError
         If ``x`` is not numeric, has fewer than 2 dimensions, no rows or no features.
     """
-    arr: NDArray[Any] = np.asarray(x)
+    arr: NDArray[Any] = as_array(name, x)
     if not (np.issubdtype(arr.dtype, np.integer) or np.issubdtype(arr.dtype, np.floating)
             or arr.dtype == np.bool_):
         raise ValueError(f"{name} must hold real numbers (an int or float dtype), "

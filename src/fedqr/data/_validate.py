@@ -12,6 +12,31 @@ from numpy.typing import NDArray
 E = TypeVar("E", bound=enum.Enum)
 
 
+def as_array(name: str, value: object) -> NDArray[Any]:
+    """``value`` as a NumPy array, refusing by name what NumPy cannot read as one.
+
+    A torch tensor is read through ``detach().cpu()`` (one that requires grad, or lives on a
+    GPU, is read as its values; bfloat16, which NumPy has no type for, as float32); a tensor
+    on the ``meta`` device holds no values and is refused, and so is a ragged sequence
+    (rows of different lengths).
+    """
+    if type(value).__module__.startswith("torch") and hasattr(value, "detach"):
+        tensor: Any = value
+        if tensor.device.type == "meta":
+            raise ValueError(f"{name} is a tensor on the meta device, which holds shapes but "
+                             f"no values; give its values, got {name}.shape="
+                             f"{tuple(tensor.shape)} on device 'meta'")
+        tensor = tensor.detach().cpu()
+        if str(tensor.dtype) == "torch.bfloat16":
+            tensor = tensor.float()
+        return np.asarray(tensor.resolve_conj().resolve_neg().numpy())
+    try:
+        return np.asarray(value)
+    except ValueError as e:  # numpy: "setting an array element with a sequence ..."
+        raise ValueError(f"{name} must be a rectangular array (every row of the same length), "
+                         f"got a ragged sequence ({e})") from None
+
+
 def check_int(name: str, value: object, *, low: int, high: int | None = None) -> int:
     """Return ``value`` as an ``int`` after checking ``low <= value <= high``.
 
@@ -76,7 +101,7 @@ def check_labels(labels: object, *, name: str = "labels") -> NDArray[np.int64]:
     ValueError
         If the array is not 1-D, is empty, or does not hold integers.
     """
-    arr: NDArray[Any] = np.asarray(labels)
+    arr = as_array(name, labels)
     if arr.ndim != 1:
         raise ValueError(f"{name} must be 1-D, got {name}.shape={arr.shape}")
     if arr.size == 0:

@@ -222,10 +222,11 @@ def align_features(proxy: FederatedData, names: tuple[str, ...] | None) -> Feder
     if (names is None) != (have is None):
         unnamed = "the deployment's data" if names is None else f"the proxy {proxy.name!r}"
         warnings.warn(f"proxy_data: {unnamed} has no column names (an .npz file without a "
-                      f"feature_names array), so the proxy's {proxy.x.shape[1]} feature columns "
-                      f"are taken in the deployment's order, unchecked; give both sides column "
-                      f"names (a CSV header, or feature_names in the .npz) to match them by "
-                      f"name", ProxyColumnsWarning, stacklevel=2)
+                      f"feature_names array, or arrays given without feature_names), so the "
+                      f"proxy's {proxy.x.shape[1]} feature columns are taken in the "
+                      f"deployment's order, unchecked; give both sides column names (a CSV "
+                      f"header, feature_names in the .npz or in FederatedData.from_arrays) to "
+                      f"match them by name", ProxyColumnsWarning, stacklevel=2)
     if names is None or have is None or tuple(have) == tuple(names):
         return proxy
     differ = column_difference(names, have)

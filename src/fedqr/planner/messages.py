@@ -68,7 +68,7 @@ def budget_note(size: TwinSize | None, estimated_s: float) -> str:
             f"({size.share:.1%} of the clients' rows, {size.test_rows} test rows, "
             f"{size.repeats} repeats, {first}) is estimated at {size.coarse_s:.1f} s for its "
             f"first race, which always runs; a budget of {size.coarse_s / COARSE_SHARE:.0f} s "
-            f"or more (--twin-budget, SearchSettings.time_budget_s) gives the race "
+            f"or more (--twin-budget; fedqr.plan's twin_budget) gives the race "
             f"{COARSE_SHARE:.0%} of it and the search the rest")
 
 

@@ -52,7 +52,8 @@ from fedqr.sim.setup_memo import sorted_tensors
 from fedqr.sim.streams import Streams
 from fedqr.sim.train_eval import TrainEvaluator
 
-__all__ = ["RoundCallback", "aggregation_weights", "kernel_data", "run_rounds"]
+__all__ = ["RoundCallback", "aggregation_weights", "kernel_data", "run_rounds",
+           "why_not_mixed"]
 
 RoundCallback = Callable[[int], None]
 
@@ -69,6 +70,19 @@ def aggregation_weights(config: SimConfig, sizes: np.ndarray, sel: np.ndarray) -
     return weights
 
 
+def why_not_mixed(x_train: np.ndarray, *, kernel: Kernel, device: torch.device) -> str | None:
+    """Why ``arithmetic='mixed'`` would run in float32 for this model, device and training
+    rows (``None``: it runs mixed); ``auto`` then takes float32 without a word."""
+    if not kernel.uses_coding:
+        return f"it is for softmax regression (logreg), not {kernel.name}"
+    if device.type != "cpu":
+        return "its integer products are for the CPU"
+    if code_rows(x_train) is None:  # cached: a sweep codes an array once
+        return ("the training rows are not integer-coded (some column has more than 256 "
+                "levels, or levels off one grid)")
+    return None
+
+
 def kernel_data(dataset: Dataset, partition: Partition, config: SimConfig,
                 device: torch.device, *, kernel: Kernel) -> KernelData:
     """Training rows sorted by client (checked against ``config``) and the test set; with
@@ -82,16 +96,11 @@ def kernel_data(dataset: Dataset, partition: Partition, config: SimConfig,
         raise ValueError("partition must assign every training sample to exactly one client")
     coding = None
     if config.arithmetic is Arithmetic.MIXED:
-        if not kernel.uses_coding:
-            why = f"it is for softmax regression (logreg), not {kernel.name}"
-        elif device.type != "cpu":
-            why = "its integer products are for the CPU"
+        why = why_not_mixed(dataset.x_train, kernel=kernel, device=device)
+        whole = code_rows(dataset.x_train) if why is None else None
+        if whole is not None:
+            coding = whole.rows(order)
         else:
-            whole = code_rows(dataset.x_train)  # cached: a sweep codes an array once
-            coding = None if whole is None else whole.rows(order)
-            why = ("the training rows are not integer-coded (some column has more than 256 "
-                   "levels, or levels off one grid)")
-        if coding is None:
             warnings.warn(f"arithmetic='mixed' runs in float32 here: {why}", RuntimeWarning,
                           stacklevel=2)
     sizes = np.asarray(partition.sizes, dtype=np.int64)
