@@ -162,34 +162,38 @@ MIN_SAMPLE_RATE = 1e-9
 1e-320 broke the accountant's arithmetic)."""
 
 
-def int_or_auto(name: str, text: str | None, *, low: int, high: int | None = None
-                ) -> int | None:
-    """``None`` for ``auto`` (the planner chooses), else an integer in ``[low, high]``."""
+def int_or_auto(name: str, text: str | None, *, low: int, high: int | None = None,
+                offer_auto: bool = True) -> int | None:
+    """``None`` for ``auto`` (the planner chooses), else an integer in ``[low, high]``
+    (``offer_auto=False``: a command that refuses ``auto`` later, whose message leaves it out)."""
     if text is None or text.strip().lower() == AUTO:
         return None
-    allowed = f">= {low}" if high is None else f"in [{low}, {high}]"
+    allowed = (f">= {low}" if high is None else f"in [{low}, {high}]") + (
+        " or 'auto'" if offer_auto else "")
     try:
         value = int(text)
     except ValueError:
-        raise ValueError(f"{name} must be an integer {allowed} or 'auto', "
-                         f"got {name}={text!r}") from None
+        raise ValueError(f"{name} must be an integer {allowed}, got {name}={text!r}") from None
     if value < low or (high is not None and value > high):
-        raise ValueError(f"{name} must be an integer {allowed} or 'auto', got {name}={value}")
+        raise ValueError(f"{name} must be an integer {allowed}, got {name}={value}")
     return value
 
 
-def rate_or_auto(text: str | None, *, default: float | None) -> float | None:
-    """The sample rate: ``None`` for ``auto``, else a number in ``[MIN_SAMPLE_RATE, 1]``."""
+def rate_or_auto(text: str | None, *, default: float | None,
+                 offer_auto: bool = True) -> float | None:
+    """The sample rate: ``None`` for ``auto``, else a number in ``[MIN_SAMPLE_RATE, 1]``
+    (``offer_auto``: as :func:`int_or_auto`)."""
     if text is None:
         return default
     if text.strip().lower() == AUTO:
         return None
+    auto = " or 'auto'" if offer_auto else ""
     try:
         value = float(text)
     except ValueError:
-        raise ValueError(f"sample_rate must be a number in [{MIN_SAMPLE_RATE:g}, 1] or 'auto', "
+        raise ValueError(f"sample_rate must be a number in [{MIN_SAMPLE_RATE:g}, 1]{auto}, "
                          f"got sample_rate={text!r}") from None
     if not MIN_SAMPLE_RATE <= value <= 1:
-        raise ValueError(f"sample_rate must be in [{MIN_SAMPLE_RATE:g}, 1] or 'auto', got "
+        raise ValueError(f"sample_rate must be in [{MIN_SAMPLE_RATE:g}, 1]{auto}, got "
                          f"sample_rate={value}")
     return value

@@ -152,7 +152,7 @@ def test_public_file_checks_name_the_option(heart: Path, tmp_path: Path) -> None
     with pytest.raises(ValueError, match="--proxy-classes selects the classes of a"):
         AutoChoice(rounds=True, clients_per_round=False, sample_rate=False,
                    proxy=DatasetName.DIGITS, proxy_classes="0-1")
-    with pytest.raises(ValueError, match="used only with"):
+    with pytest.raises(ValueError, match="used only by fedqr flower run with"):
         auto_choice(Schedule(rounds=3, clients_per_round=2, sample_rate=1.0),
                     command="fedqr flower run", remote=True, proxy_dataset=None,
                     proxy_data=heart / "hospital_va.csv")

@@ -137,5 +137,7 @@ def test_a_budget_spent_whole_leaves_nothing_not_a_float_residue(
     node = dataclasses.replace(_settings(tmp_path), eps=1.3)
     with pytest.raises(BudgetRefused, match=r"the run asks eps=0.5, more than the 0 left"):
         check_budget_left(node, eps=0.5, whole=False, run_key="c")
-    with pytest.raises(BudgetRefused, match=r"run with --eps at most 0, what is left"):
-        check_budget_left(node, eps=1.3, whole=True, run_key="c")
+    with pytest.raises(BudgetRefused, match=r"run with --eps; nothing is left of it: this "
+                                            r"client can take part in no further run"):
+        check_budget_left(node, eps=1.3, whole=True, run_key="c")  # "--eps at most 0" was
+        # advice that --eps refuses

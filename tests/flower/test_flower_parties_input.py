@@ -94,7 +94,8 @@ def test_certificate_that_does_not_match_is_named(tmp_path: Path, good_data: Pat
     thread.start()
     try:
         code, text = _invoke(_supernode(tmp_path, good_data, port, "--root-certificates",
-                                        str(tmp_path / "b" / "ca.pem")))
+                                        str(tmp_path / "b" / "ca.pem"), "--auth-key",
+                                        str(tmp_path / "b" / "node-0")))
     finally:
         thread.join(timeout=10)
         server.close()
@@ -228,3 +229,42 @@ def test_a_certificate_for_a_public_host_also_covers_the_loopback(tmp_path: Path
     ski = ca.extensions.get_extension_for_class(x509.SubjectKeyIdentifier).value.digest
     aki = cert.extensions.get_extension_for_class(x509.AuthorityKeyIdentifier).value
     assert aki.key_identifier == ski
+
+
+def test_a_supernode_s_auth_key_is_checked_before_it_starts(tmp_path: Path,
+                                                            good_data: Path) -> None:
+    """Flower exited 1 with its own log ("Unable to parse the private key file", "All
+    SuperNodes must be registered") after the state folder was written."""
+    make_certs(tmp_path / "c", hosts=["127.0.0.1"], num_nodes=1)
+    ca, key = tmp_path / "c" / "ca.pem", tmp_path / "c" / "node-0"
+    tls = ["--root-certificates", str(ca)]
+    for extra, needle in [
+        ([], "--auth-key KEY is required with TLS: the SuperLink admits registered "
+             "SuperNodes only"),
+        (["--auth-key", f"{key}.pub"], "--auth-key must be a SuperNode's private key (node-<i> "
+                                       "of fedqr flower certs), got --auth-key="),
+        (["--auth-key", f"{key}.pub"], ".pub' (a public key: give the file without .pub)"),
+        (["--auth-key", str(ca)], "--auth-key must be a SuperNode's private key"),
+    ]:
+        code, text = _invoke(_supernode(tmp_path, good_data, 9, *tls, *extra))
+        assert code == 2 and needle in text, text
+        assert not (tmp_path / "state").exists()
+
+
+def test_register_takes_a_public_key_only(tmp_path: Path) -> None:
+    make_certs(tmp_path / "c", hosts=["127.0.0.1"], num_nodes=1)
+    code, text = _invoke(["register", str(tmp_path / "c" / "node-0"), "--superlink",
+                          "127.0.0.1:9", "--root-certificates", str(tmp_path / "c" / "ca.pem")])
+    assert code == 2 and "PUBLIC_KEY must be a SuperNode's public key (node-<i>.pub of fedqr " \
+                          "flower certs)" in text and "(a private key, which never leaves its " \
+                          "client: give node-<i>.pub)" in text, text
+
+
+def test_a_command_without_the_planner_does_not_offer_auto(tmp_path: Path) -> None:
+    """``--sample-rate 1.5`` on deploy said "or 'auto'", which deploy then refuses."""
+    code, text = _invoke(["deploy", "--dataset", "digits", "--num-clients", "3", "--rounds",
+                          "2", "--sample-rate", "1.5", "--out", str(tmp_path / "o")])
+    assert code == 2 and "--sample-rate must be in [1e-09, 1], got --sample-rate=1.5" in text, text
+    code, text = _invoke(["simulate", "--dataset", "digits", "--rounds", "0", "--out",
+                          str(tmp_path / "o")])
+    assert code == 2 and "--rounds must be an integer in [1, 10000000], got" in text, text

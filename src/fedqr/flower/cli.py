@@ -162,7 +162,7 @@ def _configure(mode: str, opts: "o.FlowerOptions"
     schedule = parse_schedule(  # b: 10, or every client of a smaller federation by default
         rounds=opts.rounds, clients_per_round=opts.clients_per_round or str(
             default_clients_per_round(n)), sample_rate=opts.sample_rate,
-        default_rate=default_rate)
+        default_rate=default_rate, offer_auto=mode == "remote")
     choice = auto_choice(schedule, command=_COMMAND[mode], remote=mode == "remote",
                          proxy_dataset=opts.proxy_dataset, proxy_data=opts.proxy_data,
                          proxy_classes=opts.proxy_classes)

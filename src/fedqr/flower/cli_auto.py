@@ -34,18 +34,22 @@ class Schedule:
 
 
 def parse_schedule(*, rounds: str, clients_per_round: str, sample_rate: str | None,
-                   default_rate: float) -> Schedule:
-    """``--rounds``, ``--clients-per-round`` and ``--sample-rate``, each a value or ``auto``.
+                   default_rate: float, offer_auto: bool = True) -> Schedule:
+    """``--rounds``, ``--clients-per-round`` and ``--sample-rate``, each a value or ``auto``
+    (``offer_auto=False``: a command without the planner, whose messages leave ``auto`` out;
+    :func:`auto_choice` refuses it there).
 
     Raises
     ------
     ValueError
         Naming the option, its range and the value given.
     """
-    return Schedule(rounds=int_or_auto("rounds", rounds, low=1, high=MAX_ROUNDS),
+    return Schedule(rounds=int_or_auto("rounds", rounds, low=1, high=MAX_ROUNDS,
+                                       offer_auto=offer_auto),
                     clients_per_round=int_or_auto("clients_per_round", clients_per_round,
-                                                  low=1),
-                    sample_rate=rate_or_auto(sample_rate, default=default_rate))
+                                                  low=1, offer_auto=offer_auto),
+                    sample_rate=rate_or_auto(sample_rate, default=default_rate,
+                                             offer_auto=offer_auto))
 
 
 def auto_choice(schedule: Schedule, *, command: str, remote: bool,
@@ -65,8 +69,8 @@ def auto_choice(schedule: Schedule, *, command: str, remote: bool,
     if not schedule.auto:
         if given:
             raise ValueError("--proxy-dataset, --proxy-data and --proxy-classes are used only "
-                             "with --rounds, --clients-per-round or --sample-rate auto, got "
-                             + ", ".join(given))
+                             "by fedqr flower run with --rounds, --clients-per-round or "
+                             "--sample-rate auto, got " + ", ".join(given))
         return None
     if not remote:
         raise ValueError(f"auto (--rounds, --clients-per-round, --sample-rate) is planned from "

@@ -12,6 +12,7 @@ party's own process (a guard around :mod:`fedqr.flower.link_main`, Flower's Supe
 # every start; strings would cost ~1,000 compiles and evals, a tenth of the budget).
 import math
 import os
+import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -149,6 +150,7 @@ def supernode(
     from fedqr.flower.parts import (
         check_file,
         check_insecure,
+        check_node_key,
         check_superlink,
         split_address,
         supernode_args,
@@ -164,7 +166,11 @@ def supernode(
                              "a loopback address")
         ca = None if insecure else check_file("--root-certificates", root_certificates
                                               or Path())
-        key = check_file("--auth-key", auth_key) if auth_key is not None else None
+        if not insecure and auth_key is None:
+            raise ValueError("--auth-key KEY is required with TLS: the SuperLink admits "
+                             "registered SuperNodes only (this client's private key, node-<i> "
+                             "of fedqr flower certs), or --insecure on a loopback address")
+        key = check_node_key("--auth-key", auth_key, private=True) if auth_key else None
         data = check_file("--data", data)
         model, owner = _check_node_model(data, model=model, hidden=hidden,
                                          standardize=standardize, client_column=client_column,
@@ -253,10 +259,16 @@ def register(
 
     import tomli_w
 
-    from fedqr.flower.parts import check_file, check_superlink, cli_config, split_address
+    from fedqr.flower.parts import (
+        check_file,
+        check_node_key,
+        check_superlink,
+        cli_config,
+        split_address,
+    )
 
     try:
-        key = check_file("public key", public_key)
+        key = check_node_key("PUBLIC_KEY", public_key, private=False)
         host, port = split_address("--superlink", superlink_address)
         ca = None if root_certificates is None else check_file("--root-certificates",
                                                                 root_certificates)
@@ -270,10 +282,16 @@ def register(
                                "fedqr"], env={**os.environ, "FLWR_HOME": home},
                               capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        err.print("[bold red]error:[/] flwr supernode register failed: "
-                  + escape(f"{done.stdout.strip()} {done.stderr.strip()}"))
+        said = " ".join(_plain(f"{done.stdout} {done.stderr}").split())
+        err.print("[bold red]error:[/] flwr supernode register failed: " + escape(said))
         raise typer.Exit(1)
     out.print(f"registered {key.name}: {done.stdout.strip()}")
+
+
+def _plain(text: str) -> str:
+    """Flower's console text without its colours and box drawing (one line of words)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    return re.sub(r"[\u2500-\u257f]+", " ", text)
 
 
 __all__ = ["certs", "register", "superlink", "supernode"]

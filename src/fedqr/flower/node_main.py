@@ -83,17 +83,61 @@ def _env_float(name: str, default: float, low: float, high: float) -> float:
 
 
 def tune_flower(*, poll_s: float, heartbeat_s: float) -> _Pacer:
-    """Replace the SuperNode's fixed waits and set its heartbeat interval."""
+    """Replace the SuperNode's fixed waits, set its heartbeat interval and let its activation
+    wait out a previous process of the same node (:func:`patient_activation`)."""
     import flwr.supercore.heartbeat as heartbeat
     import flwr.supernode.fleet_http_connection as fleet
     import flwr.supernode.start_client_internal as internal
+    from flwr.supernode.fleet_http_client import FleetHttpClient
 
     internal_mod: ModuleType = internal
     pacer = _Pacer(poll_s)
     internal_mod.time = pacer  # type: ignore[attr-defined]
     fleet.HEARTBEAT_DEFAULT_INTERVAL = int(heartbeat_s)  # type: ignore[attr-defined]
     heartbeat.HEARTBEAT_DEFAULT_INTERVAL = int(heartbeat_s)  # type: ignore[attr-defined]
+    client: Any = FleetHttpClient
+    client.ActivateNode = patient_activation(client.ActivateNode,
+                                             patience_s=2 * heartbeat_s + RESTART_MARGIN_S)
     return pacer
+
+
+ACTIVATION_FAILED = 2004
+"""Flower's ``FLEET_NODE_ACTIVATION_FAILED``: the SuperLink refuses to activate a node it still
+counts as online (its last heartbeat less than two intervals ago)."""
+RESTART_MARGIN_S = 5.0
+
+
+def patient_activation(activate: Any, *, patience_s: float,
+                       sleep: Any = time.sleep, clock: Any = time.monotonic) -> Any:
+    """``activate`` (Flower's ``FleetHttpClient.ActivateNode``) retried once a second for up
+    to ``patience_s`` while the SuperLink refuses it as :data:`ACTIVATION_FAILED`.
+
+    A SuperNode restarted right after it died (as docs/deployment.md says to) finds the
+    SuperLink still counting its previous process as online until two heartbeat intervals
+    have passed without one; Flower's SuperNode then exits at once ("Failed to activate
+    SuperNode"). Waiting out those intervals lets the restart rejoin; any other error, or
+    the same one after ``patience_s``, is raised as before.
+    """
+    import httpx
+    from flwr.supercore.error import FlowerError
+
+    def retried(self: Any, request: Any) -> Any:
+        deadline, said = clock() + patience_s, False
+        while True:
+            try:
+                return activate(self, request)
+            except httpx.HTTPStatusError as exc:
+                error = FlowerError.from_json(exc.response.text)
+                if error is None or error.code != ACTIVATION_FAILED or clock() >= deadline:
+                    raise
+                if not said:
+                    log.warning("fedqr: the SuperLink still counts this client's previous "
+                                "SuperNode as online (a restart within two heartbeats); "
+                                "retrying for up to %.0f s", patience_s)
+                    said = True
+                sleep(1.0)
+
+    return retried
 
 
 def _run_task(address: str, token: str) -> None:

@@ -238,8 +238,9 @@ def check_budget_left(settings: NodeSettings, *, eps: float, whole: bool, run_ke
             f"client budget is eps={ledger.eps_budget:g}, of which eps={spent:.6g} was spent "
             f"in earlier runs; a run without --eps asks every client's whole budget: refused "
             f"before the plan (nothing charged); run with --eps"
-            + (f" at most {left:.6g}, what is left" if left is not None
-               else " this node's ledger can still take"))
+            + (f" at most {left:.6g}, what is left" if left is not None and left > 0
+               else " this node's ledger can still take" if left is None
+               else "; nothing is left of it: this client can take part in no further run"))
     if left is not None and eps > left * (1 + 1e-12):
         raise BudgetRefused(
             f"client budget is eps={ledger.eps_budget:g}, of which eps={spent:.6g} was spent "

@@ -106,6 +106,44 @@ def check_file(name: str, path: Path) -> Path:
     return path.resolve()
 
 
+def check_node_key(name: str, path: Path, *, private: bool) -> Path:
+    """``path``, resolved, if it is a SuperNode's OpenSSH elliptic-curve key of the kind
+    Flower reads (``private``: ``node-<i>`` of ``fedqr flower certs``, which the SuperNode signs
+    with; else ``node-<i>.pub``, which the SuperLink registers); ``ValueError`` naming
+    ``name`` otherwise (Flower exits with its own error code and text)."""
+    from cryptography.hazmat.primitives.asymmetric import ec
+
+    path = check_file(name, path)
+    raw = path.read_bytes()
+    want = ("private key (node-<i> of fedqr flower certs)" if private
+            else "public key (node-<i>.pub of fedqr flower certs)")
+    key, why = _ssh_key(raw, private=private)
+    if key is None:
+        if _ssh_key(raw, private=not private)[0] is not None:
+            why = ("a public key: give the file without .pub" if private else
+                   "a private key, which never leaves its client: give node-<i>.pub")
+        raise ValueError(f"{name} must be a SuperNode's {want}, got {name}={str(path)!r} "
+                         f"({why})")
+    if not isinstance(key, ec.EllipticCurvePrivateKey | ec.EllipticCurvePublicKey):
+        raise ValueError(f"{name} must be a SuperNode's {want}, an elliptic-curve key, got "
+                         f"{name}={str(path)!r} (a {type(key).__name__})")
+    return path
+
+
+def _ssh_key(raw: bytes, *, private: bool) -> tuple[object | None, str]:
+    """The OpenSSH private or public key in ``raw``, or ``None`` and why not."""
+    from cryptography.exceptions import UnsupportedAlgorithm
+    from cryptography.hazmat.primitives.serialization import (
+        load_ssh_private_key,
+        load_ssh_public_key,
+    )
+
+    try:
+        return (load_ssh_private_key(raw, None) if private else load_ssh_public_key(raw)), ""
+    except (ValueError, TypeError, UnsupportedAlgorithm) as e:
+        return None, f"not an OpenSSH key: {e}"
+
+
 def superlink_args(*, host: str, port: int, tls: LinkTls | None,
                    simulation: bool = False) -> list[str]:
     """fedqr's SuperLink process (:mod:`fedqr.flower.link_main`: Flower's ``flower-superlink``
