@@ -97,6 +97,19 @@ def test_guard_takes_its_descendants_down(tmp_path: Path) -> None:
     assert not _processes_in(tmp_path.resolve())
 
 
+def test_a_guard_started_by_a_script_spares_the_script_and_its_other_jobs(
+        tmp_path: Path) -> None:
+    """A shell script has no job control: its background jobs share its process group. The
+    guard (``fedqr flower superlink ... &`` in the heart-disease example) killed that whole
+    group when its command ended, the script (exit 137) and its SuperNodes included."""
+    script = (f"sleep 5 & S=$!; {sys.executable} -m fedqr.flower.guard true; "
+              "kill -0 $S && echo sibling-alive; kill $S")
+    done = subprocess.run(["bash", "-c", script], capture_output=True, text=True, timeout=60,
+                          start_new_session=True)  # the script leads its own group
+    assert done.returncode == 0 and "sibling-alive" in done.stdout, (done.returncode,
+                                                                     done.stderr)
+
+
 @pytest.mark.parametrize("confirmed", [True, False])
 def test_an_interrupted_remote_run_is_stopped_on_its_superlink(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch, confirmed: bool) -> None:

@@ -1,7 +1,8 @@
 """A process-group guard: runs one command and takes its whole process group down with it.
 
 ``python -m fedqr.flower.guard CMD ARGS...`` runs ``CMD`` in the guard's own process group
-(the caller starts the guard in a new session), and kills them all, descendants included.
+(the caller starts the guard in a new session), and kills them all, descendants included
+(only its descendants where the guard does not lead its group: :func:`members`).
 Flower's SuperLink starts a SuperExec, which
 starts a ServerApp process; neither gets a parent-death signal from Flower, so a SuperLink
 killed with SIGKILL would leave them running. The guard kills (SIGKILL) every descendant
@@ -26,12 +27,18 @@ POLL_S = 0.2
 
 
 def members() -> list[int]:
-    """Live descendants of this process and the other processes of its process group.
+    """Live descendants of this process and, where it leads its process group, the other
+    processes of that group.
 
     Descendants count even in sessions of their own (Flower starts its SuperExec with a new
-    session, and the SuperExec its app processes).
+    session, and the SuperExec its app processes). A guard that does not lead its group (a
+    ``fedqr flower superlink`` started with ``&`` by a shell script, which has no job
+    control: the script and its other jobs share one group) takes only its descendants: the
+    group's other processes are the script and its other jobs, not the guard's; it killed
+    them, the script included.
     """
     me, pgid = os.getpid(), os.getpgid(0)
+    own_group = pgid == me
     children: dict[int, list[int]] = {}
     group = set()
     try:
@@ -49,7 +56,7 @@ def members() -> list[int]:
         if fields[0] == "Z":
             continue
         children.setdefault(int(fields[1]), []).append(int(entry))
-        if int(fields[2]) == pgid:
+        if own_group and int(fields[2]) == pgid:
             group.add(int(entry))
     found, todo = set(), [me]
     while todo:
