@@ -86,3 +86,26 @@ def test_the_pilots_share_and_the_rest_never_sum_above_a_budget(share: float) ->
         assert a == share * budget
         assert a + b <= budget
         assert math.nextafter(a + b, math.inf) >= budget  # at most one ulp left unused
+
+
+def test_no_pilot_runs_where_no_schedule_helps(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The pilot spent part of every replying client's budget, then the command stopped
+    (nothing to run) with that spend recorded nowhere; at eps 49.95 of 50 with share 0.999."""
+    import fedqr.planner.pilot as pilot_module
+
+    def no_run(*_a: object, **_k: object) -> None:
+        raise AssertionError("a pilot ran on the clients' data")
+
+    monkeypatch.setattr(pilot_module, "run_rounds", no_run)
+    public = DataSpec(dataset=DatasetName.DIGITS, partition=PartitionKind.IID, num_clients=4,
+                      seed=9)
+    sc = Scenario(data=_clients(0.0), mechanism=Mechanism.LAPLACE, eps=(0.001,), clip=20.0,
+                  sample_rate=1.0, lr=LearningRate(eta0=0.3))
+    plan = plan_with_pilot(sc, proxy=ProxyChoice(use=DataUse.PUBLIC_PROXY, public=public),
+                           settings=FAST, device=torch.device("cpu"), use_cache=True,
+                           progress=None, pilot_share=0.3)
+    assert not plan.useful
+    assert plan.data_used["kind"] == "private-pilot" and plan.data_used["pilot"] is None
+    assert plan.privacy_cost["epsilon"] == [0.0] * 4
+    assert "budget_left_for_run" not in plan.privacy_cost  # no pilot spend for the CLI to say
+    assert "no pilot was run" in plan.message

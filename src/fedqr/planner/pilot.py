@@ -94,6 +94,8 @@ def plan_with_pilot(scenario: Scenario, *, proxy: ProxyChoice, settings: SearchS
     pilot_sc, rest = split_budget(scenario, pilot_share)
     plan = make_plan(rest, proxy=proxy, settings=settings, device=device,
                      use_cache=use_cache, progress=progress)
+    if not plan.useful:  # nothing will run: a pilot would only spend the clients' budgets
+        return _without_pilot(plan, num_clients=len(scenario.client_eps()))
     r = plan.recommended
     t_pilot = max(1, round(pilot_share * r.rounds))
     # the twin's prediction for the pilot schedule at the pilot budget, on the plan's proxy
@@ -134,3 +136,16 @@ def plan_with_pilot(scenario: Scenario, *, proxy: ProxyChoice, settings: SearchS
             "budget_left_for_run": {"eps": list(rest.client_eps()),
                                     "delta": list(rest.client_delta())}}
     return dataclasses.replace(plan, data_used=data_used, privacy_cost=cost, message=message)
+
+
+def _without_pilot(plan: Plan, *, num_clients: int) -> Plan:
+    """The plan of a private pilot where no schedule is predicted to help: no pilot runs
+    (it spent part of every replying client's budget, and with no run to follow that spend
+    was recorded nowhere), nothing is charged."""
+    note = ("no pilot was run: no schedule is predicted to help on the public proxy, so there "
+            "is no run to check (nothing charged)")
+    return dataclasses.replace(
+        plan, data_used={**plan.data_used, "kind": DataUse.PRIVATE_PILOT.value, "pilot": None},
+        privacy_cost={"epsilon": [0.0] * num_clients, "delta": [0.0] * num_clients,
+                      "note": note},
+        message=f"{plan.message}; {note}")
