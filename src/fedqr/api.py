@@ -19,6 +19,7 @@ import torch
 from fedqr._device import resolve_device
 from fedqr._precision import Arithmetic, arithmetic_of
 from fedqr._validate import check_int_range, check_positive
+from fedqr._warned import is_own
 from fedqr.api_budget import DEFAULT_DELTA, DEFAULT_EPS, budget_values
 from fedqr.api_results import PlanResult, PrivateDataWarning, SimulationResult
 from fedqr.api_schedule import (
@@ -308,21 +309,8 @@ def plan(
                 lr=LearningRate(schedule=lr_schedule, eta0=lr, decay=lr_decay),
                 weight_decay=weight_decay, aggregation=aggregation,
                 kernel=None if model is None else Workload.of(source, model, hidden=widths).kernel)
-            if use is DataUse.CLEAR_PROXY:
-                if proxy is not None or proxy_classes is not None:
-                    raise ValueError(f"{'proxy' if proxy is not None else 'proxy_classes'} needs "
-                                     f"data_use='public-proxy', got data_use='clear-proxy'")
-                choice = ProxyChoice(use=use, share=proxy_share)
-            elif proxy is None:
-                raise ValueError(f"data_use={use.value!r} needs proxy= (public data with the "
-                                 "clients' features and classes), got none")
-            else:
-                public = _public(proxy, proxy_classes, seed + 1, deployment=source)
-                label = (getattr(public.dataset, "value", None)
-                         or str(public.identity().get("name") or "own"))
-                choice = ProxyChoice(use=DataUse.PUBLIC_PROXY, share=proxy_share, public=public,
-                                     public_label=label if proxy_classes is None
-                                     else f"{label}, classes {proxy_classes}")  # as the CLI says
+            choice = _proxy_choice(use, proxy, proxy_classes, share=proxy_share, seed=seed,
+                                   deployment=source)
             settings = SearchSettings(repeats=twin_repeats, seed=seed, time_budget_s=twin_budget)
             result = make_plan(scenario, proxy=choice, settings=settings, device=dev,
                                use_cache=use_cache, progress=progress)
@@ -338,12 +326,23 @@ def plan(
     return PlanResult(plan=result, document=document)
 
 
-_PACKAGE = Path(__file__).resolve().parent
-
-
-def _ours(w: warnings.WarningMessage) -> bool:
-    """Whether fedqr gave the warning (not torch, NumPy or dp-accounting)."""
-    return Path(w.filename).resolve().is_relative_to(_PACKAGE)
+def _proxy_choice(use: DataUse, proxy: FederatedData | DataSpec | str | os.PathLike[str] | None,
+                  classes: str | None, *, share: float | None, seed: int,
+                  deployment: DataSource) -> ProxyChoice:
+    """What the twin trains on: a share of the clients' data, or the public ``proxy``."""
+    if use is DataUse.CLEAR_PROXY:
+        if proxy is not None or classes is not None:
+            raise ValueError(f"{'proxy' if proxy is not None else 'proxy_classes'} needs "
+                             f"data_use='public-proxy', got data_use='clear-proxy'")
+        return ProxyChoice(use=use, share=share)
+    if proxy is None:
+        raise ValueError(f"data_use={use.value!r} needs proxy= (public data with the "
+                         "clients' features and classes), got none")
+    public = _public(proxy, classes, seed + 1, deployment=deployment)
+    label = getattr(public.dataset, "value", None) or str(public.identity().get("name") or "own")
+    return ProxyChoice(use=DataUse.PUBLIC_PROXY, share=share, public=public,
+                       public_label=label if classes is None
+                       else f"{label}, classes {classes}")  # as the CLI says
 
 
 def _say_again(caught: list[warnings.WarningMessage]) -> list[str]:
@@ -352,7 +351,7 @@ def _say_again(caught: list[warnings.WarningMessage]) -> list[str]:
     texts: list[str] = []
     seen: set[tuple[type[Warning], str]] = set()
     for w in caught:
-        own = _ours(w)
+        own = is_own(w)
         text = _api_words(str(w.message)) if own else str(w.message)
         if (w.category, text) in seen:
             continue

@@ -268,3 +268,11 @@ def test_a_command_without_the_planner_does_not_offer_auto(tmp_path: Path) -> No
     code, text = _invoke(["simulate", "--dataset", "digits", "--rounds", "0", "--out",
                           str(tmp_path / "o")])
     assert code == 2 and "--rounds must be an integer in [1, 10000000], got" in text, text
+
+
+def test_flower_s_console_text_is_printed_as_words() -> None:
+    """``register`` printed Flower's colour codes as text (``[91mERROR [0m``)."""
+    from fedqr.flower.parts import plain_text
+
+    said = "\x1b[91mERROR \x1b[0m:  Exit Code: 500\n╭──────╮\n│ Public key already in use. │\n"
+    assert plain_text(said) == "ERROR : Exit Code: 500 Public key already in use."

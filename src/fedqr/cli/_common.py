@@ -20,6 +20,7 @@ from fedqr._atomic import (
     write_json_atomic,
 )
 from fedqr._cli_messages import diverged_note, exit_code, name_options
+from fedqr._warned import is_own
 
 if TYPE_CHECKING:
     import torch
@@ -133,9 +134,8 @@ def show_warnings(caught: list[warnings.WarningMessage], *,
     ``warning:`` line on stderr naming the command's options (after the command's own
     ``rewrite`` of the text), others as Python shows them."""
 
-    own = Path(__file__).resolve().parents[1]  # the fedqr package
     for w in caught:
-        if Path(w.filename).resolve().is_relative_to(own):
+        if is_own(w):
             text = name_options(rewrite(str(w.message)))
             err.print(f"[yellow]warning:[/] {escape(text)}")
             for texts in _RECORDERS:

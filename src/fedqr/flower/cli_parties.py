@@ -12,7 +12,6 @@ party's own process (a guard around :mod:`fedqr.flower.link_main`, Flower's Supe
 # every start; strings would cost ~1,000 compiles and evals, a tenth of the budget).
 import math
 import os
-import re
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -264,6 +263,7 @@ def register(
         check_node_key,
         check_superlink,
         cli_config,
+        plain_text,
         split_address,
     )
 
@@ -282,16 +282,10 @@ def register(
                                "fedqr"], env={**os.environ, "FLWR_HOME": home},
                               capture_output=True, text=True, check=False)
     if done.returncode != 0:
-        said = " ".join(_plain(f"{done.stdout} {done.stderr}").split())
+        said = plain_text(f"{done.stdout} {done.stderr}")
         err.print("[bold red]error:[/] flwr supernode register failed: " + escape(said))
         raise typer.Exit(1)
     out.print(f"registered {key.name}: {done.stdout.strip()}")
-
-
-def _plain(text: str) -> str:
-    """Flower's console text without its colours and box drawing (one line of words)."""
-    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
-    return re.sub(r"[\u2500-\u257f]+", " ", text)
 
 
 __all__ = ["certs", "register", "superlink", "supernode"]

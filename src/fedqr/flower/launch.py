@@ -26,7 +26,14 @@ import tomli_w
 
 from fedqr.flower.config import FlowerRunConfig
 from fedqr.flower.link_main import NODE_TIMEOUT_ENV
-from fedqr.flower.parts import LinkTls, NodeConfigValue, cli_config, superlink_args, supernode_args
+from fedqr.flower.parts import (
+    LinkTls,
+    NodeConfigValue,
+    cli_config,
+    plain_text,
+    superlink_args,
+    supernode_args,
+)
 from fedqr.flower.procs import (
     _descendants,
     app_processes,
@@ -160,9 +167,8 @@ class LocalFederation:
                               cwd=self.work, env={**self.env, "FLWR_HOME": str(self._cli_home())},
                               check=False)
         if done.returncode != 0:
-            raise LaunchError(f"flwr supernode register {public_key} failed: "
-                              f"{done.stdout.decode(errors='replace').strip()} "
-                              f"{done.stderr.decode(errors='replace').strip()}")
+            raise LaunchError(f"flwr supernode register {public_key} failed: " + plain_text(
+                f"{done.stdout.decode(errors='replace')} {done.stderr.decode(errors='replace')}"))
 
     def kill_supernode(self, partition: int) -> None:
         """SIGKILL a SuperNode and its app processes at once (a crash, for fault tests)."""
@@ -193,8 +199,8 @@ class LocalFederation:
             hint = (" (check --superlink, and --root-certificates for a TLS SuperLink or "
                     "--insecure for one without TLS: as the SuperLink was started)"
                     if "unavailable" in str(said).lower() else "")
-            raise LaunchError(f"flwr run failed: {str(said).strip()} "
-                              f"{done.stderr.decode(errors='replace').strip()}".strip() + hint)
+            raise LaunchError("flwr run failed: " + plain_text(
+                f"{said} {done.stderr.decode(errors='replace')}") + hint)
         return str(run_id)
 
     def flwr_stop(self, run_id: str, *, timeout_s: float = 30.0) -> bool:

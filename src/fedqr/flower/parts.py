@@ -7,6 +7,7 @@ machine) and ``fedqr flower deploy`` (all of them on 127.0.0.1).
 from __future__ import annotations
 
 import json
+import re
 import socket
 import ssl
 import sys
@@ -104,6 +105,13 @@ def check_file(name: str, path: Path) -> Path:
     if not path.is_file():
         raise ValueError(f"{name}: no such file: {path}")
     return path.resolve()
+
+
+def plain_text(text: str) -> str:
+    """Flower's console output as one line of words: without its colour codes and box
+    drawing (printed as text, they read ``[91mERROR [0m``)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", text)
+    return " ".join(re.sub(r"[\u2500-\u257f]+", " ", text).split())
 
 
 def check_node_key(name: str, path: Path, *, private: bool) -> Path:
